@@ -1,0 +1,39 @@
+# syntax=docker/dockerfile:1
+# stackflux controller image: Node 24 LTS, git (simple-git shells out to it), production
+# dependencies only, non-root, read-only root filesystem friendly (writes only to
+# /var/cache/stackflux, declared as a volume).
+
+FROM node:24-slim AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+# --ignore-scripts: the image's own Node 24 runs the build; the `node` dev dependency
+# (which provides Node 24 on developer machines) is not needed here.
+RUN npm ci --ignore-scripts
+COPY tsconfig.json tsconfig.build.json ./
+COPY controller ./controller
+RUN npx tsc -p tsconfig.build.json
+
+FROM node:24-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts
+
+FROM node:24-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git ca-certificates openssh-client \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /src/dist ./dist
+COPY package.json ./
+COPY bin ./bin
+COPY crds ./crds
+COPY flux-templates ./flux-templates
+ENV NODE_ENV=production \
+    HOME=/var/cache/stackflux \
+    STACKFLUX_CACHE_DIR=/var/cache/stackflux
+RUN mkdir -p /var/cache/stackflux && chown 65532:65532 /var/cache/stackflux
+VOLUME ["/var/cache/stackflux"]
+USER 65532:65532
+ENTRYPOINT ["node", "/app/bin/stackflux.js"]
+CMD ["run"]

@@ -1,0 +1,30 @@
+// The shape of a cluster stack release as read from a release repository at a tag
+// (../shared/DESIGN.md "A release at a tag"). Parsed and validated by controller/releases.
+
+/** One addon of a stack, in apply order. */
+export interface StackAddon {
+  name: string;
+  /** Namespace the addon's namespaced objects go to in the workload cluster. */
+  targetNamespace?: string;
+  /** Addons that must be Ready first; defaults to the previous addon in the list. */
+  dependsOn?: string[];
+}
+
+/** stack.yaml at the root of a release (under ClusterStack spec.source.path). */
+export interface StackManifest {
+  apiVersion: 'stackflux.io/v1alpha1';
+  kind: 'Stack';
+  provider: string;
+  name: string;
+  /** Full Kubernetes version, e.g. v1.30.4; its major.minor must match the tag. */
+  kubernetesVersion: string;
+  /** Stack version, e.g. v2 or v0-sha.abc1234; must match the tag. */
+  version: string;
+  addons: StackAddon[];
+}
+
+/**
+ * The files of a release at a tag, relative to the stack path, POSIX separators, UTF-8 text.
+ * e.g. "stack.yaml", "cluster-class/cluster-class.yaml", "cluster-addon/cni/config.yaml.hbs".
+ */
+export type ReleaseTree = ReadonlyMap<string, string>;

@@ -1,0 +1,40 @@
+// `npm test`: builds the test environment if it is not cached, starts one environment for
+// the whole run, runs every test file with node's test runner, and stops the environment.
+// Arguments narrow the run to some test files. A running environment named by
+// STACKFLUX_TESTENV_DIR is reused and left running (fast local loop).
+import { spawnSync } from 'node:child_process';
+import { existsSync, globSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { down, envVars, isRunning, readEndpoints, up } from './lib/testenv.ts';
+
+const log = (m: string) => process.stderr.write(`run-tests: ${m}\n`);
+const files = process.argv.slice(2);
+const testFiles = files.length > 0 ? files : globSync('test/{unit,integration,e2e}/**/*.test.ts').sort();
+if (testFiles.length === 0) {
+  log('no test files found');
+  process.exit(1);
+}
+
+const reuseDir = process.env.STACKFLUX_TESTENV_DIR;
+const reuse = reuseDir !== undefined && existsSync(reuseDir) && isRunning(reuseDir);
+const stateDir = reuse && reuseDir ? reuseDir : mkdtempSync(join(tmpdir(), 'stackflux-test-'));
+let status = 1;
+try {
+  const started = Date.now();
+  const endpoints = reuse ? readEndpoints(stateDir) : await up(stateDir, log);
+  if (!endpoints) throw new Error(`cannot read the test environment in ${stateDir}`);
+  log(`${reuse ? 'reusing' : 'started'} test environment in ${((Date.now() - started) / 1000).toFixed(1)}s (${stateDir})`);
+  const result = spawnSync(
+    process.execPath,
+    ['--test', '--test-concurrency=2', '--test-timeout=600000', ...testFiles],
+    { stdio: 'inherit', env: { ...process.env, ...envVars(endpoints) } },
+  );
+  status = result.status ?? 1;
+} catch (err) {
+  log(`test environment failed: ${err instanceof Error ? err.message : String(err)}`);
+  log(`component logs are in ${stateDir}/logs`);
+} finally {
+  if (!reuse) await down(stateDir, log);
+}
+process.exit(status);

@@ -1,0 +1,3 @@
+module stackflux.io/hack/tools/gitserver
+
+go 1.26.0

@@ -1,0 +1,61 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import type { CommandIO } from '../../../controller/cli/command.ts';
+import { main } from '../../../controller/cli/main.ts';
+
+const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+
+function capture(env: Record<string, string> = {}): { io: CommandIO; out: () => string; err: () => string } {
+  let out = '';
+  let err = '';
+  return {
+    io: { stdout: (t) => (out += t), stderr: (t) => (err += t), env },
+    out: () => out,
+    err: () => err,
+  };
+}
+
+describe('stackflux CLI', () => {
+  it('version prints the package version', async () => {
+    const c = capture();
+    assert.equal(await main(['version'], c.io), 0);
+    assert.match(c.out(), new RegExp(`^stackflux ${pkg.version.replaceAll('.', '\\.')} `));
+  });
+
+  it('flags can come from STACKFLUX_* environment variables, explicit flags win', async () => {
+    const c = capture({ STACKFLUX_OUTPUT: 'json' });
+    assert.equal(await main(['version'], c.io), 0);
+    assert.equal(JSON.parse(c.out()).version, pkg.version);
+    const d = capture({ STACKFLUX_OUTPUT: 'json' });
+    assert.equal(await main(['version', '--output', 'text'], d.io), 0);
+    assert.match(d.out(), /^stackflux /);
+  });
+
+  it('help lists the commands; every command has --help', async () => {
+    const c = capture();
+    assert.equal(await main(['help'], c.io), 0);
+    assert.match(c.out(), /version\s+Print the stackflux version/);
+    const d = capture();
+    assert.equal(await main(['version', '--help'], d.io), 0);
+    assert.match(d.out(), /Usage: stackflux version/);
+    assert.match(d.out(), /STACKFLUX_OUTPUT/);
+  });
+
+  it('an unknown command or flag is a usage error (exit 2) that says what is wrong', async () => {
+    const c = capture();
+    assert.equal(await main(['frobnicate'], c.io), 2);
+    assert.match(c.err(), /unknown command "frobnicate"/);
+    const d = capture();
+    assert.equal(await main(['version', '--nope'], d.io), 2);
+    assert.match(d.err(), /nope/);
+  });
+
+  it('the package bin runs the CLI as a separate process', () => {
+    const out = execFileSync(process.execPath, [new URL('../../../bin/stackflux.js', import.meta.url).pathname, 'version'], {
+      encoding: 'utf8',
+    });
+    assert.match(out, new RegExp(`stackflux ${pkg.version.replaceAll('.', '\\.')}`));
+  });
+});
