@@ -1,0 +1,92 @@
+// ClusterAddon (caddon): one per Cluster API Cluster whose topology names a ClusterClass of a
+// cluster stack release; owned by the Cluster. Records which release and addons were rendered
+// into the fleet repo and their readiness in the workload cluster (from Flux).
+import { type API_VERSION, conditionsSchema, type ObjectMeta } from './meta.ts';
+import { type FromSchema, schema } from './schema.ts';
+
+export const clusterAddonSpecSchema = schema({
+  type: 'object',
+  required: ['cluster'],
+  properties: {
+    cluster: { type: 'string', description: 'Name of the Cluster API Cluster in this namespace.' },
+    clusterStack: { type: 'string', description: 'The ClusterStack whose release the Cluster uses.' },
+    release: { type: 'string', description: 'The ClusterStackRelease (tag) the Cluster uses.' },
+    addons: {
+      type: 'array',
+      description: 'Per-cluster enable/disable of addons (default: as on the ClusterStack).',
+      items: {
+        type: 'object',
+        required: ['name', 'enabled'],
+        properties: {
+          name: { type: 'string', pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', maxLength: 63 },
+          enabled: { type: 'boolean' },
+        },
+      },
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['name'],
+    },
+    values: {
+      type: 'object',
+      description: 'Per-cluster addon values (below the ClusterStack central values).',
+      'x-kubernetes-preserve-unknown-fields': true,
+    },
+  },
+});
+export type ClusterAddonSpec = FromSchema<typeof clusterAddonSpecSchema>;
+
+export const addonStatusSchema = schema({
+  type: 'object',
+  required: ['name', 'ready'],
+  properties: {
+    name: { type: 'string' },
+    ready: { type: 'boolean' },
+    reason: { type: 'string' },
+    message: { type: 'string' },
+    release: { type: 'string', description: 'The release this addon was rendered from.' },
+    kustomization: { type: 'string' },
+    lastAppliedRevision: { type: 'string' },
+  },
+});
+export type AddonStatus = FromSchema<typeof addonStatusSchema>;
+
+export const clusterAddonStatusSchema = schema({
+  type: 'object',
+  properties: {
+    observedGeneration: { type: 'integer', format: 'int64' },
+    release: { type: 'string', description: 'The release the addons were last rendered from.' },
+    fleetCommit: { type: 'string', description: 'The fleet repo commit holding the rendered files.' },
+    fleetPath: { type: 'string', description: '<namespace>/<cluster> in the fleet repo.' },
+    addons: {
+      type: 'array',
+      items: addonStatusSchema,
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['name'],
+    },
+    conditions: conditionsSchema,
+  },
+});
+export type ClusterAddonStatus = FromSchema<typeof clusterAddonStatusSchema>;
+
+export interface ClusterAddon {
+  apiVersion: typeof API_VERSION;
+  kind: 'ClusterAddon';
+  metadata: ObjectMeta;
+  spec: ClusterAddonSpec;
+  status?: ClusterAddonStatus;
+}
+
+export const clusterAddonCrd = {
+  kind: 'ClusterAddon',
+  plural: 'clusteraddons',
+  singular: 'clusteraddon',
+  shortNames: ['caddon'],
+  spec: clusterAddonSpecSchema,
+  status: clusterAddonStatusSchema,
+  printerColumns: [
+    { name: 'Cluster', type: 'string', jsonPath: '.spec.cluster' },
+    { name: 'Release', type: 'string', jsonPath: '.status.release' },
+    { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+    { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
+    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+} as const;

@@ -1,0 +1,265 @@
+// ClusterStack (csk): subscribes to the releases of one cluster stack (provider, name,
+// Kubernetes minor version, channel) published as Git tags. The spec keeps the field names of the
+// Sovereign Cloud Stack cluster-stack-operator (clusterstack.x-k8s.io) so its users move over by
+// changing apiVersion and adding `source`.
+import {
+  type API_VERSION,
+  conditionsSchema,
+  durationSchema,
+  localObjectReferenceSchema,
+  type ObjectMeta,
+} from './meta.ts';
+import { type FromSchema, schema } from './schema.ts';
+
+/** provider and name are single tag segments: lower-case alphanumerics, no dashes. */
+export const TAG_SEGMENT_PATTERN = '^[a-z0-9]+$';
+/** "1.30": Kubernetes major.minor the stack is built for. */
+export const KUBERNETES_MINOR_PATTERN = '^[1-9][0-9]*\\.(0|[1-9][0-9]*)$';
+/** "v3" (stable) or "v0-sha.abc1234" / "v0-sha-abc1234" (custom channel). */
+export const STACK_VERSION_PATTERN = '^v(0|[1-9][0-9]*)(-[a-z0-9]+[.-][a-z0-9]+)?$';
+
+export const clusterStackSourceSchema = schema({
+  type: 'object',
+  description:
+    'Where releases are published: a Git repository (tags via ls-remote) or a GitHub repository ' +
+    '(GitHub Releases API). Exactly one of git and github.',
+  properties: {
+    git: {
+      type: 'object',
+      required: ['url'],
+      properties: {
+        url: {
+          type: 'string',
+          description: 'Repository URL; only https, http and ssh URLs. Credentials never go in the URL.',
+          pattern: '^(https?://[^@/]+/.+|ssh://([A-Za-z0-9._-]+@)?[^@/:]+(:[0-9]+)?/.+)$',
+        },
+        secretRef: {
+          ...localObjectReferenceSchema,
+          description:
+            'Secret with username/password (or bearer token) for http(s), identity/known_hosts for ssh; ' +
+            'the same keys as a Flux GitRepository secret.',
+        },
+      },
+    },
+    github: {
+      type: 'object',
+      required: ['owner', 'repo'],
+      properties: {
+        owner: { type: 'string', minLength: 1, pattern: '^[A-Za-z0-9][A-Za-z0-9-]*$' },
+        repo: { type: 'string', minLength: 1, pattern: '^[A-Za-z0-9._-]+$' },
+        secretRef: {
+          ...localObjectReferenceSchema,
+          description: 'Secret with a `token` key for the GitHub API and clones.',
+        },
+      },
+    },
+    path: {
+      type: 'string',
+      description: 'Folder of the stack inside the repository (holds stack.yaml); empty for the root.',
+      pattern: '^([A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*)?$',
+      maxLength: 512,
+    },
+  },
+  'x-kubernetes-validations': [
+    { rule: 'has(self.git) != has(self.github)', message: 'exactly one of git and github must be set' },
+  ],
+});
+export type ClusterStackSource = FromSchema<typeof clusterStackSourceSchema>;
+
+export const clusterStackSpecSchema = schema({
+  type: 'object',
+  required: ['provider', 'name', 'kubernetesVersion', 'source'],
+  properties: {
+    provider: {
+      type: 'string',
+      description: 'Provider of the cluster stack, the first segment of its tags (e.g. docker).',
+      pattern: TAG_SEGMENT_PATTERN,
+      maxLength: 20,
+    },
+    name: {
+      type: 'string',
+      description: 'Name of the cluster stack, the second segment of its tags (e.g. ferrol).',
+      pattern: TAG_SEGMENT_PATTERN,
+      maxLength: 20,
+    },
+    kubernetesVersion: {
+      type: 'string',
+      description: 'Kubernetes major.minor version of the stack, e.g. "1.30".',
+      pattern: KUBERNETES_MINOR_PATTERN,
+    },
+    channel: {
+      type: 'string',
+      description: 'stable: tags ...-vN. custom: tags ...-v0-<channel>-<suffix>, e.g. v0-sha-abc1234.',
+      enum: ['stable', 'custom'],
+      default: 'stable',
+    },
+    versions: {
+      type: 'array',
+      description: 'Pinned versions that are kept available, e.g. [v1, v3] or [v0-sha.abc1234].',
+      items: { type: 'string', pattern: STACK_VERSION_PATTERN },
+      'x-kubernetes-list-type': 'set',
+      maxItems: 100,
+    },
+    autoSubscribe: {
+      type: 'boolean',
+      description: 'Follow the latest release of the channel automatically.',
+      default: true,
+    },
+    noProvider: {
+      type: 'boolean',
+      description:
+        'Kept for cluster-stack-operator compatibility: stackflux has no provider-specific ' +
+        'release objects, so this is accepted and has no effect.',
+      default: false,
+    },
+    providerRef: {
+      type: 'object',
+      description: 'Kept for cluster-stack-operator compatibility; recorded, not used.',
+      properties: {
+        apiVersion: { type: 'string' },
+        kind: { type: 'string' },
+        name: { type: 'string' },
+        namespace: { type: 'string' },
+      },
+    },
+    source: clusterStackSourceSchema,
+    interval: {
+      ...durationSchema,
+      description: 'How often the source is listed and the Flux objects reconcile.',
+      default: '5m',
+    },
+    timeout: {
+      ...durationSchema,
+      description: 'Timeout of the Flux Kustomization that applies a release (apply + wait).',
+      default: '5m',
+    },
+    suspend: {
+      type: 'boolean',
+      description: 'Stop discovering releases and changing ClusterStackReleases; existing ones stay.',
+      default: false,
+    },
+    addons: {
+      type: 'array',
+      description: 'Enable or disable addons of the stack for every Cluster using it (default: enabled).',
+      items: {
+        type: 'object',
+        required: ['name', 'enabled'],
+        properties: {
+          name: { type: 'string', pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', maxLength: 63 },
+          enabled: { type: 'boolean' },
+        },
+      },
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['name'],
+      maxItems: 100,
+    },
+    values: {
+      type: 'object',
+      description:
+        'Central addon values; they win over per-cluster values and the addon defaults of the release.',
+      'x-kubernetes-preserve-unknown-fields': true,
+    },
+    rollout: {
+      type: 'object',
+      description: 'How Clusters move to new releases.',
+      properties: {
+        strategy: {
+          type: 'string',
+          description:
+            'Manual: Clusters keep the ClusterClass they name; users move them. ' +
+            'Latest: Clusters of this stack are moved to the latest Ready release.',
+          enum: ['Manual', 'Latest'],
+          default: 'Manual',
+        },
+      },
+    },
+  },
+});
+export type ClusterStackSpec = FromSchema<typeof clusterStackSpecSchema>;
+
+export const releaseSummarySchema = schema({
+  type: 'object',
+  required: ['name', 'version', 'ready'],
+  properties: {
+    name: { type: 'string', description: 'ClusterStackRelease name (= the tag).' },
+    version: { type: 'string' },
+    ready: { type: 'boolean' },
+    reason: { type: 'string' },
+    message: { type: 'string' },
+    latest: { type: 'boolean' },
+    pinned: { type: 'boolean' },
+    inUse: { type: 'boolean', description: 'A Cluster in the namespace uses its ClusterClass.' },
+    clusters: { type: 'integer', minimum: 0, description: 'How many Clusters use its ClusterClass.' },
+  },
+});
+export type ReleaseSummary = FromSchema<typeof releaseSummarySchema>;
+
+export const sourceStatusSchema = schema({
+  type: 'object',
+  description: 'What the last listing of the source returned.',
+  properties: {
+    url: { type: 'string' },
+    lastListedTime: { type: 'string', format: 'date-time' },
+    tags: { type: 'integer', minimum: 0, description: 'Tags listed.' },
+    matching: { type: 'integer', minimum: 0, description: 'Tags that are releases of this stack.' },
+    ignored: { type: 'integer', minimum: 0, description: 'Tags of other stacks or channels.' },
+    malformed: { type: 'integer', minimum: 0, description: 'Look-alike tags that do not parse.' },
+    malformedTags: {
+      type: 'array',
+      description: 'The first malformed tags with the reason (at most 20).',
+      maxItems: 20,
+      items: {
+        type: 'object',
+        required: ['tag', 'reason'],
+        properties: { tag: { type: 'string' }, reason: { type: 'string' } },
+      },
+    },
+  },
+});
+export type SourceStatus = FromSchema<typeof sourceStatusSchema>;
+
+export const clusterStackStatusSchema = schema({
+  type: 'object',
+  properties: {
+    observedGeneration: { type: 'integer', format: 'int64' },
+    latestRelease: { type: 'string', description: 'The newest release of the channel (a tag).' },
+    usableVersions: { type: 'string', description: 'Versions whose release is Ready, e.g. "v2, v3".' },
+    summary: {
+      type: 'array',
+      items: releaseSummarySchema,
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['name'],
+    },
+    source: sourceStatusSchema,
+    conditions: conditionsSchema,
+  },
+});
+export type ClusterStackStatus = FromSchema<typeof clusterStackStatusSchema>;
+
+export interface ClusterStack {
+  apiVersion: typeof API_VERSION;
+  kind: 'ClusterStack';
+  metadata: ObjectMeta;
+  spec: ClusterStackSpec;
+  status?: ClusterStackStatus;
+}
+
+export const clusterStackCrd = {
+  kind: 'ClusterStack',
+  plural: 'clusterstacks',
+  singular: 'clusterstack',
+  shortNames: ['csk'],
+  spec: clusterStackSpecSchema,
+  status: clusterStackStatusSchema,
+  printerColumns: [
+    { name: 'Provider', type: 'string', jsonPath: '.spec.provider' },
+    { name: 'Stack', type: 'string', jsonPath: '.spec.name' },
+    { name: 'K8s', type: 'string', jsonPath: '.spec.kubernetesVersion' },
+    { name: 'Channel', type: 'string', jsonPath: '.spec.channel', priority: 1 },
+    { name: 'Latest', type: 'string', jsonPath: '.status.latestRelease' },
+    { name: 'Usable', type: 'string', jsonPath: '.status.usableVersions' },
+    { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+    { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
+    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+} as const;

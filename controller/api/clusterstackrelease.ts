@@ -1,0 +1,78 @@
+// ClusterStackRelease (cskr): one release (tag) of a ClusterStack, named after the tag, owned by
+// the ClusterStack. It owns the Flux GitRepository + Kustomization that apply the release's
+// cluster-class/ to the management cluster, and mirrors the Kustomization's readiness.
+import {
+  type API_VERSION,
+  conditionsSchema,
+  durationSchema,
+  localObjectReferenceSchema,
+  type ObjectMeta,
+} from './meta.ts';
+import { type FromSchema, schema } from './schema.ts';
+
+export const clusterStackReleaseSpecSchema = schema({
+  type: 'object',
+  required: ['clusterStack', 'tag', 'version', 'clusterClass', 'kubernetesVersion', 'source'],
+  properties: {
+    clusterStack: { type: 'string', description: 'Name of the owning ClusterStack.' },
+    tag: { type: 'string', description: 'The Git tag of the release (= this object name).' },
+    version: { type: 'string', description: 'Stack version, e.g. v3 or v0-sha.abc1234.' },
+    clusterClass: { type: 'string', description: 'Name of the ClusterClass the release ships.' },
+    kubernetesVersion: { type: 'string', description: 'Kubernetes major.minor, e.g. "1.30".' },
+    source: {
+      type: 'object',
+      description: 'Copied from the ClusterStack: where the release is fetched from.',
+      required: ['url'],
+      properties: {
+        url: { type: 'string' },
+        secretRef: localObjectReferenceSchema,
+        path: { type: 'string' },
+      },
+    },
+    interval: durationSchema,
+    timeout: durationSchema,
+    suspend: { type: 'boolean' },
+  },
+});
+export type ClusterStackReleaseSpec = FromSchema<typeof clusterStackReleaseSpecSchema>;
+
+export const clusterStackReleaseStatusSchema = schema({
+  type: 'object',
+  properties: {
+    observedGeneration: { type: 'integer', format: 'int64' },
+    commit: { type: 'string', description: 'The commit the tag resolves to (sha1 hex).' },
+    kubernetesVersion: { type: 'string', description: 'Full Kubernetes version from stack.yaml.' },
+    revision: { type: 'string', description: 'Expected Flux revision, <tag>@sha1:<commit>.' },
+    lastAppliedRevision: { type: 'string', description: "The Kustomization's lastAppliedRevision." },
+    gitRepository: { type: 'string', description: 'Name of the owned Flux GitRepository.' },
+    kustomization: { type: 'string', description: 'Name of the owned Flux Kustomization.' },
+    clusters: { type: 'integer', minimum: 0, description: 'Clusters that use the ClusterClass.' },
+    conditions: conditionsSchema,
+  },
+});
+export type ClusterStackReleaseStatus = FromSchema<typeof clusterStackReleaseStatusSchema>;
+
+export interface ClusterStackRelease {
+  apiVersion: typeof API_VERSION;
+  kind: 'ClusterStackRelease';
+  metadata: ObjectMeta;
+  spec: ClusterStackReleaseSpec;
+  status?: ClusterStackReleaseStatus;
+}
+
+export const clusterStackReleaseCrd = {
+  kind: 'ClusterStackRelease',
+  plural: 'clusterstackreleases',
+  singular: 'clusterstackrelease',
+  shortNames: ['cskr'],
+  spec: clusterStackReleaseSpecSchema,
+  status: clusterStackReleaseStatusSchema,
+  printerColumns: [
+    { name: 'ClusterStack', type: 'string', jsonPath: '.spec.clusterStack' },
+    { name: 'K8s', type: 'string', jsonPath: '.status.kubernetesVersion' },
+    { name: 'Commit', type: 'string', jsonPath: '.status.commit', priority: 1 },
+    { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+    { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
+    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+} as const;

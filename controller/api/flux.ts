@@ -1,0 +1,53 @@
+// The parts of the Flux v1 API (source.toolkit.fluxcd.io/v1, kustomize.toolkit.fluxcd.io/v1)
+// stackflux writes and reads. Field names checked against the CRDs of source-controller and
+// kustomize-controller v1.9.
+import type { Condition, ObjectMeta } from './meta.ts';
+
+export const FLUX_SOURCE_API_VERSION = 'source.toolkit.fluxcd.io/v1';
+export const FLUX_KUSTOMIZE_API_VERSION = 'kustomize.toolkit.fluxcd.io/v1';
+
+export interface GitRepository {
+  apiVersion: typeof FLUX_SOURCE_API_VERSION;
+  kind: 'GitRepository';
+  metadata: ObjectMeta;
+  spec: {
+    interval: string;
+    url: string;
+    ref?: { tag?: string; branch?: string; commit?: string; semver?: string; name?: string };
+    secretRef?: { name: string };
+    ignore?: string;
+    timeout?: string;
+    suspend?: boolean;
+  };
+  status?: {
+    observedGeneration?: number;
+    conditions?: Condition[];
+    /** artifact.revision is "<tag>@sha1:<commit>" for a tag ref. */
+    artifact?: { revision?: string; digest?: string; url?: string; path?: string };
+  };
+}
+
+export interface Kustomization {
+  apiVersion: typeof FLUX_KUSTOMIZE_API_VERSION;
+  kind: 'Kustomization';
+  metadata: ObjectMeta;
+  spec: {
+    interval: string;
+    timeout?: string;
+    path?: string;
+    prune: boolean;
+    wait?: boolean;
+    suspend?: boolean;
+    targetNamespace?: string;
+    sourceRef: { kind: string; name: string; namespace?: string };
+    dependsOn?: { name: string; namespace?: string }[];
+    kubeConfig?: { secretRef: { name: string; key?: string } };
+    deletionPolicy?: 'MirrorPrune' | 'Delete' | 'WaitForTermination' | 'Orphan';
+  };
+  status?: {
+    observedGeneration?: number;
+    conditions?: Condition[];
+    lastAppliedRevision?: string;
+    lastAttemptedRevision?: string;
+  };
+}

@@ -1,0 +1,99 @@
+// Shared API pieces: the group/version, object metadata as the reconcilers see it, and the
+// schemas reused by several CRDs (metav1.Condition, secret references, durations).
+import { type FromSchema, schema } from './schema.ts';
+
+export const GROUP = 'stackflux.io';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}` as const;
+
+/** Labels stackflux puts on what it creates, so `-l` selectors find them. */
+export const LABEL_CLUSTER_STACK = 'stackflux.io/clusterstack';
+export const LABEL_RELEASE = 'stackflux.io/release';
+export const LABEL_CLUSTER = 'stackflux.io/cluster';
+export const LABEL_ADDON = 'stackflux.io/addon';
+
+/** Finalizer that keeps a ClusterStackRelease while a Cluster uses its ClusterClass. */
+export const FINALIZER_RELEASE_IN_USE = 'stackflux.io/release-in-use';
+
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+/** The part of metav1.ObjectMeta the reconcilers read or write. */
+export interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  uid?: string;
+  generation?: number;
+  resourceVersion?: string;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  finalizers?: string[];
+  ownerReferences?: OwnerReference[];
+}
+
+/** Duration in the Go `time.ParseDuration` form Flux accepts ("30s", "5m", "1h30m"). */
+export const durationSchema = schema({
+  type: 'string',
+  pattern: '^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$',
+});
+
+export const localObjectReferenceSchema = schema({
+  type: 'object',
+  description: 'A reference to an object in the same namespace.',
+  required: ['name'],
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 253 },
+  },
+});
+export type LocalObjectReference = FromSchema<typeof localObjectReferenceSchema>;
+
+/** metav1.Condition, as the Kubernetes API conventions and kstatus expect it. */
+export const conditionSchema = schema({
+  type: 'object',
+  description: 'Condition contains details for one aspect of the current state of this API Resource.',
+  required: ['type', 'status', 'lastTransitionTime', 'reason', 'message'],
+  properties: {
+    type: {
+      type: 'string',
+      maxLength: 316,
+      pattern:
+        '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$',
+    },
+    status: { type: 'string', enum: ['True', 'False', 'Unknown'] },
+    observedGeneration: { type: 'integer', format: 'int64', minimum: 0 },
+    lastTransitionTime: { type: 'string', format: 'date-time' },
+    reason: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 1024,
+      pattern: '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$',
+    },
+    message: { type: 'string', maxLength: 32768 },
+  },
+});
+export type Condition = FromSchema<typeof conditionSchema>;
+export type ConditionStatus = Condition['status'];
+
+export const conditionsSchema = schema({
+  type: 'array',
+  description: 'Ready is the summary; Reconciling and Stalled follow kstatus.',
+  items: conditionSchema,
+  'x-kubernetes-list-type': 'map',
+  'x-kubernetes-list-map-keys': ['type'],
+});
+
+/** Condition types and reasons shared by the stackflux kinds. */
+export const ConditionType = {
+  Ready: 'Ready',
+  Reconciling: 'Reconciling',
+  Stalled: 'Stalled',
+  SourceReady: 'SourceReady',
+} as const;

@@ -1,0 +1,220 @@
+// The ClusterStackRelease reconcile (pure): release + its GitRepository/Kustomization as they are
+// + the stack.yaml validation of the release tree + Clusters using its ClusterClass + now →
+// desired Flux objects, finalizers and status.
+//
+// - The GitRepository (release repo at the tag) is always desired: its artifact is what the
+//   release tree is read from.
+// - The Kustomization (cluster-class/ → management cluster) is desired only once stack.yaml is
+//   valid: a bad release never gets half-applied. If a release that was applied turns invalid,
+//   the existing Kustomization is left exactly as it is (last good state; nothing is pruned).
+// - Ready only when the Kustomization is Ready at THIS tag's revision "<tag>@sha1:<commit>".
+// - The finalizer stackflux.io/release-in-use is kept while any Cluster uses the ClusterClass,
+//   also when the release is being deleted (by GC or by hand).
+
+import type { ClusterStackRelease, ClusterStackReleaseStatus } from '../api/clusterstackrelease.ts';
+import type { GitRepository, Kustomization } from '../api/flux.ts';
+import { type Condition, ConditionType, FINALIZER_RELEASE_IN_USE } from '../api/meta.ts';
+import type { StackManifest } from '../api/release.ts';
+import { type FluxTemplates, releaseFluxObjects } from '../releases/flux.ts';
+import type { ValidationResult } from '../releases/stack.ts';
+import {
+  findCondition,
+  markNotReady,
+  markReady,
+  markReconciling,
+  removeCondition,
+  setCondition,
+} from '../runtime/conditions.ts';
+
+export interface ClusterStackReleaseInput {
+  release: ClusterStackRelease;
+  /** The owned GitRepository as it is in the cluster (for the resolved commit). */
+  gitRepository?: GitRepository;
+  /** The owned Kustomization as it is in the cluster (for readiness). */
+  kustomization?: Kustomization;
+  /**
+   * readRelease() of the release tree at the tag; undefined while the tree is not available
+   * (artifact not fetched yet).
+   */
+  stack?: ValidationResult<StackManifest>;
+  /** Commit the tag resolves to per the source listing, if known (fallback before Flux has an artifact). */
+  commit?: string;
+  /** Names of Clusters whose topology names this release's ClusterClass. */
+  clusters: readonly string[];
+  templates: FluxTemplates;
+  now: Date;
+}
+
+export interface ClusterStackReleaseResult {
+  gitRepository: GitRepository;
+  /** undefined: do not apply a Kustomization (an existing one is left as it is). */
+  kustomization?: Kustomization;
+  /** The release's finalizers as they should be. */
+  finalizers: string[];
+  status: ClusterStackReleaseStatus;
+}
+
+export const Reason = {
+  Succeeded: 'Succeeded',
+  Progressing: 'Progressing',
+  ArtifactNotReady: 'ArtifactNotReady',
+  InvalidRelease: 'InvalidRelease',
+  KustomizationNotReady: 'KustomizationNotReady',
+  RevisionMismatch: 'RevisionMismatch',
+  InUse: 'InUse',
+  Suspended: 'Suspended',
+} as const;
+
+/** "<tag>@sha1:<commit>" → commit, if the revision is of this tag. */
+export function commitOfRevision(revision: string | undefined, tag: string): string | undefined {
+  if (revision === undefined) return undefined;
+  const prefix = `${tag}@sha1:`;
+  if (!revision.startsWith(prefix)) return undefined;
+  const commit = revision.slice(prefix.length);
+  return /^[0-9a-f]{40}$/.test(commit) ? commit : undefined;
+}
+
+/** Kustomization readiness for its current generation. */
+function kustomizationReady(k: Kustomization | undefined): Condition | undefined {
+  if (k === undefined) return undefined;
+  const ready = findCondition(k.status?.conditions, ConditionType.Ready);
+  const gen = k.metadata.generation;
+  const observed = k.status?.observedGeneration;
+  if (gen !== undefined && observed !== undefined && observed < gen) return undefined;
+  return ready;
+}
+
+export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): ClusterStackReleaseResult {
+  const { release, now } = input;
+  const tag = release.spec.tag;
+  const generation = release.metadata.generation;
+  const desired = releaseFluxObjects(input.templates, release);
+  const deleting = release.metadata.deletionTimestamp !== undefined;
+  const clusters = [...new Set(input.clusters)].sort();
+
+  const artifactRevision = input.gitRepository?.status?.artifact?.revision;
+  const commit = commitOfRevision(artifactRevision, tag) ?? input.commit ?? release.status?.commit;
+  const expectedRevision = commit !== undefined ? `${tag}@sha1:${commit}` : undefined;
+  const applied = input.kustomization?.status?.lastAppliedRevision;
+
+  // Finalizer: held while in use; released when deleting and no Cluster uses the class.
+  const others = (release.metadata.finalizers ?? []).filter((f) => f !== FINALIZER_RELEASE_IN_USE);
+  const finalizers =
+    deleting && clusters.length === 0 ? others : [...others, FINALIZER_RELEASE_IN_USE].sort();
+
+  const mark = (reason: string, message: string) => ({
+    reason,
+    message,
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+  });
+  let conditions: Condition[] = [...(release.status?.conditions ?? [])];
+  let kustomization: Kustomization | undefined;
+  const stack = input.stack;
+
+  if (stack === undefined) {
+    conditions = markReconciling(
+      conditions,
+      mark(
+        Reason.ArtifactNotReady,
+        `waiting for the GitRepository ${desired.gitRepository.metadata.name} artifact of tag ${tag}`,
+      ),
+      now,
+    );
+  } else if (!stack.ok) {
+    conditions = markNotReady(
+      conditions,
+      mark(
+        Reason.InvalidRelease,
+        `release ${tag} is invalid, nothing was applied from it${input.kustomization !== undefined ? ' (the previously applied state is kept)' : ''}: ${stack.errors.join('; ')}`,
+      ),
+      now,
+    );
+    conditions = removeCondition(conditions, ConditionType.Reconciling);
+  } else {
+    kustomization = desired.kustomization;
+    const ready = kustomizationReady(input.kustomization);
+    const name = desired.kustomization.metadata.name;
+    if (release.spec.suspend === true) {
+      conditions = setCondition(
+        conditions,
+        {
+          type: ConditionType.Ready,
+          status: findCondition(conditions, ConditionType.Ready)?.status ?? 'Unknown',
+          ...mark(Reason.Suspended, `Kustomization ${name} is suspended`),
+        },
+        now,
+      );
+    } else if (ready === undefined || ready.status === 'Unknown') {
+      conditions = markReconciling(
+        conditions,
+        mark(
+          Reason.Progressing,
+          `waiting for Kustomization ${name} to apply ${expectedRevision ?? tag}${ready?.message ? `: ${ready.message}` : ''}`,
+        ),
+        now,
+      );
+    } else if (ready.status === 'False') {
+      conditions = markNotReady(
+        conditions,
+        mark(Reason.KustomizationNotReady, `Kustomization ${name} (${ready.reason}): ${ready.message}`),
+        now,
+      );
+    } else if (
+      expectedRevision === undefined
+        ? commitOfRevision(applied, tag) === undefined
+        : applied !== expectedRevision
+    ) {
+      conditions = markReconciling(
+        conditions,
+        mark(
+          Reason.RevisionMismatch,
+          `Kustomization ${name} applied ${applied ?? 'nothing yet'}, waiting for ${expectedRevision ?? `${tag}@sha1:<commit>`}`,
+        ),
+        now,
+      );
+    } else {
+      conditions = markReady(
+        conditions,
+        mark(Reason.Succeeded, `ClusterClass ${release.spec.clusterClass} applied at ${applied}`),
+        now,
+      );
+    }
+  }
+
+  if (deleting && clusters.length > 0) {
+    conditions = setCondition(
+      conditions,
+      {
+        type: 'Deleting',
+        status: 'True',
+        ...mark(
+          Reason.InUse,
+          `deletion waits until no Cluster uses ClusterClass ${release.spec.clusterClass}: ${clusters.join(', ')}`,
+        ),
+      },
+      now,
+    );
+  } else {
+    conditions = removeCondition(conditions, 'Deleting');
+  }
+
+  const kubernetesVersion =
+    stack?.ok === true ? stack.value.kubernetesVersion : release.status?.kubernetesVersion;
+  const status: ClusterStackReleaseStatus = {
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    ...(commit !== undefined ? { commit } : {}),
+    ...(kubernetesVersion !== undefined ? { kubernetesVersion } : {}),
+    ...(expectedRevision !== undefined ? { revision: expectedRevision } : {}),
+    ...(applied !== undefined ? { lastAppliedRevision: applied } : {}),
+    gitRepository: desired.gitRepository.metadata.name,
+    kustomization: desired.kustomization.metadata.name,
+    clusters: clusters.length,
+    conditions,
+  };
+  return {
+    gitRepository: desired.gitRepository,
+    ...(kustomization !== undefined ? { kustomization } : {}),
+    finalizers,
+    status,
+  };
+}

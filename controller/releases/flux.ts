@@ -1,0 +1,274 @@
+// Fills in the Flux object templates of flux-templates/ (pure: the template texts come in as
+// data; controller/releases/flux-templates.ts loads them from disk once at startup).
+import { parse } from 'yaml';
+import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
+import type { GitRepository, Kustomization } from '../api/flux.ts';
+import {
+  API_VERSION,
+  LABEL_ADDON,
+  LABEL_CLUSTER,
+  LABEL_CLUSTER_STACK,
+  LABEL_RELEASE,
+  type OwnerReference,
+} from '../api/meta.ts';
+import { CLUSTER_CLASS_DIR } from './stack.ts';
+
+export interface FluxTemplates {
+  releaseGitRepository: string;
+  releaseKustomization: string;
+  fleetGitRepository: string;
+  addonKustomization: string;
+}
+
+export const FLUX_TEMPLATE_FILES: Readonly<Record<keyof FluxTemplates, string>> = {
+  releaseGitRepository: 'release-gitrepository.yaml',
+  releaseKustomization: 'release-kustomization.yaml',
+  fleetGitRepository: 'fleet-gitrepository.yaml',
+  addonKustomization: 'addon-kustomization.yaml',
+};
+
+export const MANAGED_BY_LABELS: Readonly<Record<string, string>> = {
+  'app.kubernetes.io/managed-by': 'stackflux',
+};
+
+const PLACEHOLDER = /\{\{([A-Za-z][A-Za-z0-9]*)\}\}/g;
+const WHOLE_PLACEHOLDER = /^\{\{([A-Za-z][A-Za-z0-9]*)\}\}$/;
+const parsedTemplates = new Map<string, unknown>();
+
+function fill(node: unknown, values: Record<string, unknown>, at: string): unknown {
+  const input = (name: string): unknown => {
+    if (!Object.hasOwn(values, name)) throw new Error(`${at}: unknown input "${name}"`);
+    return values[name];
+  };
+  if (typeof node === 'string') {
+    const whole = WHOLE_PLACEHOLDER.exec(node);
+    if (whole?.[1] !== undefined) return structuredClone(input(whole[1]) ?? null);
+    return node.replace(PLACEHOLDER, (_, name: string) => {
+      const v = input(name);
+      if (typeof v !== 'string' && typeof v !== 'number')
+        throw new Error(`${at}: input "${name}" inside text must be a string`);
+      return String(v);
+    });
+  }
+  if (Array.isArray(node)) {
+    return node.map((item, i) => fill(item, values, `${at}[${i}]`)).filter((item) => item !== null);
+  }
+  if (typeof node === 'object' && node !== null) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(node)) {
+      const filled = fill(v, values, at === '' ? k : `${at}.${k}`);
+      if (filled !== null) out[k] = filled; // null input → optional field omitted
+    }
+    return out;
+  }
+  return node;
+}
+
+/**
+ * Fills one template (see the format note at the top of flux-templates/*.yaml) with `values`.
+ * The template is parsed as YAML first and placeholders are replaced in the parsed tree, so
+ * no value can change the structure. Unknown inputs are errors naming the file and field.
+ */
+export function renderFluxTemplate(
+  template: string,
+  values: Record<string, unknown>,
+  file = 'template',
+): unknown {
+  let tree = parsedTemplates.get(template);
+  if (tree === undefined) {
+    tree = parse(template) as unknown;
+    parsedTemplates.set(template, tree);
+  }
+  try {
+    return fill(tree, values, '');
+  } catch (err: unknown) {
+    throw new Error(`flux-templates/${file}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+function sortedRecord(r: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(r).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+/** The controller owner reference to a stackflux object (which must have a uid). */
+export function ownerReferenceTo(owner: {
+  kind: string;
+  metadata: { name: string; uid?: string };
+}): OwnerReference {
+  return {
+    apiVersion: API_VERSION,
+    kind: owner.kind,
+    name: owner.metadata.name,
+    uid: owner.metadata.uid ?? '',
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+/**
+ * gitignore rules (Flux `spec.ignore`) that keep only `path` of the repository in the artifact.
+ * gitignore cannot re-include a file below an excluded folder, so every ancestor is re-included
+ * and its other entries excluded again. Empty path → undefined (whole repository).
+ */
+export function ignoreAllBut(path: string): string | undefined {
+  const segments = path.split('/').filter((s) => s !== '' && s !== '.');
+  if (segments.length === 0) return undefined;
+  const lines = ['/*'];
+  let prefix = '';
+  segments.forEach((segment, i) => {
+    prefix = `${prefix}/${segment}`;
+    lines.push(`!${prefix}/`);
+    if (i < segments.length - 1) lines.push(`${prefix}/*`);
+  });
+  return `${lines.join('\n')}\n`;
+}
+
+function joinPath(...parts: string[]): string {
+  const joined = parts
+    .flatMap((p) => p.split('/'))
+    .filter((s) => s !== '' && s !== '.')
+    .join('/');
+  return `./${joined}`;
+}
+
+export function releaseLabels(clusterStack: string, release: string): Record<string, string> {
+  return sortedRecord({
+    ...MANAGED_BY_LABELS,
+    [LABEL_CLUSTER_STACK]: clusterStack,
+    [LABEL_RELEASE]: release,
+  });
+}
+
+/** Defaults when the ClusterStack left interval/timeout unset (the CRD defaults are the same). */
+export const DEFAULT_INTERVAL = '5m';
+export const DEFAULT_TIMEOUT = '5m';
+
+/**
+ * The Flux objects of one ClusterStackRelease, named after it, in its namespace, owned by it:
+ * a GitRepository at the release tag (artifact limited to the stack path) and a Kustomization
+ * applying <path>/cluster-class into the release's namespace.
+ */
+export function releaseFluxObjects(
+  templates: FluxTemplates,
+  release: ClusterStackRelease,
+): { gitRepository: GitRepository; kustomization: Kustomization } {
+  const name = release.metadata.name;
+  const namespace = release.metadata.namespace ?? 'default';
+  const common = {
+    name,
+    namespace,
+    labels: releaseLabels(release.spec.clusterStack, name),
+    ownerReferences: [ownerReferenceTo(release)],
+    interval: release.spec.interval ?? DEFAULT_INTERVAL,
+  };
+  const path = release.spec.source.path ?? '';
+  const gitRepository = renderFluxTemplate(
+    templates.releaseGitRepository,
+    {
+      ...common,
+      url: release.spec.source.url,
+      tag: release.spec.tag,
+      secretRef: release.spec.source.secretRef ? { name: release.spec.source.secretRef.name } : null,
+      ignore: ignoreAllBut(path) ?? null,
+    },
+    FLUX_TEMPLATE_FILES.releaseGitRepository,
+  ) as GitRepository;
+  const kustomization = renderFluxTemplate(
+    templates.releaseKustomization,
+    {
+      ...common,
+      timeout: release.spec.timeout ?? DEFAULT_TIMEOUT,
+      path: joinPath(path, CLUSTER_CLASS_DIR),
+      sourceName: name,
+      suspend: release.spec.suspend === true ? true : null,
+    },
+    FLUX_TEMPLATE_FILES.releaseKustomization,
+  ) as Kustomization;
+  return { gitRepository, kustomization };
+}
+
+export interface FleetGitRepositoryInput {
+  name: string;
+  namespace: string;
+  url: string;
+  branch: string;
+  secretRef?: string;
+  interval?: string;
+  /** Path prefix in the fleet repo whose content this namespace needs (e.g. "<namespace>"). */
+  path?: string;
+  ownerReferences?: OwnerReference[];
+}
+
+/** The fleet repository's GitRepository of one namespace. */
+export function fleetGitRepository(templates: FluxTemplates, input: FleetGitRepositoryInput): GitRepository {
+  return renderFluxTemplate(
+    templates.fleetGitRepository,
+    {
+      name: input.name,
+      namespace: input.namespace,
+      labels: sortedRecord({ ...MANAGED_BY_LABELS }),
+      ownerReferences: input.ownerReferences ?? [],
+      url: input.url,
+      branch: input.branch,
+      interval: input.interval ?? '1m',
+      secretRef: input.secretRef !== undefined ? { name: input.secretRef } : null,
+      ignore: input.path === undefined ? null : (ignoreAllBut(input.path) ?? null),
+    },
+    FLUX_TEMPLATE_FILES.fleetGitRepository,
+  ) as GitRepository;
+}
+
+/** Name of the Kustomization of one (cluster, addon); neither contains a dot, so it is unique. */
+export function addonKustomizationName(cluster: string, addon: string): string {
+  return `${cluster}.${addon}`;
+}
+
+export interface AddonKustomizationInput {
+  cluster: string;
+  namespace: string;
+  addon: string;
+  release: string;
+  /** Folder in the fleet repo, e.g. "<namespace>/<cluster>/<addon>". */
+  path: string;
+  /** GitRepository of the fleet repo. */
+  sourceName: string;
+  /** Addon names (not Kustomization names) this addon depends on. */
+  dependsOn: string[];
+  targetNamespace?: string;
+  deletionPolicy?: 'MirrorPrune' | 'Delete' | 'WaitForTermination' | 'Orphan';
+  suspend?: boolean;
+  interval?: string;
+  timeout?: string;
+  ownerReferences: OwnerReference[];
+}
+
+/** The Kustomization applying one addon of one cluster into the workload cluster. */
+export function addonKustomization(templates: FluxTemplates, input: AddonKustomizationInput): Kustomization {
+  return renderFluxTemplate(
+    templates.addonKustomization,
+    {
+      name: addonKustomizationName(input.cluster, input.addon),
+      namespace: input.namespace,
+      labels: sortedRecord({
+        ...MANAGED_BY_LABELS,
+        [LABEL_CLUSTER]: input.cluster,
+        [LABEL_ADDON]: input.addon,
+        [LABEL_RELEASE]: input.release,
+      }),
+      ownerReferences: input.ownerReferences,
+      interval: input.interval ?? DEFAULT_INTERVAL,
+      timeout: input.timeout ?? DEFAULT_TIMEOUT,
+      path: joinPath(input.path),
+      sourceName: input.sourceName,
+      cluster: input.cluster,
+      dependsOn:
+        input.dependsOn.length > 0
+          ? input.dependsOn.map((a) => ({ name: addonKustomizationName(input.cluster, a) }))
+          : null,
+      targetNamespace: input.targetNamespace ?? null,
+      deletionPolicy: input.deletionPolicy ?? null,
+      suspend: input.suspend === true ? true : null,
+    },
+    FLUX_TEMPLATE_FILES.addonKustomization,
+  ) as Kustomization;
+}

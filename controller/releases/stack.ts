@@ -1,0 +1,230 @@
+// stack.yaml: parse, validate, and check a release tree (pure).
+//
+// Schema (stackflux.io/v1alpha1, kind Stack), unknown fields are errors (typos must not pass):
+//   apiVersion: stackflux.io/v1alpha1
+//   kind: Stack
+//   provider: docker                # = the tag's provider
+//   name: ferrol                    # = the tag's name
+//   kubernetesVersion: v1.30.4      # full version, "v" prefix; major.minor = the tag's
+//   version: v2                     # = the tag's version; custom: v0-sha.abc1234 (or v0-sha-abc1234)
+//   addons:                         # apply order; may be empty
+//     - name: cni                   # DNS-1123 label, unique
+//       targetNamespace: kube-system  # optional, DNS-1123 label
+//       dependsOn: [other]          # optional; only addons listed EARLIER (so no cycles);
+//                                   # default: the previous addon in the list
+// Every error message starts with "stack.yaml: " and names the field.
+import { isMap, isSeq, parseDocument } from 'yaml';
+import type { ReleaseTree, StackAddon, StackManifest } from '../api/release.ts';
+import { parseStackVersion, type ReleaseTag, toDashForm } from './tags.ts';
+
+export const STACK_FILE = 'stack.yaml';
+export const CLUSTER_CLASS_DIR = 'cluster-class/';
+export const CLUSTER_ADDON_DIR = 'cluster-addon/';
+
+export type ValidationResult<T> = { ok: true; value: T } | { ok: false; errors: string[] };
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const KUBERNETES_VERSION =
+  /^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$/;
+const TOP_LEVEL_FIELDS = ['apiVersion', 'kind', 'provider', 'name', 'kubernetesVersion', 'version', 'addons'];
+const ADDON_FIELDS = ['name', 'targetNamespace', 'dependsOn'];
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function dns1123LabelError(field: string, value: string): string | undefined {
+  if (value.length > 63) return `stack.yaml: ${field} "${value}" is longer than 63 characters`;
+  if (!DNS1123_LABEL.test(value)) {
+    return `stack.yaml: ${field} "${value}" must be a DNS-1123 label (lower-case letters, digits and "-", starting and ending with a letter or digit)`;
+  }
+  return undefined;
+}
+
+/** Parses and validates stack.yaml on its own (not against a tag). */
+export function parseStackManifest(text: string): ValidationResult<StackManifest> {
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false });
+  if (doc.errors.length > 0) {
+    return {
+      ok: false,
+      errors: doc.errors.map((e) => `stack.yaml: invalid YAML: ${e.message.split('\n')[0]}`),
+    };
+  }
+  if (!isMap(doc.contents)) {
+    return { ok: false, errors: ['stack.yaml: must be a YAML mapping (apiVersion, kind, provider, ...)'] };
+  }
+  const data: unknown = doc.toJS();
+  if (!isRecord(data)) return { ok: false, errors: ['stack.yaml: must be a YAML mapping'] };
+  const errors: string[] = [];
+
+  for (const key of Object.keys(data).sort()) {
+    if (!TOP_LEVEL_FIELDS.includes(key)) errors.push(`stack.yaml: unknown field "${key}"`);
+  }
+  const str = (field: string): string | undefined => {
+    const v = data[field];
+    if (v === undefined || v === null) {
+      errors.push(`stack.yaml: ${field} is required`);
+      return undefined;
+    }
+    if (typeof v !== 'string') {
+      errors.push(`stack.yaml: ${field} must be a string, got ${JSON.stringify(v)}`);
+      return undefined;
+    }
+    return v;
+  };
+
+  const apiVersion = str('apiVersion');
+  if (apiVersion !== undefined && apiVersion !== 'stackflux.io/v1alpha1') {
+    errors.push(`stack.yaml: apiVersion "${apiVersion}" is not stackflux.io/v1alpha1`);
+  }
+  const kind = str('kind');
+  if (kind !== undefined && kind !== 'Stack') errors.push(`stack.yaml: kind "${kind}" is not Stack`);
+  const provider = str('provider');
+  if (provider !== undefined && !/^[a-z0-9]+$/.test(provider)) {
+    errors.push(`stack.yaml: provider "${provider}" must be lower-case letters and digits`);
+  }
+  const name = str('name');
+  if (name !== undefined && !/^[a-z0-9]+$/.test(name)) {
+    errors.push(`stack.yaml: name "${name}" must be lower-case letters and digits`);
+  }
+  const kubernetesVersion = str('kubernetesVersion');
+  if (kubernetesVersion !== undefined && !KUBERNETES_VERSION.test(kubernetesVersion)) {
+    errors.push(`stack.yaml: kubernetesVersion "${kubernetesVersion}" is not a full version like v1.30.4`);
+  }
+  const version = str('version');
+  if (version !== undefined) {
+    const v = parseStackVersion(version);
+    if (!v.ok) errors.push(`stack.yaml: ${v.reason}`);
+  }
+
+  const addons: StackAddon[] = [];
+  const rawAddons = data.addons;
+  if (rawAddons === undefined || rawAddons === null) {
+    errors.push('stack.yaml: addons is required (use [] for a stack without addons)');
+  } else if (!Array.isArray(rawAddons) || !isSeq(doc.get('addons'))) {
+    errors.push('stack.yaml: addons must be a list');
+  } else {
+    const seen = new Set<string>();
+    rawAddons.forEach((raw: unknown, i: number) => {
+      const at = `addons[${i}]`;
+      if (!isRecord(raw)) {
+        errors.push(`stack.yaml: ${at} must be a mapping with a name`);
+        return;
+      }
+      for (const key of Object.keys(raw).sort()) {
+        if (!ADDON_FIELDS.includes(key)) errors.push(`stack.yaml: ${at}: unknown field "${key}"`);
+      }
+      const addonName = raw.name;
+      if (typeof addonName !== 'string') {
+        errors.push(`stack.yaml: ${at}.name is required and must be a string`);
+        return;
+      }
+      const where = `addons[${i}] (${addonName})`;
+      const nameError = dns1123LabelError(`${at}.name`, addonName);
+      if (nameError !== undefined) errors.push(nameError);
+      if (seen.has(addonName)) errors.push(`stack.yaml: ${at}.name "${addonName}" is listed twice`);
+      const addon: StackAddon = { name: addonName };
+      if (raw.targetNamespace !== undefined) {
+        if (typeof raw.targetNamespace !== 'string') {
+          errors.push(`stack.yaml: ${where}.targetNamespace must be a string`);
+        } else {
+          const e = dns1123LabelError(`${where}.targetNamespace`, raw.targetNamespace);
+          if (e !== undefined) errors.push(e);
+          addon.targetNamespace = raw.targetNamespace;
+        }
+      }
+      if (raw.dependsOn !== undefined) {
+        if (!Array.isArray(raw.dependsOn) || !raw.dependsOn.every((d: unknown) => typeof d === 'string')) {
+          errors.push(`stack.yaml: ${where}.dependsOn must be a list of addon names`);
+        } else {
+          const deps = raw.dependsOn as string[];
+          const depSeen = new Set<string>();
+          for (const dep of deps) {
+            if (dep === addonName) errors.push(`stack.yaml: ${where}.dependsOn names the addon itself`);
+            else if (depSeen.has(dep)) errors.push(`stack.yaml: ${where}.dependsOn lists "${dep}" twice`);
+            else if (!seen.has(dep)) {
+              const later = rawAddons.some((a: unknown) => isRecord(a) && a.name === dep);
+              errors.push(
+                later
+                  ? `stack.yaml: ${where}.dependsOn "${dep}" is listed after it; addons may only depend on earlier addons (this also rules out cycles)`
+                  : `stack.yaml: ${where}.dependsOn "${dep}" is not an addon of this stack`,
+              );
+            }
+            depSeen.add(dep);
+          }
+          addon.dependsOn = deps;
+        }
+      }
+      seen.add(addonName);
+      addons.push(addon);
+    });
+  }
+
+  if (errors.length > 0) return { ok: false, errors };
+  return {
+    ok: true,
+    value: {
+      apiVersion: 'stackflux.io/v1alpha1',
+      kind: 'Stack',
+      provider: provider ?? '',
+      name: name ?? '',
+      kubernetesVersion: kubernetesVersion ?? '',
+      version: version ?? '',
+      addons,
+    },
+  };
+}
+
+/** Checks a parsed stack.yaml against the tag it was read at. Empty when it matches. */
+export function validateStackAgainstTag(manifest: StackManifest, tag: ReleaseTag): string[] {
+  const errors: string[] = [];
+  if (manifest.provider !== tag.provider) {
+    errors.push(`stack.yaml: provider "${manifest.provider}" does not match the tag's ${tag.provider}`);
+  }
+  if (manifest.name !== tag.name) {
+    errors.push(`stack.yaml: name "${manifest.name}" does not match the tag's ${tag.name}`);
+  }
+  const m = /^v(\d+)\.(\d+)\./.exec(manifest.kubernetesVersion);
+  if (m === null || Number(m[1]) !== tag.kubernetesMajor || Number(m[2]) !== tag.kubernetesMinor) {
+    errors.push(
+      `stack.yaml: kubernetesVersion "${manifest.kubernetesVersion}" does not match the tag's ${tag.kubernetesVersion}`,
+    );
+  }
+  if (toDashForm(manifest.version) !== toDashForm(tag.version)) {
+    errors.push(`stack.yaml: version "${manifest.version}" does not match the tag's ${tag.version}`);
+  }
+  return errors;
+}
+
+/** The effective dependencies of each addon: declared dependsOn, or the previous addon. */
+export function addonDependencies(manifest: StackManifest): Map<string, string[]> {
+  const deps = new Map<string, string[]>();
+  manifest.addons.forEach((addon, i) => {
+    const previous = manifest.addons[i - 1];
+    deps.set(addon.name, addon.dependsOn ?? (previous === undefined ? [] : [previous.name]));
+  });
+  return deps;
+}
+
+/** Structural checks of a release tree: stack.yaml and at least one YAML file in cluster-class/. */
+export function validateReleaseTree(tree: ReleaseTree): string[] {
+  const errors: string[] = [];
+  if (!tree.has(STACK_FILE)) errors.push(`release has no ${STACK_FILE}`);
+  const classFiles = [...tree.keys()].filter((p) => p.startsWith(CLUSTER_CLASS_DIR) && /\.ya?ml$/.test(p));
+  if (classFiles.length === 0) errors.push(`release has no YAML files in ${CLUSTER_CLASS_DIR}`);
+  return errors;
+}
+
+/**
+ * Reads a release: tree checks, stack.yaml parse + validation, and the match with its tag.
+ * All errors at once, so the condition message tells the author everything to fix.
+ */
+export function readRelease(tree: ReleaseTree, tag: ReleaseTag): ValidationResult<StackManifest> {
+  const errors = validateReleaseTree(tree);
+  const text = tree.get(STACK_FILE);
+  if (text === undefined) return { ok: false, errors };
+  const parsed = parseStackManifest(text);
+  if (!parsed.ok) return { ok: false, errors: [...errors, ...parsed.errors] };
+  errors.push(...validateStackAgainstTag(parsed.value, tag));
+  return errors.length > 0 ? { ok: false, errors } : parsed;
+}

@@ -1,0 +1,249 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ClusterStackRelease } from '../../../controller/api/clusterstackrelease.ts';
+import type { GitRepository, Kustomization } from '../../../controller/api/flux.ts';
+import type { Condition } from '../../../controller/api/meta.ts';
+import type { StackManifest } from '../../../controller/api/release.ts';
+import {
+  type ClusterStackReleaseInput,
+  commitOfRevision,
+  reconcileClusterStackRelease,
+} from '../../../controller/reconcilers/clusterstackrelease.ts';
+import type { FluxTemplates } from '../../../controller/releases/flux.ts';
+import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
+import type { ValidationResult } from '../../../controller/releases/stack.ts';
+
+// The templates are the product under test; reading them is the one fixture read here.
+const templates: FluxTemplates = loadFluxTemplates();
+const now = new Date('2025-01-02T03:04:05Z');
+const T = '2025-01-01T00:00:00Z';
+const TAG = 'docker-ferrol-1-30-v3';
+const C1 = 'a'.repeat(40);
+const C2 = 'b'.repeat(40);
+
+const release: ClusterStackRelease = {
+  apiVersion: 'stackflux.io/v1alpha1',
+  kind: 'ClusterStackRelease',
+  metadata: { name: TAG, namespace: 'team', uid: 'cskr-uid', generation: 2 },
+  spec: {
+    clusterStack: 'ferrol',
+    tag: TAG,
+    version: 'v3',
+    clusterClass: TAG,
+    kubernetesVersion: '1.30',
+    source: { url: 'https://git.example.com/stacks.git', path: 'stacks/ferrol' },
+    interval: '1m',
+    timeout: '3m',
+  },
+};
+
+const manifest: StackManifest = {
+  apiVersion: 'stackflux.io/v1alpha1',
+  kind: 'Stack',
+  provider: 'docker',
+  name: 'ferrol',
+  kubernetesVersion: 'v1.30.4',
+  version: 'v3',
+  addons: [],
+};
+const valid: ValidationResult<StackManifest> = { ok: true, value: manifest };
+
+function gitRepo(revision: string | undefined): GitRepository {
+  return {
+    apiVersion: 'source.toolkit.fluxcd.io/v1',
+    kind: 'GitRepository',
+    metadata: { name: TAG, namespace: 'team' },
+    spec: { interval: '1m', url: 'x' },
+    ...(revision !== undefined ? { status: { artifact: { revision } } } : {}),
+  };
+}
+
+function ks(
+  ready: Condition['status'] | undefined,
+  applied?: string,
+  extra: Partial<Condition> = {},
+): Kustomization {
+  return {
+    apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
+    kind: 'Kustomization',
+    metadata: { name: TAG, namespace: 'team', generation: 1 },
+    spec: { interval: '1m', prune: true, sourceRef: { kind: 'GitRepository', name: TAG } },
+    status: {
+      observedGeneration: 1,
+      ...(applied !== undefined ? { lastAppliedRevision: applied } : {}),
+      conditions:
+        ready === undefined
+          ? []
+          : [
+              {
+                type: 'Ready',
+                status: ready,
+                reason: 'ReconciliationSucceeded',
+                message: 'ok',
+                lastTransitionTime: T,
+                ...extra,
+              },
+            ],
+    },
+  };
+}
+
+function run(p: Partial<ClusterStackReleaseInput>) {
+  return reconcileClusterStackRelease({ release, clusters: [], templates, now, ...p });
+}
+const cond = (r: ReturnType<typeof run>, type: string) => r.status.conditions?.find((c) => c.type === type);
+
+describe('reconcileClusterStackRelease', () => {
+  it('emits the GitRepository and Kustomization from the templates, owned and labelled', () => {
+    const r = run({ stack: valid, gitRepository: gitRepo(`${TAG}@sha1:${C1}`) });
+    assert.deepEqual(r.gitRepository.spec, {
+      interval: '1m',
+      url: 'https://git.example.com/stacks.git',
+      ref: { tag: TAG },
+      ignore: '/*\n!/stacks/\n/stacks/*\n!/stacks/ferrol/\n',
+    });
+    assert.ok(r.kustomization);
+    assert.deepEqual(r.kustomization.spec, {
+      interval: '1m',
+      timeout: '3m',
+      path: './stacks/ferrol/cluster-class',
+      prune: true,
+      wait: true,
+      targetNamespace: 'team',
+      sourceRef: { kind: 'GitRepository', name: TAG },
+    });
+    for (const o of [r.gitRepository, r.kustomization]) {
+      assert.deepEqual(o.metadata.labels, {
+        'app.kubernetes.io/managed-by': 'stackflux',
+        'stackflux.io/clusterstack': 'ferrol',
+        'stackflux.io/release': TAG,
+      });
+      assert.deepEqual(o.metadata.ownerReferences, [
+        {
+          apiVersion: 'stackflux.io/v1alpha1',
+          kind: 'ClusterStackRelease',
+          name: TAG,
+          uid: 'cskr-uid',
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ]);
+    }
+    assert.equal(r.status.gitRepository, TAG);
+    assert.equal(r.status.kustomization, TAG);
+    assert.equal(r.status.commit, C1);
+    assert.equal(r.status.kubernetesVersion, 'v1.30.4');
+    assert.equal(r.status.revision, `${TAG}@sha1:${C1}`);
+  });
+
+  it('waits for the artifact before applying anything', () => {
+    const r = run({ stack: undefined });
+    assert.equal(r.kustomization, undefined);
+    assert.equal(cond(r, 'Ready')?.status, 'Unknown');
+    assert.equal(cond(r, 'Reconciling')?.reason, 'ArtifactNotReady');
+  });
+
+  it('acceptance 7: an invalid stack.yaml → Ready=False with the reason, no Kustomization', () => {
+    const r = run({
+      stack: {
+        ok: false,
+        errors: ['stack.yaml: kubernetesVersion "v1.31.2" does not match the tag\'s 1.30'],
+      },
+    });
+    assert.equal(r.kustomization, undefined);
+    assert.equal(cond(r, 'Ready')?.status, 'False');
+    assert.equal(cond(r, 'Ready')?.reason, 'InvalidRelease');
+    assert.match(
+      cond(r, 'Ready')?.message ?? '',
+      /kubernetesVersion "v1.31.2" does not match the tag's 1.30/,
+    );
+    assert.equal(cond(r, 'Ready')?.observedGeneration, 2);
+  });
+
+  it('is Ready only when the Kustomization is Ready at this tag’s revision', () => {
+    const git = gitRepo(`${TAG}@sha1:${C2}`);
+    const stale = run({ stack: valid, gitRepository: git, kustomization: ks('True', `${TAG}@sha1:${C1}`) });
+    assert.equal(cond(stale, 'Ready')?.status, 'Unknown');
+    assert.equal(cond(stale, 'Reconciling')?.reason, 'RevisionMismatch');
+
+    const other = run({
+      stack: valid,
+      gitRepository: git,
+      kustomization: ks('True', `docker-ferrol-1-30-v2@sha1:${C2}`),
+    });
+    assert.equal(cond(other, 'Ready')?.status, 'Unknown');
+
+    const ready = run({ stack: valid, gitRepository: git, kustomization: ks('True', `${TAG}@sha1:${C2}`) });
+    assert.equal(cond(ready, 'Ready')?.status, 'True');
+    assert.equal(cond(ready, 'Reconciling'), undefined);
+    assert.equal(ready.status.lastAppliedRevision, `${TAG}@sha1:${C2}`);
+  });
+
+  it('uses the listed commit before Flux has an artifact', () => {
+    const r = run({ stack: valid, commit: C1, kustomization: ks('True', `${TAG}@sha1:${C1}`) });
+    assert.equal(cond(r, 'Ready')?.status, 'True');
+  });
+
+  it('mirrors a failing Kustomization', () => {
+    const r = run({
+      stack: valid,
+      gitRepository: gitRepo(`${TAG}@sha1:${C1}`),
+      kustomization: ks('False', undefined, {
+        reason: 'HealthCheckFailed',
+        message: 'timeout waiting for ClusterClass',
+      }),
+    });
+    assert.equal(cond(r, 'Ready')?.status, 'False');
+    assert.equal(cond(r, 'Ready')?.reason, 'KustomizationNotReady');
+    assert.match(cond(r, 'Ready')?.message ?? '', /HealthCheckFailed.*timeout waiting/);
+  });
+
+  it('does not trust a Kustomization status of an older generation', () => {
+    const k = ks('True', `${TAG}@sha1:${C1}`);
+    k.metadata.generation = 2;
+    const r = run({ stack: valid, gitRepository: gitRepo(`${TAG}@sha1:${C1}`), kustomization: k });
+    assert.equal(cond(r, 'Ready')?.status, 'Unknown');
+  });
+
+  it('keeps the in-use finalizer, also while being deleted; releases it when unused', () => {
+    assert.deepEqual(run({ stack: valid }).finalizers, ['stackflux.io/release-in-use']);
+    const deleting = {
+      ...release,
+      metadata: { ...release.metadata, deletionTimestamp: T, finalizers: ['stackflux.io/release-in-use'] },
+    };
+    const used = run({ release: deleting, stack: valid, clusters: ['prod', 'dev'] });
+    assert.deepEqual(used.finalizers, ['stackflux.io/release-in-use']);
+    assert.ok(used.kustomization, 'the ClusterClass stays applied while in use');
+    assert.equal(cond(used, 'Deleting')?.reason, 'InUse');
+    assert.match(cond(used, 'Deleting')?.message ?? '', /dev, prod/);
+    assert.equal(used.status.clusters, 2);
+    const unused = run({ release: deleting, stack: valid, clusters: [] });
+    assert.deepEqual(unused.finalizers, []);
+    assert.equal(cond(unused, 'Deleting'), undefined);
+  });
+
+  it('is a fixed point over its own status', () => {
+    const input = {
+      stack: valid,
+      gitRepository: gitRepo(`${TAG}@sha1:${C1}`),
+      kustomization: ks('True', `${TAG}@sha1:${C1}`),
+    };
+    const first = run(input);
+    const second = run({
+      ...input,
+      release: { ...release, status: first.status },
+      now: new Date('2031-01-01T00:00:00Z'),
+    });
+    assert.deepEqual(second, first);
+  });
+});
+
+describe('commitOfRevision', () => {
+  it('extracts the commit of this tag only', () => {
+    assert.equal(commitOfRevision(`${TAG}@sha1:${C1}`, TAG), C1);
+    assert.equal(commitOfRevision(`${TAG}-x@sha1:${C1}`, TAG), undefined);
+    assert.equal(commitOfRevision(`main@sha1:${C1}`, TAG), undefined);
+    assert.equal(commitOfRevision(`${TAG}@sha1:abc`, TAG), undefined);
+    assert.equal(commitOfRevision(undefined, TAG), undefined);
+  });
+});

@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  addonKustomization,
+  addonKustomizationName,
+  fleetGitRepository,
+  ignoreAllBut,
+  renderFluxTemplate,
+} from '../../../controller/releases/flux.ts';
+import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
+
+// The templates are the product under test; reading them is the one fixture read here.
+const templates = loadFluxTemplates();
+const owner = {
+  apiVersion: 'stackflux.io/v1alpha1',
+  kind: 'ClusterAddon',
+  name: 'prod',
+  uid: 'u',
+  controller: true,
+};
+
+describe('flux templates', () => {
+  it('addon Kustomization: kubeconfig secret, dependsOn, labels, targetNamespace', () => {
+    const k = addonKustomization(templates, {
+      cluster: 'prod',
+      namespace: 'team',
+      addon: 'metrics-server',
+      release: 'docker-ferrol-1-30-v3',
+      path: 'team/prod/metrics-server',
+      sourceName: 'stackflux-fleet',
+      dependsOn: ['cni'],
+      targetNamespace: 'kube-system',
+      ownerReferences: [owner],
+    });
+    assert.deepEqual(k, {
+      apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
+      kind: 'Kustomization',
+      metadata: {
+        name: 'prod.metrics-server',
+        namespace: 'team',
+        labels: {
+          'app.kubernetes.io/managed-by': 'stackflux',
+          'stackflux.io/addon': 'metrics-server',
+          'stackflux.io/cluster': 'prod',
+          'stackflux.io/release': 'docker-ferrol-1-30-v3',
+        },
+        ownerReferences: [owner],
+      },
+      spec: {
+        interval: '5m',
+        timeout: '5m',
+        path: './team/prod/metrics-server',
+        prune: true,
+        wait: true,
+        sourceRef: { kind: 'GitRepository', name: 'stackflux-fleet' },
+        kubeConfig: { secretRef: { name: 'prod-kubeconfig', key: 'value' } },
+        dependsOn: [{ name: 'prod.cni' }],
+        targetNamespace: 'kube-system',
+      },
+    });
+  });
+
+  it('addon Kustomization: optional fields are omitted, deletionPolicy passes through', () => {
+    const k = addonKustomization(templates, {
+      cluster: 'c',
+      namespace: 'n',
+      addon: 'cni',
+      release: 'r',
+      path: 'n/c/cni',
+      sourceName: 'fleet',
+      dependsOn: [],
+      deletionPolicy: 'Orphan',
+      ownerReferences: [],
+    });
+    assert.equal(k.spec.dependsOn, undefined);
+    assert.equal(k.spec.targetNamespace, undefined);
+    assert.equal(k.spec.deletionPolicy, 'Orphan');
+  });
+
+  it('fleet GitRepository', () => {
+    const g = fleetGitRepository(templates, {
+      name: 'stackflux-fleet',
+      namespace: 'team',
+      url: 'ssh://git@git.example.com/fleet.git',
+      branch: 'main',
+      secretRef: 'fleet-creds',
+      path: 'team',
+    });
+    assert.deepEqual(g.spec, {
+      interval: '1m',
+      url: 'ssh://git@git.example.com/fleet.git',
+      ref: { branch: 'main' },
+      secretRef: { name: 'fleet-creds' },
+      ignore: '/*\n!/team/\n',
+    });
+  });
+
+  it('values cannot break the YAML structure', () => {
+    const g = fleetGitRepository(templates, {
+      name: 'x',
+      namespace: 'team',
+      url: 'https://h/r\nspec: {evil: true}',
+      branch: '"main"',
+    });
+    assert.equal(g.spec.url, 'https://h/r\nspec: {evil: true}');
+    assert.equal(g.spec.ref?.branch, '"main"');
+  });
+
+  it('a missing input is an error naming the template', () => {
+    assert.throws(
+      () => renderFluxTemplate('a:\n  b: "{{nope}}"\n', {}, 'x.yaml'),
+      /flux-templates\/x.yaml: a.b: unknown input "nope"/,
+    );
+  });
+
+  it('replaces whole placeholders structurally, text placeholders as text, null drops the key', () => {
+    assert.deepEqual(
+      renderFluxTemplate('a: "x-{{v}}"\nb: "{{o}}"\nc: "{{n}}"\n', { v: 'y', o: { k: [1] }, n: null }),
+      {
+        a: 'x-y',
+        b: { k: [1] },
+      },
+    );
+  });
+
+  it('ignoreAllBut re-includes every ancestor', () => {
+    assert.equal(ignoreAllBut(''), undefined);
+    assert.equal(ignoreAllBut('.'), undefined);
+    assert.equal(ignoreAllBut('a'), '/*\n!/a/\n');
+    assert.equal(ignoreAllBut('a/b/'), '/*\n!/a/\n/a/*\n!/a/b/\n');
+  });
+
+  it('addon Kustomization names are unambiguous', () => {
+    assert.notEqual(addonKustomizationName('a-b', 'c'), addonKustomizationName('a', 'b-c'));
+  });
+});
