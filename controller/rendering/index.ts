@@ -1,0 +1,28 @@
+// Addon rendering: pure functions from a release tree, a stack and a Cluster to the files and
+// objects Flux applies into the workload cluster. See stacks/README.md for the author's view.
+export { cidrHost, cidrNetmask, cidrNetwork, cidrPrefix } from './cidr.ts';
+export { HELPERS } from './helpers.ts';
+export { objectId, parseObjects } from './output.ts';
+export {
+  ADDON_ROOT,
+  type AddonOrderEntry,
+  addonFiles,
+  addonOrder,
+  checkAddonGraph,
+  dependsOnOf,
+  renderAddon,
+  SCHEMA_FILE,
+  VALUES_FILE,
+} from './render.ts';
+export { renderTemplate, TemplateError } from './template.ts';
+export type {
+  KubernetesObject,
+  PlainObject,
+  RenderAddonInput,
+  RenderFailure,
+  RenderFailureReason,
+  RenderResult,
+  RenderSuccess,
+  ValuesByAddon,
+} from './types.ts';
+export { mergeAll, mergeValues } from './values.ts';

@@ -1,0 +1,261 @@
+// Renders one addon of a release for one Cluster. Pure: inputs → files and objects.
+import { parse as parseYaml } from 'yaml';
+import type { StackAddon, StackManifest } from '../api/release.ts';
+import { OutputError, objectId, parseObjects } from './output.ts';
+import { renderTemplate, TemplateError } from './template.ts';
+import type {
+  KubernetesObject,
+  PlainObject,
+  RenderAddonInput,
+  RenderFailure,
+  RenderResult,
+} from './types.ts';
+import { compileSchema, isPlainObject, mergeAll, validateValues } from './values.ts';
+
+export const ADDON_ROOT = 'cluster-addon';
+export const VALUES_FILE = 'values.yaml';
+export const SCHEMA_FILE = 'values.schema.json';
+
+function fail(reason: RenderFailure['reason'], message: string): RenderFailure {
+  return { ok: false, reason, message };
+}
+
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** The files of one addon, path relative to its folder, sorted. */
+export function addonFiles(tree: RenderAddonInput['tree'], addon: string): [string, string][] {
+  const prefix = `${ADDON_ROOT}/${addon}/`;
+  const files: [string, string][] = [];
+  for (const [path, text] of tree) {
+    if (path.startsWith(prefix)) files.push([path.slice(prefix.length), text]);
+  }
+  return files.sort((a, b) => compareStrings(a[0], b[0]));
+}
+
+const YAML_FILE = /\.ya?ml$/;
+
+function readValuesLayer(label: string, value: unknown): PlainObject | string {
+  if (value === undefined || value === null) return {};
+  if (!isPlainObject(value))
+    return `${label} must be a mapping, got ${Array.isArray(value) ? 'a list' : typeof value}`;
+  return value;
+}
+
+/** Addon defaults < per-cluster values < central values, then the schema check. */
+function resolveValues(
+  input: RenderAddonInput,
+  files: ReadonlyMap<string, string>,
+  base: string,
+): { ok: true; values: PlainObject } | RenderFailure {
+  let defaults: unknown;
+  const valuesText = files.get(VALUES_FILE);
+  if (valuesText !== undefined) {
+    try {
+      defaults = parseYaml(valuesText, { uniqueKeys: true });
+    } catch (error) {
+      const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+      return fail('InvalidValues', `${base}${VALUES_FILE}: invalid YAML: ${message}`);
+    }
+  }
+  const layers: PlainObject[] = [];
+  const sources: [string, unknown][] = [
+    [`${base}${VALUES_FILE}`, defaults],
+    [`per-cluster values for addon "${input.addon}"`, input.clusterValues?.[input.addon]],
+    [
+      `central values (ClusterStack spec.values) for addon "${input.addon}"`,
+      input.centralValues?.[input.addon],
+    ],
+  ];
+  for (const [label, value] of sources) {
+    const layer = readValuesLayer(label, value);
+    if (typeof layer === 'string') return fail('InvalidValues', layer);
+    layers.push(layer);
+  }
+  const values = mergeAll(layers);
+
+  const schemaText = files.get(SCHEMA_FILE);
+  if (schemaText !== undefined) {
+    let problems: string[] | undefined;
+    try {
+      problems = validateValues(compileSchema(schemaText), values);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      return fail('InvalidValues', `${base}${SCHEMA_FILE}: not a usable JSON schema: ${message}`);
+    }
+    if (problems) {
+      return fail(
+        'ValuesSchemaFailed',
+        `values of addon "${input.addon}" fail ${base}${SCHEMA_FILE}: ${problems.join('; ')}`,
+      );
+    }
+  }
+  return { ok: true, values };
+}
+
+/** Renders addon `input.addon` for `input.cluster`. Never throws for bad input. */
+export function renderAddon(input: RenderAddonInput): RenderResult {
+  const entry: StackAddon | undefined = input.stack.addons.find((a) => a.name === input.addon);
+  if (!entry) {
+    return fail('AddonNotFound', `addon "${input.addon}" is not listed in stack.yaml`);
+  }
+  const base = `${ADDON_ROOT}/${input.addon}/`;
+  const files = new Map(addonFiles(input.tree, input.addon));
+  if (files.size === 0) {
+    return fail('AddonNotFound', `addon "${input.addon}" has no files under ${base}`);
+  }
+
+  const resolved = resolveValues(input, files, base);
+  if (!resolved.ok) return resolved;
+  const mergedValues = resolved.values;
+
+  const context: Record<string, unknown> = {
+    Cluster: input.cluster,
+    Stack: input.stack,
+    Values: mergedValues,
+    Addon: {
+      name: entry.name,
+      targetNamespace: entry.targetNamespace ?? null,
+      dependsOn: dependsOnOf(input.stack, entry.name),
+    },
+  };
+  if (input.controlPlane !== undefined) context.ControlPlane = input.controlPlane;
+  if (input.infraCluster !== undefined) context.InfraCluster = input.infraCluster;
+
+  // Decide the output name of every file first, so that clashes are reported before rendering.
+  const outputs = new Map<string, { source: string; text: string; template: boolean }>();
+  for (const [rel, text] of files) {
+    if (rel === VALUES_FILE || rel === SCHEMA_FILE) continue;
+    const template = rel.endsWith('.hbs');
+    const out = template ? rel.slice(0, -'.hbs'.length) : rel;
+    if (!YAML_FILE.test(out)) {
+      if (template) {
+        return fail('InvalidOutput', `${base}${rel}: a template must render a .yaml or .yml file`);
+      }
+      continue; // README.md and other non-manifests are not output
+    }
+    if (out === 'kustomization.yaml' || out === 'kustomization.yml') {
+      return fail(
+        'InvalidOutput',
+        `${base}${rel}: addons must not ship a kustomization file; stackflux generates the Flux Kustomization`,
+      );
+    }
+    const clash = outputs.get(out);
+    if (clash) {
+      return fail('InvalidOutput', `${base}${rel} and ${base}${clash.source} both produce ${base}${out}`);
+    }
+    outputs.set(out, { source: rel, text, template });
+  }
+
+  const result = new Map<string, string>();
+  const objects: KubernetesObject[] = [];
+  const seen = new Map<string, string>();
+  for (const out of [...outputs.keys()].sort(compareStrings)) {
+    const spec = outputs.get(out);
+    if (!spec) continue;
+    let text = spec.text;
+    if (spec.template) {
+      try {
+        text = renderTemplate(`${base}${spec.source}`, spec.text, context);
+      } catch (error) {
+        if (error instanceof TemplateError) return fail('TemplateError', error.message);
+        return fail(
+          'TemplateError',
+          `${base}${spec.source}: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      }
+    }
+    const label = spec.template ? `${base}${spec.source} (rendered)` : `${base}${spec.source}`;
+    let parsed: KubernetesObject[];
+    try {
+      parsed = parseObjects(label, text);
+    } catch (error) {
+      if (error instanceof OutputError) return fail('InvalidOutput', error.message);
+      throw error;
+    }
+    if (parsed.length === 0) continue; // rendered to nothing, e.g. all inside a false {{#if}}
+    for (const object of parsed) {
+      const id = objectId(object);
+      const first = seen.get(id);
+      if (first !== undefined) {
+        return fail('InvalidOutput', `${label}: ${id} is also defined in ${first}`);
+      }
+      seen.set(id, label);
+    }
+    result.set(out, text);
+    objects.push(...parsed);
+  }
+  return { ok: true, files: result, objects, values: mergedValues };
+}
+
+/** The addons an addon waits for: its declared `dependsOn`, else the previous addon in stack.yaml. */
+export function dependsOnOf(stack: StackManifest, addon: string): string[] {
+  const index = stack.addons.findIndex((a) => a.name === addon);
+  const entry = stack.addons[index];
+  if (!entry) return [];
+  if (entry.dependsOn !== undefined) return [...entry.dependsOn];
+  const previous = stack.addons[index - 1];
+  return previous ? [previous.name] : [];
+}
+
+export interface AddonOrderEntry {
+  name: string;
+  targetNamespace?: string;
+  dependsOn: string[];
+}
+
+/**
+ * Every addon of the stack in stack.yaml order with the addons it depends on (declared
+ * `dependsOn`, an explicit `[]` meaning none; else the previous addon in the list).
+ */
+export function addonOrder(stack: StackManifest): AddonOrderEntry[] {
+  return stack.addons.map((addon) => {
+    const entry: AddonOrderEntry = { name: addon.name, dependsOn: dependsOnOf(stack, addon.name) };
+    if (addon.targetNamespace !== undefined) entry.targetNamespace = addon.targetNamespace;
+    return entry;
+  });
+}
+
+/** Problems with the addon graph: duplicate names, unknown or self dependencies, cycles. Empty = fine. */
+export function checkAddonGraph(stack: StackManifest): string[] {
+  const problems: string[] = [];
+  const names = new Set<string>();
+  for (const addon of stack.addons) {
+    if (names.has(addon.name)) problems.push(`addon "${addon.name}" is listed twice`);
+    names.add(addon.name);
+  }
+  const order = addonOrder(stack);
+  const edges = new Map<string, string[]>();
+  for (const { name, dependsOn } of order) {
+    for (const dep of dependsOn) {
+      if (dep === name) problems.push(`addon "${name}" depends on itself`);
+      else if (!names.has(dep)) problems.push(`addon "${name}" depends on unknown addon "${dep}"`);
+    }
+    edges.set(
+      name,
+      dependsOn.filter((d) => d !== name && names.has(d)),
+    );
+  }
+  // Cycle detection (depth-first, deterministic in stack order).
+  const state = new Map<string, 'visiting' | 'done'>();
+  const reported = new Set<string>();
+  const visit = (name: string, path: string[]): void => {
+    const s = state.get(name);
+    if (s === 'done') return;
+    if (s === 'visiting') {
+      const cycle = [...path.slice(path.indexOf(name)), name];
+      const key = [...cycle].sort().join(',');
+      if (!reported.has(key)) {
+        reported.add(key);
+        problems.push(`addons depend on each other in a cycle: ${cycle.join(' → ')}`);
+      }
+      return;
+    }
+    state.set(name, 'visiting');
+    for (const dep of edges.get(name) ?? []) visit(dep, [...path, name]);
+    state.set(name, 'done');
+  };
+  for (const { name } of order) visit(name, []);
+  return [...new Set(problems)];
+}

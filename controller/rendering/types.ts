@@ -1,0 +1,83 @@
+// Inputs and outputs of addon rendering (controller/rendering). Everything here is data:
+// rendering is a pure function of these inputs.
+import type { ReleaseTree, StackManifest } from '../api/release.ts';
+
+/** A JSON-like object, as read from YAML or the API server. */
+export type PlainObject = Record<string, unknown>;
+
+/** Values keyed by addon name: `{ cni: { mtu: 1400 }, "metrics-server": {...} }`. */
+export type ValuesByAddon = Readonly<Record<string, unknown>>;
+
+export interface RenderAddonInput {
+  /** The release files at its tag, relative to the stack root. */
+  tree: ReleaseTree;
+  /** The release's stack.yaml, already parsed and validated. */
+  stack: StackManifest;
+  /** The addon to render; must be listed in `stack.addons`. */
+  addon: string;
+  /** The Cluster API Cluster (as served by the API server). Template name: `Cluster`. */
+  cluster: PlainObject;
+  /** The object `spec.controlPlaneRef` points at, when available. Template name: `ControlPlane`. */
+  controlPlane?: PlainObject;
+  /** The object `spec.infrastructureRef` points at, when available. Template name: `InfraCluster`. */
+  infraCluster?: PlainObject;
+  /**
+   * Per-cluster values keyed by addon name; this addon uses `clusterValues[addon]`.
+   * Wins over the addon's `values.yaml`, loses to `centralValues`.
+   */
+  clusterValues?: ValuesByAddon;
+  /**
+   * Central values from the ClusterStack `spec.values`, keyed by addon name; this addon uses
+   * `centralValues[addon]`. Wins over everything.
+   */
+  centralValues?: ValuesByAddon;
+}
+
+/** A Kubernetes object as parsed from rendered output: the fields every applied object needs. */
+export interface KubernetesObject {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    [key: string]: unknown;
+  };
+  [key: string]: unknown;
+}
+
+export type RenderFailureReason =
+  /** The addon is not listed in stack.yaml or has no folder under cluster-addon/. */
+  | 'AddonNotFound'
+  /** A values.yaml / values.schema.json / per-cluster or central values is not usable. */
+  | 'InvalidValues'
+  /** The merged values do not satisfy the addon's values.schema.json. */
+  | 'ValuesSchemaFailed'
+  /** A template does not parse, references a missing field, or a helper failed. */
+  | 'TemplateError'
+  /** A rendered or copied file is not YAML Kubernetes objects. */
+  | 'InvalidOutput';
+
+export interface RenderSuccess {
+  ok: true;
+  /**
+   * Output files, path relative to `cluster-addon/<addon>/` (the `.hbs` suffix removed), in
+   * sorted order. Rendered templates keep their rendered text; copied files keep the author's.
+   * Files that render to no document at all are left out.
+   */
+  files: Map<string, string>;
+  /** Every object of every output file, in file order then document order. */
+  objects: KubernetesObject[];
+  /** The merged values the templates saw (useful for status and debugging). */
+  values: PlainObject;
+}
+
+export interface RenderFailure {
+  ok: false;
+  reason: RenderFailureReason;
+  /** Names the file (path relative to the stack root), the line and the field where known. */
+  message: string;
+}
+
+export type RenderResult = RenderSuccess | RenderFailure;
