@@ -1,0 +1,929 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ClusterAddon } from '../../../controller/api/clusteraddon.ts';
+import type { ClusterStack } from '../../../controller/api/clusterstack.ts';
+import type { ClusterStackRelease } from '../../../controller/api/clusterstackrelease.ts';
+import type { Kustomization } from '../../../controller/api/flux.ts';
+import type { Condition } from '../../../controller/api/meta.ts';
+import type { ReleaseTree } from '../../../controller/api/release.ts';
+import {
+  type ClusterAddonInput,
+  type ClusterAddonResult,
+  commitMessage,
+  enabledDependencies,
+  FINALIZER_FLEET_CLEANUP,
+  type FleetSettings,
+  Reason,
+  reconcileClusterAddon,
+} from '../../../controller/reconcilers/clusteraddon.ts';
+import type { FluxTemplates } from '../../../controller/releases/flux.ts';
+import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
+
+// The templates are the product under test; reading them is the one fixture read here.
+const templates: FluxTemplates = loadFluxTemplates();
+const now = new Date('2025-01-02T03:04:05Z');
+const NS = 'team';
+const V1 = 'docker-ferrol-1-30-v1';
+const V2 = 'docker-ferrol-1-30-v2';
+const fleetSettings: FleetSettings = {
+  url: 'https://git.example.com/fleet.git',
+  branch: 'main',
+  pathPrefix: 'clusters',
+  secretRef: 'fleet-auth',
+  gitRepositoryName: 'stackflux-fleet',
+};
+
+// ---- Release trees, built in memory.
+
+function stackYaml(version: string, addons: string): string {
+  return `apiVersion: stackflux.io/v1alpha1
+kind: Stack
+provider: docker
+name: ferrol
+kubernetesVersion: v1.30.4
+version: ${version}
+addons:
+${addons}`;
+}
+
+const cniTemplate = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cni-config
+data:
+  clusterName: {{quote Cluster.metadata.name}}
+  podCIDR: {{quote Cluster.spec.clusterNetwork.pods.cidrBlocks.[0]}}
+  apiHost: {{quote Cluster.spec.controlPlaneEndpoint.host}}
+  apiPort: {{quote Cluster.spec.controlPlaneEndpoint.port}}
+  mtu: {{quote Values.mtu}}
+  backend: {{quote Values.backend}}
+`;
+const cniSchema = JSON.stringify({
+  type: 'object',
+  additionalProperties: false,
+  properties: { mtu: { type: 'integer', minimum: 1280, maximum: 9000 }, backend: { type: 'string' } },
+});
+const saYaml = `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: cni
+`;
+const csiYaml = `apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata:
+  name: csi.example.com
+`;
+const metricsTemplate = `apiVersion: v1
+kind: Service
+metadata:
+  name: metrics-server
+  labels:
+    cluster: {{quote Cluster.metadata.name}}
+spec:
+  ports:
+    - port: {{Values.port}}
+`;
+
+function tree(files: Record<string, string>): ReleaseTree {
+  return new Map(Object.entries(files).sort(([a], [b]) => (a < b ? -1 : 1)));
+}
+
+/** v1: cni (ConfigMap + ServiceAccount), csi (depends on cni), metrics-server (after csi). */
+const treeV1 = tree({
+  'stack.yaml': stackYaml(
+    'v1',
+    `  - name: cni
+    targetNamespace: kube-system
+  - name: csi
+    dependsOn: [cni]
+  - name: metrics-server
+    targetNamespace: kube-system
+`,
+  ),
+  'cluster-class/cluster-class.yaml': 'apiVersion: cluster.x-k8s.io/v1beta2\nkind: ClusterClass\n',
+  'cluster-addon/cni/config.yaml.hbs': cniTemplate,
+  'cluster-addon/cni/serviceaccount.yaml': saYaml,
+  'cluster-addon/cni/values.yaml': 'mtu: 1450\nbackend: vxlan\n',
+  'cluster-addon/cni/values.schema.json': cniSchema,
+  'cluster-addon/csi/csidriver.yaml': csiYaml,
+  'cluster-addon/metrics-server/service.yaml.hbs': metricsTemplate,
+  'cluster-addon/metrics-server/values.yaml': 'port: 443\n',
+});
+
+/** v2: cni drops its ServiceAccount, csi is gone, dns is new. */
+const treeV2 = tree({
+  'stack.yaml': stackYaml(
+    'v2',
+    `  - name: cni
+    targetNamespace: kube-system
+  - name: metrics-server
+    targetNamespace: kube-system
+  - name: dns
+    dependsOn: [cni]
+`,
+  ),
+  'cluster-class/cluster-class.yaml': 'apiVersion: cluster.x-k8s.io/v1beta2\nkind: ClusterClass\n',
+  'cluster-addon/cni/config.yaml.hbs': cniTemplate,
+  'cluster-addon/cni/values.yaml': 'mtu: 1450\nbackend: vxlan\n',
+  'cluster-addon/cni/values.schema.json': cniSchema,
+  'cluster-addon/metrics-server/service.yaml.hbs': metricsTemplate,
+  'cluster-addon/metrics-server/values.yaml': 'port: 443\n',
+  'cluster-addon/dns/configmap.yaml':
+    'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: coredns\ndata:\n  a: b\n',
+});
+
+// ---- Objects.
+
+interface ClusterOptions {
+  name?: string;
+  podCidr?: string;
+  release?: string;
+  v1beta1?: boolean;
+  disabled?: string;
+  values?: unknown;
+  deleting?: boolean;
+}
+
+function cluster(o: ClusterOptions = {}): Record<string, unknown> {
+  const name = o.name ?? 'alpha';
+  const release = o.release ?? V1;
+  return {
+    apiVersion: o.v1beta1 ? 'cluster.x-k8s.io/v1beta1' : 'cluster.x-k8s.io/v1beta2',
+    kind: 'Cluster',
+    metadata: {
+      name,
+      namespace: NS,
+      uid: `uid-${name}`,
+      ...(o.disabled !== undefined ? { annotations: { 'stackflux.io/disabled-addons': o.disabled } } : {}),
+      ...(o.deleting ? { deletionTimestamp: '2025-01-02T00:00:00Z' } : {}),
+    },
+    spec: {
+      clusterNetwork: { pods: { cidrBlocks: [o.podCidr ?? '192.168.0.0/16'] } },
+      controlPlaneEndpoint: { host: `${name}.example.com`, port: 6443 },
+      topology: {
+        ...(o.v1beta1 ? { class: release } : { classRef: { name: release } }),
+        version: 'v1.30.4',
+        ...(o.values !== undefined ? { variables: [{ name: 'stackfluxAddonValues', value: o.values }] } : {}),
+      },
+    },
+  };
+}
+
+function releaseObject(tag: string): ClusterStackRelease {
+  return {
+    apiVersion: 'stackflux.io/v1alpha1',
+    kind: 'ClusterStackRelease',
+    metadata: { name: tag, namespace: NS, uid: `uid-${tag}` },
+    spec: {
+      clusterStack: 'ferrol',
+      tag,
+      version: tag.slice(tag.lastIndexOf('-') + 1),
+      clusterClass: tag,
+      kubernetesVersion: '1.30',
+      source: { url: 'https://git.example.com/stacks.git' },
+    },
+  };
+}
+
+function clusterStack(spec: Partial<ClusterStack['spec']> = {}): ClusterStack {
+  return {
+    apiVersion: 'stackflux.io/v1alpha1',
+    kind: 'ClusterStack',
+    metadata: { name: 'ferrol', namespace: NS, uid: 'uid-csk' },
+    spec: {
+      provider: 'docker',
+      name: 'ferrol',
+      kubernetesVersion: '1.30',
+      source: { git: { url: 'https://git.example.com/stacks.git' } },
+      ...spec,
+    },
+  };
+}
+
+function existingAddon(name = 'alpha', extra: Partial<ClusterAddon['metadata']> = {}): ClusterAddon {
+  return {
+    apiVersion: 'stackflux.io/v1alpha1',
+    kind: 'ClusterAddon',
+    metadata: {
+      name,
+      namespace: NS,
+      uid: `ca-${name}`,
+      generation: 1,
+      finalizers: [FINALIZER_FLEET_CLEANUP],
+      ...extra,
+    },
+    spec: { cluster: name, release: V1 },
+  };
+}
+
+const trees: Record<string, ReleaseTree> = { [V1]: treeV1, [V2]: treeV2 };
+
+function baseInput(o: ClusterOptions = {}, over: Partial<ClusterAddonInput> = {}): ClusterAddonInput {
+  const name = o.name ?? 'alpha';
+  const tag = o.release ?? V1;
+  return {
+    cluster: cluster(o),
+    namespace: NS,
+    name,
+    clusterAddon: existingAddon(name),
+    release: releaseObject(tag),
+    tree: trees[tag],
+    clusterStack: clusterStack(),
+    kustomizations: [],
+    fleet: { commit: 'c'.repeat(40), folders: new Map() },
+    fleetSettings,
+    templates,
+    now,
+    ...over,
+  };
+}
+
+function must(r: ClusterAddonResult | undefined): ClusterAddonResult {
+  assert.ok(r, 'expected a result');
+  return r;
+}
+
+function cond(r: ClusterAddonResult, type: string): Condition | undefined {
+  return r.status.conditions?.find((c) => c.type === type);
+}
+
+// ---- A tiny world: the API server, Flux and the fleet repo as the runtime would feed them back.
+
+interface World {
+  cluster: Record<string, unknown> | undefined;
+  clusterAddon: ClusterAddon | undefined;
+  kustomizations: Map<string, Kustomization>;
+  fleetCommit: string | undefined;
+  fleet: Map<string, Map<string, string>>;
+  commits: number;
+}
+
+function newWorld(c: Record<string, unknown>): World {
+  return {
+    cluster: c,
+    clusterAddon: undefined,
+    kustomizations: new Map(),
+    fleetCommit: undefined,
+    fleet: new Map(),
+    commits: 0,
+  };
+}
+
+function worldInput(w: World, name: string, over: Partial<ClusterAddonInput> = {}): ClusterAddonInput {
+  const tag = w.clusterAddon?.spec.release ?? V1;
+  const use = (w.cluster?.spec as { topology?: { classRef?: { name: string } } } | undefined)?.topology
+    ?.classRef?.name;
+  const release = use ?? tag;
+  return {
+    cluster: w.cluster,
+    namespace: NS,
+    name,
+    ...(w.clusterAddon !== undefined ? { clusterAddon: w.clusterAddon } : {}),
+    release: releaseObject(release),
+    ...(trees[release] !== undefined ? { tree: trees[release] } : {}),
+    clusterStack: clusterStack(),
+    kustomizations: [...w.kustomizations.values()],
+    fleet: { ...(w.fleetCommit !== undefined ? { commit: w.fleetCommit } : {}), folders: w.fleet },
+    fleetSettings,
+    templates,
+    now,
+    ...over,
+  };
+}
+
+/** Applies a result as the runtime would (fleet sync, SSA, deletes, patches, status), then lets Flux apply. */
+function applyResult(w: World, r: ClusterAddonResult, flux = true): void {
+  if (r.folders.size > 0 || w.fleetCommit === undefined) {
+    for (const [folder, files] of r.folders) {
+      if (files === null) w.fleet.delete(folder);
+      else w.fleet.set(folder, new Map(files));
+    }
+    if (r.folders.size > 0) w.commits++;
+    w.fleetCommit = String(w.commits).padStart(40, '0');
+  }
+  if (r.clusterAddon !== undefined && w.clusterAddon === undefined) {
+    w.clusterAddon = {
+      ...structuredClone(r.clusterAddon),
+      metadata: { ...structuredClone(r.clusterAddon.metadata), uid: 'ca-uid', generation: 1 },
+    };
+  } else if (r.clusterAddon !== undefined && w.clusterAddon !== undefined) {
+    w.clusterAddon = {
+      ...w.clusterAddon,
+      metadata: { ...w.clusterAddon.metadata, labels: r.clusterAddon.metadata.labels },
+      spec: structuredClone(r.clusterAddon.spec),
+    };
+  }
+  if (w.clusterAddon !== undefined) {
+    w.clusterAddon = {
+      ...w.clusterAddon,
+      metadata: { ...w.clusterAddon.metadata, finalizers: [...r.finalizers] },
+      status: structuredClone(r.status),
+    };
+    if (w.clusterAddon.metadata.deletionTimestamp !== undefined && r.finalizers.length === 0) {
+      w.clusterAddon = undefined;
+      w.kustomizations.clear(); // garbage collection of owned objects
+    }
+  }
+  for (const k of r.kustomizations ?? []) {
+    const old = w.kustomizations.get(k.metadata.name);
+    w.kustomizations.set(k.metadata.name, {
+      ...structuredClone(k),
+      ...(old?.status ? { status: old.status } : {}),
+    });
+  }
+  for (const n of r.deleteKustomizations) w.kustomizations.delete(n);
+  for (const p of r.patches) {
+    const k = w.kustomizations.get(p.name);
+    if (k) k.spec = { ...k.spec, ...(p.patch.spec as object) };
+  }
+  if (flux && w.fleetCommit !== undefined) {
+    for (const k of w.kustomizations.values()) {
+      k.status = {
+        lastAppliedRevision: `main@sha1:${w.fleetCommit}`,
+        conditions: [
+          {
+            type: 'Ready',
+            status: 'True',
+            reason: 'ReconciliationSucceeded',
+            message: 'ok',
+            lastTransitionTime: '2025-01-01T00:00:00Z',
+          },
+        ],
+      };
+    }
+  }
+}
+
+/** True when applying `r` to `w` would change nothing. */
+function noChanges(w: World, r: ClusterAddonResult): boolean {
+  if (r.folders.size > 0 || r.deleteKustomizations.length > 0 || r.patches.length > 0) return false;
+  for (const k of r.kustomizations ?? []) {
+    const old = w.kustomizations.get(k.metadata.name);
+    if (old === undefined) return false;
+    const { status: _s, ...rest } = old;
+    if (JSON.stringify(rest) !== JSON.stringify(k)) return false;
+  }
+  if (w.clusterAddon === undefined) return r.clusterAddon === undefined;
+  if (JSON.stringify(w.clusterAddon.status) !== JSON.stringify(r.status)) return false;
+  if (JSON.stringify(w.clusterAddon.metadata.finalizers) !== JSON.stringify(r.finalizers)) return false;
+  if (r.clusterAddon && JSON.stringify(r.clusterAddon.spec) !== JSON.stringify(w.clusterAddon.spec))
+    return false;
+  return true;
+}
+
+/** Reconciles until nothing changes (at most `max` rounds); returns the rounds it took. */
+function converge(w: World, name: string, over: Partial<ClusterAddonInput> = {}, max = 8): number {
+  for (let i = 1; i <= max; i++) {
+    const r = reconcileClusterAddon(worldInput(w, name, over));
+    if (r === undefined || noChanges(w, r)) return i;
+    applyResult(w, r);
+  }
+  assert.fail(`no fixed point after ${max} rounds`);
+}
+
+// ---- Tests.
+
+describe('reconcileClusterAddon: ownership', () => {
+  it('ignores a Cluster whose class is not a cluster stack release', () => {
+    const c = cluster();
+    (c.spec as { topology: unknown }).topology = { classRef: { name: 'my-own-class' } };
+    assert.equal(reconcileClusterAddon(baseInput({}, { cluster: c, clusterAddon: undefined })), undefined);
+    const noTopology = cluster();
+    delete (noTopology.spec as { topology?: unknown }).topology;
+    assert.equal(
+      reconcileClusterAddon(baseInput({}, { cluster: noTopology, clusterAddon: undefined })),
+      undefined,
+    );
+  });
+
+  it('creates the ClusterAddon first (owned by the Cluster, with the finalizer), nothing else', () => {
+    const r = must(reconcileClusterAddon(baseInput({ v1beta1: true }, { clusterAddon: undefined })));
+    assert.deepEqual(r.clusterAddon?.metadata.ownerReferences, [
+      {
+        apiVersion: 'cluster.x-k8s.io/v1beta1',
+        kind: 'Cluster',
+        name: 'alpha',
+        uid: 'uid-alpha',
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ]);
+    assert.deepEqual(r.clusterAddon?.spec, { cluster: 'alpha', release: V1, clusterStack: 'ferrol' });
+    assert.equal(r.clusterAddon?.metadata.labels?.['stackflux.io/release'], V1);
+    assert.deepEqual(r.finalizers, [FINALIZER_FLEET_CLEANUP]);
+    assert.equal(r.folders.size, 0);
+    assert.equal(r.kustomizations, undefined);
+    assert.equal(cond(r, 'Reconciling')?.reason, Reason.Creating);
+  });
+
+  it('release not fetched (or not found) → Reconciling, nothing else changes', () => {
+    const kept = kustomizationOf('alpha.cni');
+    for (const over of [{ tree: undefined }, { release: undefined }] as Partial<ClusterAddonInput>[]) {
+      const r = must(reconcileClusterAddon(baseInput({}, { ...over, kustomizations: [kept] })));
+      assert.equal(cond(r, 'Ready')?.status, 'Unknown');
+      assert.equal(cond(r, 'Reconciling')?.status, 'True');
+      assert.equal(r.folders.size, 0);
+      assert.equal(r.kustomizations, undefined);
+      assert.equal(r.gitRepository, undefined);
+      assert.deepEqual(r.deleteKustomizations, []);
+    }
+  });
+});
+
+function kustomizationOf(name: string, release = V1): Kustomization {
+  const [cluster = '', addon = ''] = name.split('.');
+  return {
+    apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
+    kind: 'Kustomization',
+    metadata: {
+      name,
+      namespace: NS,
+      labels: {
+        'stackflux.io/cluster': cluster,
+        'stackflux.io/addon': addon,
+        'stackflux.io/release': release,
+      },
+    },
+    spec: { interval: '5m', prune: true, sourceRef: { kind: 'GitRepository', name: 'stackflux-fleet' } },
+  };
+}
+
+describe('reconcileClusterAddon: rendering into fleet folders', () => {
+  it('renders every addon with the Cluster values into <ns>/<cluster>/<addon>', () => {
+    const r = must(
+      reconcileClusterAddon(
+        baseInput(
+          { values: { cni: { mtu: 1400, backend: 'host-gw' } } },
+          {
+            clusterStack: clusterStack({ values: { cni: { backend: 'wireguard' } } }),
+          },
+        ),
+      ),
+    );
+    assert.deepEqual(
+      [...r.folders.keys()],
+      ['team/alpha/cni', 'team/alpha/csi', 'team/alpha/metrics-server'],
+    );
+    const cni = r.folders.get('team/alpha/cni');
+    assert.ok(cni);
+    assert.deepEqual([...cni.keys()], ['config.yaml', 'serviceaccount.yaml']);
+    const config = cni.get('config.yaml') ?? '';
+    assert.match(config, /clusterName: "alpha"/);
+    assert.match(config, /podCIDR: "192\.168\.0\.0\/16"/);
+    assert.match(config, /apiHost: "alpha\.example\.com"/);
+    assert.match(config, /apiPort: "6443"/);
+    assert.match(config, /mtu: "1400"/, 'per-cluster value wins over the default');
+    assert.match(config, /backend: "wireguard"/, 'central value wins over the per-cluster value');
+    assert.deepEqual(r.change, {
+      namespace: NS,
+      cluster: 'alpha',
+      release: V1,
+      reason: 'first render',
+      rendered: ['cni', 'csi', 'metrics-server'],
+      removed: [],
+    });
+    assert.equal(cond(r, 'Reconciling')?.reason, Reason.FleetSyncPending);
+    // No Kustomization points at a folder that is not in the fleet yet.
+    assert.deepEqual(r.kustomizations, []);
+  });
+
+  it('emits the Kustomizations once the folders are in the fleet, wired as Flux needs them', () => {
+    const first = must(reconcileClusterAddon(baseInput()));
+    const folders = new Map([...first.folders].map(([k, v]) => [k, v ?? new Map<string, string>()]));
+    const r = must(reconcileClusterAddon(baseInput({}, { fleet: { commit: 'd'.repeat(40), folders } })));
+    assert.equal(r.folders.size, 0);
+    assert.equal(r.change, undefined);
+    const ks = r.kustomizations ?? [];
+    assert.deepEqual(
+      ks.map((k) => k.metadata.name),
+      ['alpha.cni', 'alpha.csi', 'alpha.metrics-server'],
+    );
+    const [cni, csi, metrics] = ks;
+    assert.ok(cni && csi && metrics);
+    assert.deepEqual(cni.spec.kubeConfig, { secretRef: { name: 'alpha-kubeconfig', key: 'value' } });
+    assert.equal(cni.spec.path, './clusters/team/alpha/cni');
+    assert.equal(cni.spec.prune, true);
+    assert.equal(cni.spec.wait, true);
+    assert.equal(cni.spec.targetNamespace, 'kube-system');
+    assert.equal(cni.spec.dependsOn, undefined);
+    assert.deepEqual(csi.spec.dependsOn, [{ name: 'alpha.cni' }]);
+    assert.deepEqual(metrics.spec.dependsOn, [{ name: 'alpha.csi' }]);
+    assert.deepEqual(cni.metadata.labels, {
+      'app.kubernetes.io/managed-by': 'stackflux',
+      'stackflux.io/addon': 'cni',
+      'stackflux.io/cluster': 'alpha',
+      'stackflux.io/release': V1,
+    });
+    assert.deepEqual(cni.metadata.ownerReferences, [
+      {
+        apiVersion: 'stackflux.io/v1alpha1',
+        kind: 'ClusterAddon',
+        name: 'alpha',
+        uid: 'ca-alpha',
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ]);
+    assert.deepEqual(r.gitRepository?.spec, {
+      interval: '1m',
+      url: 'https://git.example.com/fleet.git',
+      ref: { branch: 'main' },
+      secretRef: { name: 'fleet-auth' },
+      ignore: '/*\n!/clusters/\n/clusters/*\n!/clusters/team/\n',
+    });
+    assert.equal(r.gitRepository?.metadata.name, 'stackflux-fleet');
+    assert.deepEqual(r.gitRepository?.metadata.ownerReferences, [], 'shared by the namespace: no owner');
+  });
+
+  it('a pod CIDR change rewrites only the files that use it', () => {
+    const w = newWorld(cluster());
+    converge(w, 'alpha');
+    const before = w.commits;
+    const cniBefore = w.fleet.get('team/alpha/cni')?.get('config.yaml');
+    w.cluster = cluster({ podCidr: '10.1.0.0/16' });
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.deepEqual([...r.folders.keys()], ['team/alpha/cni']);
+    const after = r.folders.get('team/alpha/cni')?.get('config.yaml') ?? '';
+    assert.notEqual(after, cniBefore);
+    assert.match(after, /podCIDR: "10\.1\.0\.0\/16"/);
+    assert.equal(r.change?.reason, 'rendered files changed');
+    assert.equal(cond(r, 'Ready')?.status, 'Unknown');
+    converge(w, 'alpha');
+    assert.equal(w.commits, before + 1, 'one new fleet commit');
+    assert.equal(w.clusterAddon?.status?.conditions?.find((c) => c.type === 'Ready')?.status, 'True');
+  });
+
+  it('a release move drops folders and Kustomizations of dropped addons and adds new ones', () => {
+    const w = newWorld(cluster());
+    converge(w, 'alpha');
+    w.cluster = cluster({ release: V2 });
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.deepEqual(
+      [...r.folders].map(([k, v]) => [k, v === null ? null : [...v.keys()]]),
+      [
+        ['team/alpha/cni', ['config.yaml']], // the ServiceAccount is gone: Flux prunes it
+        ['team/alpha/csi', null],
+        ['team/alpha/dns', ['configmap.yaml']],
+      ],
+    );
+    assert.deepEqual(r.deleteKustomizations, ['alpha.csi']);
+    assert.equal(r.change?.reason, `release ${V1} → ${V2}`);
+    assert.deepEqual(r.change?.rendered, ['cni', 'dns']);
+    assert.deepEqual(r.change?.removed, ['csi']);
+    assert.equal(r.clusterAddon?.spec.release, V2);
+    // Until the new commit is applied, status says the addons still run v1.
+    assert.deepEqual(
+      r.status.addons?.map((a) => [a.name, a.release]),
+      [
+        ['cni', V1],
+        ['dns', V2],
+        ['metrics-server', V1],
+      ],
+    );
+    converge(w, 'alpha');
+    assert.deepEqual([...w.kustomizations.keys()].sort(), ['alpha.cni', 'alpha.dns', 'alpha.metrics-server']);
+    // metrics-server followed csi in v1; in v2 it follows cni, dns declares cni.
+    assert.deepEqual(w.kustomizations.get('alpha.dns')?.spec.dependsOn, [{ name: 'alpha.cni' }]);
+    assert.deepEqual(w.kustomizations.get('alpha.metrics-server')?.spec.dependsOn, [{ name: 'alpha.cni' }]);
+    assert.deepEqual(
+      w.clusterAddon?.status?.addons?.map((a) => [a.name, a.release, a.ready]),
+      [
+        ['cni', V2, true],
+        ['dns', V2, true],
+        ['metrics-server', V2, true],
+      ],
+    );
+  });
+});
+
+describe('reconcileClusterAddon: referenced objects', () => {
+  it('waits for the control plane object before rendering, then passes it to the templates', () => {
+    const c = cluster();
+    (c.spec as Record<string, unknown>).controlPlaneRef = {
+      apiGroup: 'controlplane.cluster.x-k8s.io',
+      kind: 'KubeadmControlPlane',
+      name: 'alpha-cp',
+    };
+    const waiting = must(reconcileClusterAddon(baseInput({}, { cluster: c })));
+    assert.equal(waiting.folders.size, 0);
+    assert.equal(waiting.kustomizations, undefined);
+    assert.equal(cond(waiting, 'Reconciling')?.reason, Reason.WaitingForRefs);
+    assert.match(
+      cond(waiting, 'Reconciling')?.message ?? '',
+      /ControlPlane \(KubeadmControlPlane alpha-cp\)/,
+    );
+    const withCp = new Map(treeV1);
+    withCp.set(
+      'cluster-addon/csi/version.yaml.hbs',
+      'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: v\ndata:\n  version: {{quote ControlPlane.spec.version}}\n',
+    );
+    const r = must(
+      reconcileClusterAddon(
+        baseInput({}, { cluster: c, tree: withCp, controlPlane: { spec: { version: 'v1.30.4' } } }),
+      ),
+    );
+    assert.match(r.folders.get('team/alpha/csi')?.get('version.yaml') ?? '', /version: "v1\.30\.4"/);
+  });
+});
+
+describe('reconcileClusterAddon: enable/disable', () => {
+  it('an annotation on the Cluster disables addons for that cluster; dependents skip them', () => {
+    const w = newWorld(cluster());
+    converge(w, 'alpha');
+    w.cluster = cluster({ disabled: ' csi , nope' });
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.deepEqual([...r.folders], [['team/alpha/csi', null]]);
+    assert.deepEqual(r.deleteKustomizations, ['alpha.csi']);
+    const metrics = r.kustomizations?.find((k) => k.metadata.name === 'alpha.metrics-server');
+    assert.deepEqual(metrics?.spec.dependsOn, [{ name: 'alpha.cni' }], 'csi depended on cni');
+    assert.deepEqual(r.change?.removed, ['csi']);
+    converge(w, 'alpha');
+    assert.deepEqual([...w.kustomizations.keys()].sort(), ['alpha.cni', 'alpha.metrics-server']);
+    // Enable again → back.
+    w.cluster = cluster();
+    converge(w, 'alpha');
+    assert.deepEqual([...w.kustomizations.keys()].sort(), ['alpha.cni', 'alpha.csi', 'alpha.metrics-server']);
+    assert.ok(w.fleet.has('team/alpha/csi'));
+  });
+
+  it('ClusterStack spec.addons disables for every cluster', () => {
+    const csk = clusterStack({
+      addons: [
+        { name: 'metrics-server', enabled: false },
+        { name: 'cni', enabled: true },
+      ],
+    });
+    for (const name of ['alpha', 'beta']) {
+      const r = must(reconcileClusterAddon(baseInput({ name }, { clusterStack: csk })));
+      assert.deepEqual([...r.folders.keys()], [`team/${name}/cni`, `team/${name}/csi`]);
+    }
+  });
+
+  it('dependencies skip disabled addons transitively', () => {
+    const stack = {
+      apiVersion: 'stackflux.io/v1alpha1' as const,
+      kind: 'Stack' as const,
+      provider: 'docker',
+      name: 'ferrol',
+      kubernetesVersion: 'v1.30.4',
+      version: 'v1',
+      addons: [{ name: 'a' }, { name: 'b' }, { name: 'c' }, { name: 'd', dependsOn: ['a', 'c'] }],
+    };
+    assert.deepEqual(
+      [...enabledDependencies(stack, new Set(['a', 'd']))],
+      [
+        ['a', []],
+        ['d', ['a']],
+      ],
+    );
+    assert.deepEqual(
+      [...enabledDependencies(stack, new Set(['b', 'd']))],
+      [
+        ['b', []],
+        ['d', ['b']],
+      ],
+    );
+  });
+});
+
+describe('reconcileClusterAddon: failures keep what runs', () => {
+  function running(): World {
+    const w = newWorld(cluster());
+    converge(w, 'alpha');
+    return w;
+  }
+
+  function assertNoChanges(r: ClusterAddonResult): void {
+    assert.equal(r.folders.size, 0);
+    assert.equal(r.change, undefined);
+    assert.equal(r.kustomizations, undefined);
+    assert.equal(r.gitRepository, undefined);
+    assert.deepEqual(r.deleteKustomizations, []);
+    assert.deepEqual(r.patches, []);
+  }
+
+  it('a template referencing a missing field → Ready=False RenderFailed naming file and field', () => {
+    const w = running();
+    const broken = new Map(treeV2);
+    broken.delete('cluster-addon/dns/configmap.yaml');
+    broken.set(
+      'cluster-addon/dns/configmap.yaml.hbs',
+      'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: {{Cluster.spec.nope.deeper}}\n',
+    );
+    w.cluster = cluster({ release: V2 });
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha', { tree: broken })));
+    assertNoChanges(r);
+    const ready = cond(r, 'Ready');
+    assert.equal(ready?.status, 'False');
+    assert.equal(ready?.reason, Reason.RenderFailed);
+    assert.match(
+      ready?.message ?? '',
+      /cluster-addon\/dns\/configmap\.yaml\.hbs:6:\d+: Cluster\.spec\.nope is not defined/,
+    );
+    assert.equal(cond(r, 'Stalled')?.status, 'True');
+    // The status still says what runs.
+    assert.equal(r.status.release, V1);
+    assert.equal(r.status.addons?.find((a) => a.name === 'dns')?.reason, Reason.RenderFailed);
+    assert.equal(r.status.addons?.find((a) => a.name === 'cni')?.ready, true);
+  });
+
+  it('values failing the addon schema → Ready=False ValuesInvalid naming the field', () => {
+    running();
+    const r = must(reconcileClusterAddon(baseInput({ values: { cni: { mtu: 100, typo: 1 } } })));
+    assertNoChanges(r);
+    const ready = cond(r, 'Ready');
+    assert.equal(ready?.status, 'False');
+    assert.equal(ready?.reason, Reason.ValuesInvalid);
+    assert.match(ready?.message ?? '', /cluster-addon\/cni\/values\.schema\.json/);
+    assert.match(ready?.message ?? '', /Values\.mtu/);
+    const notMapping = must(reconcileClusterAddon(baseInput({ values: ['x'] })));
+    assertNoChanges(notMapping);
+    assert.equal(cond(notMapping, 'Ready')?.reason, Reason.ValuesInvalid);
+    assert.match(cond(notMapping, 'Ready')?.message ?? '', /stackfluxAddonValues/);
+  });
+
+  it('output that is not YAML objects → RenderFailed', () => {
+    const broken = new Map(treeV1);
+    broken.set('cluster-addon/csi/csidriver.yaml', 'a: [unclosed\n');
+    const r = must(reconcileClusterAddon(baseInput({}, { tree: broken })));
+    assertNoChanges(r);
+    assert.equal(cond(r, 'Ready')?.reason, Reason.RenderFailed);
+    assert.match(cond(r, 'Ready')?.message ?? '', /cluster-addon\/csi\/csidriver\.yaml/);
+  });
+
+  it('an invalid release → InvalidRelease, no changes', () => {
+    const broken = new Map(treeV1);
+    broken.set('stack.yaml', stackYaml('v7', '  - name: cni\n'));
+    const r = must(reconcileClusterAddon(baseInput({}, { tree: broken })));
+    assertNoChanges(r);
+    assert.equal(cond(r, 'Ready')?.reason, Reason.InvalidRelease);
+    assert.match(cond(r, 'Ready')?.message ?? '', /stack\.yaml: version "v7"/);
+  });
+});
+
+describe('reconcileClusterAddon: readiness', () => {
+  it('Ready only when every Kustomization is Ready at <branch>@sha1:<fleet commit>', () => {
+    const w = newWorld(cluster());
+    converge(w, 'alpha');
+    assert.equal(w.clusterAddon?.status?.conditions?.find((c) => c.type === 'Ready')?.status, 'True');
+    assert.equal(w.clusterAddon?.status?.fleetCommit, w.fleetCommit);
+    // An old revision on one Kustomization → Reconciling naming it.
+    const cni = w.kustomizations.get('alpha.cni');
+    assert.ok(cni?.status);
+    cni.status.lastAppliedRevision = `main@sha1:${'9'.repeat(40)}`;
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.equal(cond(r, 'Ready')?.status, 'Unknown');
+    assert.match(cond(r, 'Reconciling')?.message ?? '', /waiting for cni \(applied main@sha1:9+\)/);
+    // A failing Kustomization → Ready=False with Flux's reason.
+    cni.status.lastAppliedRevision = `main@sha1:${w.fleetCommit}`;
+    cni.status.conditions = [
+      {
+        type: 'Ready',
+        status: 'False',
+        reason: 'HealthCheckFailed',
+        message: 'timeout',
+        lastTransitionTime: 'x',
+      },
+    ];
+    const f = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.equal(cond(f, 'Ready')?.status, 'False');
+    assert.equal(cond(f, 'Ready')?.reason, Reason.AddonNotReady);
+    assert.match(cond(f, 'Ready')?.message ?? '', /cni \(HealthCheckFailed: timeout\)/);
+  });
+});
+
+describe('reconcileClusterAddon: deletion', () => {
+  it('orphans Kustomizations, removes the folders, drops the finalizer only after the fleet commit', () => {
+    const w = newWorld(cluster());
+    converge(w, 'alpha');
+    w.cluster = cluster({ deleting: true });
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.deepEqual(
+      r.patches.map((p) => [p.name, p.patch]),
+      ['alpha.cni', 'alpha.csi', 'alpha.metrics-server'].map((n) => [
+        n,
+        { spec: { deletionPolicy: 'Orphan' } },
+      ]),
+    );
+    assert.deepEqual(
+      [...r.folders],
+      [
+        ['team/alpha/cni', null],
+        ['team/alpha/csi', null],
+        ['team/alpha/metrics-server', null],
+      ],
+    );
+    assert.deepEqual(r.finalizers, [FINALIZER_FLEET_CLEANUP], 'kept until the commit is known');
+    assert.equal(r.clusterAddon, undefined);
+    assert.equal(r.kustomizations, undefined);
+    assert.equal(r.change?.reason, 'cluster deleted');
+    assert.deepEqual(r.change?.removed, ['cni', 'csi', 'metrics-server']);
+    assert.equal(cond(r, 'Reconciling')?.reason, Reason.Deleting);
+    applyResult(w, r, false);
+    assert.equal(w.kustomizations.get('alpha.cni')?.spec.deletionPolicy, 'Orphan');
+    const done = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.equal(done.folders.size, 0);
+    assert.deepEqual(done.patches, []);
+    assert.deepEqual(done.finalizers, []);
+    // The Cluster is gone and the ClusterAddon with it → nothing left to do.
+    applyResult(w, done, false);
+    w.cluster = undefined;
+    w.clusterAddon = undefined; // garbage collection after the Cluster
+    assert.equal(reconcileClusterAddon(worldInput(w, 'alpha')), undefined);
+  });
+
+  it('a Cluster gone while its ClusterAddon is being deleted cleans up the same way', () => {
+    const w = newWorld(cluster());
+    converge(w, 'alpha');
+    w.cluster = undefined;
+    assert.ok(w.clusterAddon);
+    w.clusterAddon.metadata.deletionTimestamp = '2025-01-02T00:00:00Z';
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.equal(r.folders.size, 3);
+    assert.equal(r.patches.length, 3);
+    assert.deepEqual(r.finalizers, [FINALIZER_FLEET_CLEANUP]);
+    converge(w, 'alpha');
+    assert.equal(w.clusterAddon, undefined);
+    assert.equal(w.fleet.size, 0);
+    assert.equal(w.kustomizations.size, 0);
+  });
+
+  it('never drops the finalizer before the fleet has been read', () => {
+    const r = must(reconcileClusterAddon(baseInput({ deleting: true }, { fleet: { folders: new Map() } })));
+    assert.deepEqual(r.finalizers, [FINALIZER_FLEET_CLEANUP]);
+  });
+});
+
+describe('reconcileClusterAddon: scale and determinism', () => {
+  it('50 clusters each get their own folders, deterministically', () => {
+    const run = () =>
+      Array.from({ length: 50 }, (_, i) => {
+        const name = `c${String(i).padStart(2, '0')}`;
+        return must(
+          reconcileClusterAddon(
+            baseInput({ name, podCidr: `10.${i}.0.0/16` }, { clusterAddon: existingAddon(name) }),
+          ),
+        );
+      });
+    const a = run();
+    const b = run();
+    assert.deepEqual(
+      a.map((r) => [...r.folders].map(([k, v]) => [k, v && [...v]])),
+      b.map((r) => [...r.folders].map(([k, v]) => [k, v && [...v]])),
+    );
+    const allFolders = a.flatMap((r) => [...r.folders.keys()]);
+    assert.equal(allFolders.length, 150);
+    assert.equal(new Set(allFolders).size, 150);
+    a.forEach((r, i) => {
+      assert.match(
+        r.folders.get(`team/c${String(i).padStart(2, '0')}/cni`)?.get('config.yaml') ?? '',
+        new RegExp(`podCIDR: "10\\.${i}\\.0\\.0/16"`),
+      );
+    });
+    const message = commitMessage(a.flatMap((r) => (r.change ? [r.change] : [])));
+    assert.match(
+      message,
+      /^stackflux: render 50 clusters\n\n- team\/c00: release docker-ferrol-1-30-v1 \(first render\); rendered cni, csi, metrics-server\n/,
+    );
+  });
+});
+
+describe('reconcileClusterAddon: fixed point', () => {
+  it('feeding the outputs back converges and then changes nothing', () => {
+    const w = newWorld(cluster({ values: { cni: { mtu: 1500 } } }));
+    const rounds = converge(w, 'alpha');
+    // create ClusterAddon → commit folders → Kustomizations → Ready status → no change
+    assert.equal(rounds, 5);
+    assert.equal(w.commits, 1);
+    const again = must(
+      reconcileClusterAddon(worldInput(w, 'alpha', { now: new Date('2030-01-01T00:00:00Z') })),
+    );
+    assert.ok(noChanges(w, again), 'a later reconcile changes nothing (no clock in the output)');
+    assert.equal(cond(again, 'Ready')?.status, 'True');
+  });
+});
+
+describe('commitMessage', () => {
+  it('lists clusters sorted with release, why, rendered and removed addons', () => {
+    assert.equal(
+      commitMessage([
+        { namespace: 'b', cluster: 'x', reason: 'cluster deleted', rendered: [], removed: ['cni'] },
+        {
+          namespace: 'a',
+          cluster: 'y',
+          release: V2,
+          reason: `release ${V1} → ${V2}`,
+          rendered: ['dns', 'cni'],
+          removed: ['csi'],
+        },
+      ]),
+      `stackflux: render 2 clusters\n\n- a/y: release ${V2} (release ${V1} → ${V2}); rendered cni, dns; removed csi\n- b/x (cluster deleted); removed cni\n`,
+    );
+    assert.equal(
+      commitMessage([
+        { namespace: 'b', cluster: 'x', reason: 'cluster deleted', rendered: [], removed: ['cni'] },
+      ]),
+      'stackflux: remove 1 cluster\n\n- b/x (cluster deleted); removed cni\n',
+    );
+  });
+});
