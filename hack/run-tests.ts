@@ -1,7 +1,8 @@
 // `npm test`: builds the test environment if it is not cached, starts one environment for
 // the whole run, runs every test file with node's test runner, and stops the environment.
 // Arguments narrow the run to some test files. A running environment named by
-// STACKFLUX_TESTENV_DIR is reused and left running (fast local loop).
+// STACKFLUX_TESTENV_DIR is reused and left running (fast local loop). Files named
+// *.disruptive.test.ts (they restart shared components) run last, one at a time.
 import { spawnSync } from 'node:child_process';
 import { existsSync, globSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,13 +25,26 @@ try {
   const started = Date.now();
   const endpoints = reuse ? readEndpoints(stateDir) : await up(stateDir, log);
   if (!endpoints) throw new Error(`cannot read the test environment in ${stateDir}`);
-  log(`${reuse ? 'reusing' : 'started'} test environment in ${((Date.now() - started) / 1000).toFixed(1)}s (${stateDir})`);
-  const result = spawnSync(
-    process.execPath,
-    ['--test', '--test-concurrency=2', '--test-timeout=600000', ...testFiles],
-    { stdio: 'inherit', env: { ...process.env, ...envVars(endpoints) } },
+  log(
+    `${reuse ? 'reusing' : 'started'} test environment in ${((Date.now() - started) / 1000).toFixed(1)}s (${stateDir})`,
   );
-  status = result.status ?? 1;
+  const env = { ...process.env, ...envVars(endpoints) };
+  const disruptive = testFiles.filter((f) => f.endsWith('.disruptive.test.ts'));
+  const shared = testFiles.filter((f) => !disruptive.includes(f));
+  const runs: Array<[string, string[]]> = [
+    ['2', shared],
+    ['1', disruptive],
+  ];
+  status = 0;
+  for (const [concurrency, files] of runs) {
+    if (files.length === 0) continue;
+    const result = spawnSync(
+      process.execPath,
+      ['--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000', ...files],
+      { stdio: 'inherit', env },
+    );
+    if (result.status !== 0) status = result.status ?? 1;
+  }
 } catch (err) {
   log(`test environment failed: ${err instanceof Error ? err.message : String(err)}`);
   log(`component logs are in ${stateDir}/logs`);

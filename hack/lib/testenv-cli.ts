@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import {
+  buildBinaries,
   componentPids,
   createRepo,
   defaultStateDir,
@@ -7,7 +8,7 @@ import {
   envShPath,
   isRunning,
   readEndpoints,
-  buildBinaries,
+  restartComponent,
   up,
 } from './testenv.ts';
 
@@ -19,6 +20,7 @@ Commands:
   down         stop every process this environment started
   status       show each component's pid and whether it is alive
   repo NAME    create a bare repo on the Git server if missing; prints its clone URL
+  restart NAME kill one component (see status) and start it again with the same flags
   env          print the env.sh path of the running environment
 
 State directory: --dir, else $STACKFLUX_TESTENV_DIR, else a per-user folder in $TMPDIR.
@@ -72,17 +74,38 @@ async function run(argv: string[]): Promise<number> {
         process.stdout.write(`not running (${stateDir})\n`);
         return 1;
       }
-      for (const p of pids) process.stdout.write(`${p.name.padEnd(26)} pid ${String(p.pid).padEnd(8)} ${p.alive ? 'running' : 'DEAD'}\n`);
+      for (const p of pids)
+        process.stdout.write(
+          `${p.name.padEnd(26)} pid ${String(p.pid).padEnd(8)} ${p.alive ? 'running' : 'DEAD'}\n`,
+        );
       const ok = isRunning(stateDir);
-      process.stdout.write(ok ? `env: ${envShPath(stateDir)}\n` : 'environment is not healthy: run "hack/testenv down" then "up"\n');
+      process.stdout.write(
+        ok
+          ? `env: ${envShPath(stateDir)}\n`
+          : 'environment is not healthy: run "hack/testenv down" then "up"\n',
+      );
       return ok ? 0 : 1;
     }
     case 'repo': {
       const name = rest[0];
       const endpoints = readEndpoints(stateDir);
       if (!name) throw new Error('usage: hack/testenv repo NAME');
-      if (!endpoints || !isRunning(stateDir)) throw new Error(`no running environment in ${stateDir}: run "hack/testenv up"`);
+      if (!endpoints || !isRunning(stateDir))
+        throw new Error(`no running environment in ${stateDir}: run "hack/testenv up"`);
       process.stdout.write(`${await createRepo(endpoints, name)}\n`);
+      return 0;
+    }
+    case 'restart': {
+      const name = rest[0];
+      if (!name || !componentPids(stateDir).some((p) => p.name === name)) {
+        throw new Error(
+          `usage: hack/testenv restart NAME (one of: ${componentPids(stateDir)
+            .map((p) => p.name)
+            .join(', ')})`,
+        );
+      }
+      await restartComponent(stateDir, name);
+      log(`restarted ${name}`);
       return 0;
     }
     case 'env':

@@ -27,12 +27,18 @@ export interface Endpoints {
   sourceControllerStorage: string;
   sourceControllerHealth: string;
   kustomizeControllerHealth: string;
+  /** Cluster API CRD folder in the Go module cache. */
+  capiCrds: string;
+  /** The management cluster's etcd client URL (tests force compaction through it). */
+  etcdUrl: string;
 }
 
 export type Log = (message: string) => void;
 
 export function defaultStateDir(): string {
-  return process.env.STACKFLUX_TESTENV_DIR ?? join(tmpdir(), `stackflux-testenv-${process.getuid?.() ?? 'user'}`);
+  return (
+    process.env.STACKFLUX_TESTENV_DIR ?? join(tmpdir(), `stackflux-testenv-${process.getuid?.() ?? 'user'}`)
+  );
 }
 
 /** Runs hack/build-testenv.sh (a no-op when cached) and returns the bin directory. */
@@ -43,7 +49,8 @@ export function buildBinaries(log: Log): string {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const bin = out.trim().split('\n').at(-1);
-  if (!bin || !existsSync(join(bin, '.complete'))) throw new Error(`build-testenv.sh did not report a bin directory: ${out}`);
+  if (!bin || !existsSync(join(bin, '.complete')))
+    throw new Error(`build-testenv.sh did not report a bin directory: ${out}`);
   return bin;
 }
 
@@ -86,7 +93,13 @@ interface Started {
   log: string;
 }
 
-function startProcess(stateDir: string, name: string, binary: string, args: string[], env: Record<string, string> = {}): Started {
+function startProcess(
+  stateDir: string,
+  name: string,
+  binary: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Started {
   const logFile = join(stateDir, 'logs', `${name}.log`);
   const fd = openSync(logFile, 'a');
   const child = spawn(binary, args, {
@@ -97,7 +110,44 @@ function startProcess(stateDir: string, name: string, binary: string, args: stri
   if (child.pid === undefined) throw new Error(`could not start ${name} (${binary})`);
   child.unref();
   writeFileSync(join(stateDir, 'pids', `${name}.pid`), String(child.pid));
+  // Remembered so a test can restart a component with exactly the same command line.
+  writeFileSync(join(stateDir, 'pids', `${name}.cmd.json`), JSON.stringify({ binary, args, env }));
   return { name, pid: child.pid, log: logFile };
+}
+
+/**
+ * Kills one component (SIGKILL: a crash, not a clean shutdown) and starts it again with the
+ * same command line; resolves once it answers its health URL again.
+ */
+export async function restartComponent(stateDir: string, name: string, healthUrl?: string): Promise<void> {
+  const pidFile = join(stateDir, 'pids', `${name}.pid`);
+  const pid = Number(readFileSync(pidFile, 'utf8'));
+  const cmd = JSON.parse(readFileSync(join(stateDir, 'pids', `${name}.cmd.json`), 'utf8')) as {
+    binary: string;
+    args: string[];
+    env: Record<string, string>;
+  };
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+  while (pidAlive(pid)) await sleep(50);
+  const proc = startProcess(stateDir, name, cmd.binary, cmd.args, cmd.env);
+  const endpoints = readEndpoints(stateDir);
+  if (name.endsWith('kube-apiserver') && endpoints) {
+    const api = name === 'kube-apiserver' ? endpoints.kubeconfig : endpoints.workloadKubeconfig;
+    const url = /server: (\S+)/.exec(readFileSync(api, 'utf8'))?.[1] ?? '';
+    const token = /token: (\S+)/.exec(readFileSync(api, 'utf8'))?.[1] ?? '';
+    const ca = readFileSync(join(stateDir, 'pki', 'ca.crt'), 'utf8');
+    await waitFor(
+      proc,
+      '/readyz',
+      async () => (await kubeRequest({ url, ca, token }, 'GET', '/readyz')).status === 200,
+    );
+  } else if (healthUrl) {
+    await waitFor(proc, healthUrl, () => httpOk(healthUrl));
+  }
 }
 
 function tail(file: string, lines = 15): string {
@@ -109,7 +159,12 @@ function tail(file: string, lines = 15): string {
 }
 
 /** Polls check() until it returns true; fails with the component's log tail if it dies or times out. */
-async function waitFor(proc: Started, what: string, check: () => Promise<boolean>, timeoutMs = 90_000): Promise<void> {
+async function waitFor(
+  proc: Started,
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs = 90_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (!pidAlive(proc.pid)) {
@@ -118,7 +173,9 @@ async function waitFor(proc: Started, what: string, check: () => Promise<boolean
     if (await check().catch(() => false)) return;
     await sleep(250);
   }
-  throw new Error(`${proc.name}: timed out after ${timeoutMs / 1000}s waiting for ${what}; see ${proc.log}:\n${tail(proc.log)}`);
+  throw new Error(
+    `${proc.name}: timed out after ${timeoutMs / 1000}s waiting for ${what}; see ${proc.log}:\n${tail(proc.log)}`,
+  );
 }
 
 async function httpOk(url: string): Promise<boolean> {
@@ -146,13 +203,19 @@ export function kubeRequest(
       {
         method,
         ca: api.ca,
-        headers: { authorization: `Bearer ${api.token}`, 'content-type': contentType, accept: 'application/json' },
+        headers: {
+          authorization: `Bearer ${api.token}`,
+          'content-type': contentType,
+          accept: 'application/json',
+        },
         timeout: 10_000,
       },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }),
+        );
       },
     );
     req.on('error', reject);
@@ -166,7 +229,12 @@ function kubeconfigYaml(name: string, api: ApiServer, user = 'admin'): string {
   return stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name, cluster: { server: api.url, 'certificate-authority-data': Buffer.from(api.ca).toString('base64') } }],
+    clusters: [
+      {
+        name,
+        cluster: { server: api.url, 'certificate-authority-data': Buffer.from(api.ca).toString('base64') },
+      },
+    ],
     users: [{ name: user, user: { token: api.token } }],
     contexts: [{ name, context: { cluster: name, user } }],
     'current-context': name,
@@ -175,11 +243,56 @@ function kubeconfigYaml(name: string, api: ApiServer, user = 'admin'): string {
 
 function makePki(dir: string): void {
   mkdirSync(dir, { recursive: true });
-  const openssl = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '3650', '-subj', '/CN=stackflux-testenv-ca']);
-  openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'serving.key', '-out', 'serving.csr', '-subj', '/CN=kube-apiserver']);
-  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
-  openssl(['x509', '-req', '-in', 'serving.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'serving.crt', '-days', '3650', '-extfile', 'san.ext']);
+  const openssl = (args: string[]) =>
+    execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+  openssl([
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+    '-days',
+    '3650',
+    '-subj',
+    '/CN=stackflux-testenv-ca',
+  ]);
+  openssl([
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'serving.key',
+    '-out',
+    'serving.csr',
+    '-subj',
+    '/CN=kube-apiserver',
+  ]);
+  writeFileSync(
+    join(dir, 'san.ext'),
+    'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n',
+  );
+  openssl([
+    'x509',
+    '-req',
+    '-in',
+    'serving.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'serving.crt',
+    '-days',
+    '3650',
+    '-extfile',
+    'san.ext',
+  ]);
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   writeFileSync(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs1', format: 'pem' }));
   writeFileSync(join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
@@ -204,7 +317,13 @@ async function startEtcd(stateDir: string, bin: string, name: string): Promise<s
   return clientUrl;
 }
 
-async function startApiServer(stateDir: string, bin: string, name: string, etcdUrl: string, token: string): Promise<ApiServer & { port: number }> {
+async function startApiServer(
+  stateDir: string,
+  bin: string,
+  name: string,
+  etcdUrl: string,
+  token: string,
+): Promise<ApiServer & { port: number }> {
   const pki = join(stateDir, 'pki');
   const port = await freePort();
   writeFileSync(join(pki, `${name}-tokens.csv`), `${token},admin,admin-uid,"system:masters"\n`);
@@ -227,7 +346,12 @@ async function startApiServer(stateDir: string, bin: string, name: string, etcdU
     '--enable-priority-and-fairness=false',
     '--profiling=false',
   ]);
-  const api = { url: `https://127.0.0.1:${port}`, ca: readFileSync(join(pki, 'ca.crt'), 'utf8'), token, port };
+  const api = {
+    url: `https://127.0.0.1:${port}`,
+    ca: readFileSync(join(pki, 'ca.crt'), 'utf8'),
+    token,
+    port,
+  };
   await waitFor(proc, '/readyz', async () => (await kubeRequest(api, 'GET', '/readyz')).status === 200);
   return api;
 }
@@ -247,7 +371,8 @@ async function applyManifest(api: ApiServer, doc: Record<string, unknown>): Prom
   const ns = meta.namespace ? `/namespaces/${meta.namespace}` : '';
   const path = `${base}${ns}/${resource}/${meta.name}?fieldManager=stackflux-testenv&force=true`;
   const res = await kubeRequest(api, 'PATCH', path, JSON.stringify(doc), 'application/apply-patch+yaml');
-  if (res.status >= 300) throw new Error(`apply ${kind} ${meta.name}: HTTP ${res.status}: ${res.body.slice(0, 500)}`);
+  if (res.status >= 300)
+    throw new Error(`apply ${kind} ${meta.name}: HTTP ${res.status}: ${res.body.slice(0, 500)}`);
 }
 
 /** Cluster API CRDs declare several versions converted by a webhook that does not run here: serve only the storage version. */
@@ -263,7 +388,7 @@ function readCrds(dir: string, only?: Set<string>): Record<string, unknown>[] {
     if (!file.endsWith('.yaml')) continue;
     for (const d of parseAllDocuments(readFileSync(join(dir, file), 'utf8'))) {
       const obj = d.toJS() as Record<string, unknown> | null;
-      if (!obj || obj.kind !== 'CustomResourceDefinition') continue;
+      if (obj?.kind !== 'CustomResourceDefinition') continue;
       const name = (obj.metadata as { name: string }).name;
       if (only && !only.has(name)) continue;
       docs.push(obj);
@@ -276,8 +401,15 @@ async function waitEstablished(api: ApiServer, names: string[]): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (const name of names) {
     for (;;) {
-      const res = await kubeRequest(api, 'GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`);
-      const conds = res.status === 200 ? ((JSON.parse(res.body).status?.conditions ?? []) as Array<{ type: string; status: string }>) : [];
+      const res = await kubeRequest(
+        api,
+        'GET',
+        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
+      );
+      const conds =
+        res.status === 200
+          ? ((JSON.parse(res.body).status?.conditions ?? []) as Array<{ type: string; status: string }>)
+          : [];
       if (conds.some((c) => c.type === 'Established' && c.status === 'True')) break;
       if (Date.now() > deadline) throw new Error(`CRD ${name} not established after 60s`);
       await sleep(200);
@@ -333,6 +465,8 @@ export function envVars(e: Endpoints): Record<string, string> {
     FLUX_SOURCE_CONTROLLER_STORAGE: e.sourceControllerStorage,
     FLUX_SOURCE_CONTROLLER_HEALTH: e.sourceControllerHealth,
     FLUX_KUSTOMIZE_CONTROLLER_HEALTH: e.kustomizeControllerHealth,
+    CAPI_CRDS: e.capiCrds,
+    ETCD_URL: e.etcdUrl,
   };
 }
 
@@ -340,13 +474,17 @@ export function envVars(e: Endpoints): Record<string, string> {
 export async function up(stateDir: string, log: Log): Promise<Endpoints> {
   const bin = buildBinaries(log);
   const paths = readPathsEnv(bin);
-  for (const sub of ['logs', 'pids', 'pki', 'git', 'source-storage']) mkdirSync(join(stateDir, sub), { recursive: true });
+  for (const sub of ['logs', 'pids', 'pki', 'git', 'source-storage'])
+    mkdirSync(join(stateDir, sub), { recursive: true });
   const pki = join(stateDir, 'pki');
   makePki(pki);
   const token = randomBytes(24).toString('hex');
 
   log('starting etcd + kube-apiserver (management, workload)…');
-  const [mgmtEtcd, workloadEtcd] = await Promise.all([startEtcd(stateDir, bin, 'etcd'), startEtcd(stateDir, bin, 'workload-etcd')]);
+  const [mgmtEtcd, workloadEtcd] = await Promise.all([
+    startEtcd(stateDir, bin, 'etcd'),
+    startEtcd(stateDir, bin, 'workload-etcd'),
+  ]);
   const [mgmt, workload] = await Promise.all([
     startApiServer(stateDir, bin, 'kube-apiserver', mgmtEtcd, token),
     startApiServer(stateDir, bin, 'workload-kube-apiserver', workloadEtcd, token),
@@ -387,7 +525,13 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
   await applyManifest(mgmt, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'flux-system' } });
 
   log('starting Flux source-controller and kustomize-controller…');
-  const [storagePort, scMetrics, scHealth, kcMetrics, kcHealth] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const [storagePort, scMetrics, scHealth, kcMetrics, kcHealth] = await Promise.all([
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+  ]);
   const fluxEnv = { KUBECONFIG: kubeconfig, RUNTIME_NAMESPACE: 'flux-system' };
   const sc = startProcess(
     stateDir,
@@ -422,7 +566,10 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
   log('starting Git server (smart HTTP)…');
   const [gitPort, gitAuthPort] = [await freePort(), await freePort()];
   const gitRoot = join(stateDir, 'git');
-  const git = startProcess(stateDir, 'gitserver', join(bin, 'gitserver'), [`--root=${gitRoot}`, `--listen=127.0.0.1:${gitPort}`]);
+  const git = startProcess(stateDir, 'gitserver', join(bin, 'gitserver'), [
+    `--root=${gitRoot}`,
+    `--listen=127.0.0.1:${gitPort}`,
+  ]);
   const gitUser = 'stackflux';
   const gitPassword = randomBytes(12).toString('hex');
   const gitAuth = startProcess(stateDir, 'gitserver-auth', join(bin, 'gitserver'), [
@@ -443,7 +590,14 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
   // The workload cluster's admin kubeconfig, stored the way Cluster API stores it.
   const workloadClusterName = 'workload';
   const workloadNamespace = 'default';
-  await applyManifest(mgmt, workloadKubeconfigSecret(workloadNamespace, workloadClusterName, kubeconfigYaml(workloadClusterName, workload)));
+  await applyManifest(
+    mgmt,
+    workloadKubeconfigSecret(
+      workloadNamespace,
+      workloadClusterName,
+      kubeconfigYaml(workloadClusterName, workload),
+    ),
+  );
 
   const endpoints: Endpoints = {
     stateDir,
@@ -458,6 +612,8 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
     sourceControllerStorage: `http://127.0.0.1:${storagePort}`,
     sourceControllerHealth: `http://127.0.0.1:${scHealth}`,
     kustomizeControllerHealth: `http://127.0.0.1:${kcHealth}`,
+    capiCrds: String(paths.CAPI_CRDS),
+    etcdUrl: mgmtEtcd,
   };
   writeFileSync(join(stateDir, 'versions.env'), readFileSync(join(bin, 'paths.env'), 'utf8'));
   writeFileSync(endpointsFile(stateDir), JSON.stringify(endpoints, null, 2));
@@ -469,21 +625,33 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
 /** kube-controller-manager serves /healthz with a self-signed certificate of its own. */
 async function kcmHealthy(port: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const req = httpsRequest(`https://127.0.0.1:${port}/healthz`, { rejectUnauthorized: false, timeout: 2000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
+    const req = httpsRequest(
+      `https://127.0.0.1:${port}/healthz`,
+      { rejectUnauthorized: false, timeout: 2000 },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode === 200);
+      },
+    );
     req.on('error', () => resolve(false));
     req.end();
   });
 }
 
-export function workloadKubeconfigSecret(namespace: string, cluster: string, kubeconfig: string): Record<string, unknown> {
+export function workloadKubeconfigSecret(
+  namespace: string,
+  cluster: string,
+  kubeconfig: string,
+): Record<string, unknown> {
   return {
     apiVersion: 'v1',
     kind: 'Secret',
     type: 'cluster.x-k8s.io/secret',
-    metadata: { name: `${cluster}-kubeconfig`, namespace, labels: { 'cluster.x-k8s.io/cluster-name': cluster } },
+    metadata: {
+      name: `${cluster}-kubeconfig`,
+      namespace,
+      labels: { 'cluster.x-k8s.io/cluster-name': cluster },
+    },
     data: { value: Buffer.from(kubeconfig).toString('base64') },
   };
 }
@@ -503,7 +671,7 @@ export async function down(stateDir: string, log: Log): Promise<void> {
       }
     }
   }
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + 5_000;
   while (Date.now() < deadline && procs.some((p) => pidAlive(p.pid))) await sleep(100);
   for (const p of procs) {
     if (pidAlive(p.pid)) {

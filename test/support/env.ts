@@ -30,6 +30,8 @@ export function testEnv(): Endpoints {
     sourceControllerStorage: required('FLUX_SOURCE_CONTROLLER_STORAGE'),
     sourceControllerHealth: required('FLUX_SOURCE_CONTROLLER_HEALTH'),
     kustomizeControllerHealth: required('FLUX_KUSTOMIZE_CONTROLLER_HEALTH'),
+    capiCrds: required('CAPI_CRDS'),
+    etcdUrl: required('ETCD_URL'),
   };
 }
 
@@ -40,7 +42,11 @@ export function kubeConfigFrom(file: string): KubeConfig {
 }
 
 /** Object API clients for the management and workload clusters. */
-export function clients(env = testEnv()): { mgmt: KubernetesObjectApi; workload: KubernetesObjectApi; mgmtConfig: KubeConfig } {
+export function clients(env = testEnv()): {
+  mgmt: KubernetesObjectApi;
+  workload: KubernetesObjectApi;
+  mgmtConfig: KubeConfig;
+} {
   const mgmtConfig = kubeConfigFrom(env.kubeconfig);
   return {
     mgmt: KubernetesObjectApi.makeApiClient(mgmtConfig),

@@ -1,0 +1,649 @@
+// One Kubernetes client per process: kubeconfig (flag / KUBECONFIG / in-cluster), a keep-alive
+// HTTPS agent, a client-side QPS/burst limit, and a small typed request layer for any resource
+// (GET / LIST / WATCH / server-side apply / status apply / delete / finalizers), with discovery of
+// plural names cached per group-version.
+import { existsSync } from 'node:fs';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { KubeConfig } from '@kubernetes/client-node';
+import { type Clock, realClock, sleep } from './clock.ts';
+import { BucketRateLimiter } from './workqueue.ts';
+
+export const FIELD_MANAGER = 'stackflux';
+
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+export interface ObjectMeta {
+  name?: string;
+  generateName?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  finalizers?: string[];
+  ownerReferences?: OwnerReference[];
+  managedFields?: unknown[];
+  [key: string]: unknown;
+}
+
+export interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: ObjectMeta;
+  [key: string]: unknown;
+}
+
+export interface ObjectList<T extends KubeObject = KubeObject> {
+  items: T[];
+  metadata: { resourceVersion?: string; continue?: string };
+}
+
+export interface WatchEvent<T extends KubeObject = KubeObject> {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: T;
+}
+
+/** A failed API call: HTTP status plus the decoded metav1.Status when there is one. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly reason: string;
+  readonly body: string;
+
+  constructor(method: string, path: string, status: number, body: string) {
+    let reason = '';
+    let message = body.slice(0, 500);
+    try {
+      const s = JSON.parse(body) as { reason?: unknown; message?: unknown };
+      if (typeof s.reason === 'string') reason = s.reason;
+      if (typeof s.message === 'string') message = s.message;
+    } catch {}
+    super(`${method} ${path}: ${status}${reason ? ` ${reason}` : ''}: ${message}`);
+    this.name = 'ApiError';
+    this.status = status;
+    this.reason = reason;
+    this.body = body;
+  }
+}
+
+export function isNotFound(err: unknown): boolean {
+  return err instanceof ApiError && err.status === 404;
+}
+export function isConflict(err: unknown): boolean {
+  return err instanceof ApiError && err.status === 409;
+}
+export function isGone(err: unknown): boolean {
+  return err instanceof ApiError && err.status === 410;
+}
+
+export interface ResourceInfo {
+  group: string;
+  version: string;
+  apiVersion: string;
+  kind: string;
+  plural: string;
+  namespaced: boolean;
+}
+
+export function collectionPath(res: ResourceInfo, namespace?: string): string {
+  const base = res.group ? `/apis/${res.group}/${res.version}` : `/api/${res.version}`;
+  return res.namespaced && namespace
+    ? `${base}/namespaces/${encodeURIComponent(namespace)}/${res.plural}`
+    : `${base}/${res.plural}`;
+}
+
+export function objectPath(
+  res: ResourceInfo,
+  name: string,
+  namespace?: string,
+  subresource?: string,
+): string {
+  if (res.namespaced && !namespace) throw new Error(`${res.kind} ${name}: namespace required`);
+  const p = `${collectionPath(res, namespace)}/${encodeURIComponent(name)}`;
+  return subresource ? `${p}/${subresource}` : p;
+}
+
+function splitApiVersion(apiVersion: string): { group: string; version: string } {
+  const i = apiVersion.indexOf('/');
+  return i < 0
+    ? { group: '', version: apiVersion }
+    : { group: apiVersion.slice(0, i), version: apiVersion.slice(i + 1) };
+}
+
+export type Query = Record<string, string | number | boolean | undefined>;
+
+function queryString(q: Query | undefined): string {
+  if (!q) return '';
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) if (v !== undefined) p.set(k, String(v));
+  const s = p.toString();
+  return s ? `?${s}` : '';
+}
+
+export interface ClientOptions {
+  /** Path of a kubeconfig file; else $KUBECONFIG, else in-cluster, else ~/.kube/config. */
+  kubeconfig?: string;
+  context?: string;
+  /** Client-side limit for non-watch requests (controller-runtime default 20 qps / burst 30). */
+  qps?: number;
+  burst?: number;
+  userAgent?: string;
+  clock?: Clock;
+  /** Per-request timeout for non-watch requests (ms). */
+  timeoutMs?: number;
+}
+
+/** Loads a kubeconfig: explicit path, $KUBECONFIG, in-cluster service account, ~/.kube/config. */
+export function loadKubeConfig(opts: { kubeconfig?: string; context?: string } = {}): KubeConfig {
+  const kc = new KubeConfig();
+  if (opts.kubeconfig) {
+    kc.loadFromFile(opts.kubeconfig);
+  } else if (process.env.KUBECONFIG) {
+    kc.loadFromDefault();
+  } else if (
+    process.env.KUBERNETES_SERVICE_HOST &&
+    existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token')
+  ) {
+    kc.loadFromCluster();
+  } else {
+    kc.loadFromDefault();
+  }
+  if (opts.context) kc.setCurrentContext(opts.context);
+  return kc;
+}
+
+export interface RequestOptions {
+  query?: Query;
+  body?: unknown;
+  contentType?: string;
+  signal?: AbortSignal;
+  /** Skip the client-side rate limit (watches, lease renewals). */
+  unlimited?: boolean;
+}
+
+export interface ListOptions {
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  limit?: number;
+  continue?: string;
+  resourceVersion?: string;
+  resourceVersionMatch?: string;
+  signal?: AbortSignal;
+}
+
+export interface WatchOptions {
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  resourceVersion?: string;
+  allowWatchBookmarks?: boolean;
+  /** Server-side timeout of the watch in seconds. */
+  timeoutSeconds?: number;
+  signal?: AbortSignal;
+}
+
+export interface ApplyOptions {
+  fieldManager?: string;
+  /** Take ownership of conflicting fields. Only for fields stackflux owns. */
+  force?: boolean;
+  dryRun?: boolean;
+  signal?: AbortSignal;
+}
+
+export type PropagationPolicy = 'Foreground' | 'Background' | 'Orphan';
+
+export class KubeClient {
+  readonly config: KubeConfig;
+  readonly server: string;
+  private readonly agent: HttpsAgent | HttpAgent;
+  private readonly isHttps: boolean;
+  private readonly tls: Record<string, unknown> = {};
+  private staticHeaders: Record<string, string> | undefined;
+  private readonly dynamicAuth: boolean;
+  private readonly limiter: BucketRateLimiter;
+  private readonly clock: Clock;
+  private readonly userAgent: string;
+  private readonly timeoutMs: number;
+  private readonly discovery = new Map<string, Promise<ResourceInfo[]>>();
+
+  constructor(config: KubeConfig, opts: ClientOptions = {}) {
+    this.config = config;
+    const cluster = config.getCurrentCluster();
+    if (!cluster) throw new Error('kubeconfig has no current cluster');
+    this.server = cluster.server.replace(/\/+$/, '');
+    this.isHttps = this.server.startsWith('https:');
+    this.clock = opts.clock ?? realClock;
+    this.limiter = new BucketRateLimiter(opts.qps ?? 20, opts.burst ?? 30, this.clock);
+    this.userAgent = opts.userAgent ?? 'stackflux';
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    const user = config.getCurrentUser();
+    this.dynamicAuth = Boolean(user && (user.exec || user.authProvider));
+    const agentOpts = { keepAlive: true, maxSockets: 100 };
+    this.agent = this.isHttps ? new HttpsAgent(agentOpts) : new HttpAgent(agentOpts);
+  }
+
+  /** TLS material and auth headers from the kubeconfig; re-read per request for exec/token-file auth. */
+  private async connectionOptions(): Promise<{
+    headers: Record<string, string>;
+    tls: Record<string, unknown>;
+  }> {
+    if (this.staticHeaders && !this.dynamicAuth) return { headers: this.staticHeaders, tls: this.tls };
+    const o: { headers?: Record<string, unknown>; [k: string]: unknown } = {};
+    await this.config.applyToHTTPSOptions(o);
+    for (const k of ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername']) {
+      if (o[k] !== undefined) this.tls[k] = o[k];
+    }
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(o.headers ?? {})) if (v !== undefined) headers[k] = String(v);
+    if (typeof o.auth === 'string') headers.Authorization = `Basic ${Buffer.from(o.auth).toString('base64')}`;
+    this.staticHeaders = headers;
+    return { headers, tls: this.tls };
+  }
+
+  private async open(
+    method: string,
+    path: string,
+    opts: RequestOptions,
+    timeoutMs: number,
+  ): Promise<IncomingMessage> {
+    if (!opts.unlimited) {
+      const delay = this.limiter.when('');
+      if (delay > 0) await sleep(this.clock, delay, opts.signal);
+    }
+    opts.signal?.throwIfAborted();
+    const { headers, tls } = await this.connectionOptions();
+    const url = `${this.server}${path}${queryString(opts.query)}`;
+    let payload: string | undefined;
+    if (opts.body !== undefined)
+      payload = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+    const reqHeaders: Record<string, string> = {
+      ...headers,
+      accept: 'application/json',
+      'user-agent': this.userAgent,
+    };
+    if (payload !== undefined) {
+      reqHeaders['content-type'] = opts.contentType ?? 'application/json';
+      reqHeaders['content-length'] = String(Buffer.byteLength(payload));
+    }
+    return new Promise((resolve, reject) => {
+      const options = {
+        method,
+        headers: reqHeaders,
+        agent: this.agent,
+        ...tls,
+        ...(opts.signal ? { signal: opts.signal } : {}),
+      };
+      const req = this.isHttps ? httpsRequest(url, options, resolve) : httpRequest(url, options, resolve);
+      req.on('error', reject);
+      if (timeoutMs > 0) {
+        req.setTimeout(timeoutMs, () =>
+          req.destroy(new Error(`${method} ${path}: no response within ${timeoutMs} ms`)),
+        );
+      }
+      if (payload !== undefined) req.write(payload);
+      req.end();
+    });
+  }
+
+  /** One request; JSON response decoded; non-2xx → ApiError. */
+  async request<T>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
+    const res = await this.open(method, path, opts, this.timeoutMs);
+    const chunks: Buffer[] = [];
+    for await (const c of res) chunks.push(c as Buffer);
+    const body = Buffer.concat(chunks).toString('utf8');
+    const status = res.statusCode ?? 0;
+    if (status < 200 || status >= 300) throw new ApiError(method, path, status, body);
+    return (body ? JSON.parse(body) : undefined) as T;
+  }
+
+  /** Streams the events of a watch; ends when the server closes it. Non-2xx → ApiError. */
+  async *watchPath<T extends KubeObject>(
+    path: string,
+    query: Query,
+    signal?: AbortSignal,
+  ): AsyncGenerator<WatchEvent<T>> {
+    const res = await this.open(
+      'GET',
+      path,
+      { query: { ...query, watch: true }, unlimited: true, ...(signal ? { signal } : {}) },
+      0,
+    );
+    const status = res.statusCode ?? 0;
+    if (status < 200 || status >= 300) {
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      throw new ApiError('WATCH', path, status, Buffer.concat(chunks).toString('utf8'));
+    }
+    let buffer = '';
+    res.setEncoding('utf8');
+    try {
+      for await (const chunk of res) {
+        buffer += chunk as string;
+        let nl = buffer.indexOf('\n');
+        while (nl >= 0) {
+          const line = buffer.slice(0, nl).trim();
+          buffer = buffer.slice(nl + 1);
+          if (line) yield JSON.parse(line) as WatchEvent<T>;
+          nl = buffer.indexOf('\n');
+        }
+      }
+    } finally {
+      res.destroy();
+    }
+    if (buffer.trim()) yield JSON.parse(buffer) as WatchEvent<T>;
+  }
+
+  /** Plural name and scope of apiVersion/kind, from discovery (cached; refreshed once on a miss). */
+  async resource(apiVersion: string, kind: string): Promise<ResourceInfo> {
+    for (const refresh of [false, true]) {
+      if (refresh) this.discovery.delete(apiVersion);
+      let list = this.discovery.get(apiVersion);
+      if (!list) {
+        list = this.discover(apiVersion);
+        this.discovery.set(apiVersion, list);
+        list.catch(() => this.discovery.delete(apiVersion));
+      }
+      const found = (await list).find((r) => r.kind === kind);
+      if (found) return found;
+    }
+    throw new Error(`the server does not serve kind ${kind} in ${apiVersion}`);
+  }
+
+  private async discover(apiVersion: string): Promise<ResourceInfo[]> {
+    const { group, version } = splitApiVersion(apiVersion);
+    const path = group ? `/apis/${group}/${version}` : `/api/${version}`;
+    const list = await this.request<{
+      resources?: Array<{ name: string; kind: string; namespaced: boolean }>;
+    }>('GET', path);
+    return (list.resources ?? [])
+      .filter((r) => !r.name.includes('/'))
+      .map((r) => ({ group, version, apiVersion, kind: r.kind, plural: r.name, namespaced: r.namespaced }));
+  }
+
+  async get<T extends KubeObject = KubeObject>(
+    apiVersion: string,
+    kind: string,
+    name: string,
+    namespace?: string,
+    signal?: AbortSignal,
+  ): Promise<T | undefined> {
+    const res = await this.resource(apiVersion, kind);
+    try {
+      return await this.request<T>('GET', objectPath(res, name, namespace), signal ? { signal } : {});
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** One page of a LIST; items get apiVersion and kind filled in (the API leaves them out). */
+  async list<T extends KubeObject = KubeObject>(
+    apiVersion: string,
+    kind: string,
+    o: ListOptions = {},
+  ): Promise<ObjectList<T>> {
+    const res = await this.resource(apiVersion, kind);
+    const list = await this.request<ObjectList<T>>('GET', collectionPath(res, o.namespace), {
+      query: {
+        labelSelector: o.labelSelector,
+        fieldSelector: o.fieldSelector,
+        limit: o.limit,
+        continue: o.continue,
+        resourceVersion: o.resourceVersion,
+        resourceVersionMatch: o.resourceVersionMatch,
+      },
+      ...(o.signal ? { signal: o.signal } : {}),
+    });
+    list.items = (list.items ?? []).map((item) => ({ ...item, apiVersion, kind }));
+    return list;
+  }
+
+  /** Every page of a LIST; the resourceVersion is the first page's (a consistent snapshot). */
+  async listAll<T extends KubeObject = KubeObject>(
+    apiVersion: string,
+    kind: string,
+    o: ListOptions = {},
+  ): Promise<ObjectList<T>> {
+    const items: T[] = [];
+    let cont: string | undefined;
+    let resourceVersion: string | undefined;
+    do {
+      const page: ObjectList<T> = await this.list<T>(apiVersion, kind, {
+        ...o,
+        limit: o.limit ?? 500,
+        ...(cont ? { continue: cont } : {}),
+      });
+      items.push(...page.items);
+      resourceVersion ??= page.metadata.resourceVersion;
+      cont = page.metadata.continue || undefined;
+    } while (cont);
+    return { items, metadata: resourceVersion !== undefined ? { resourceVersion } : {} };
+  }
+
+  async *watch<T extends KubeObject = KubeObject>(
+    apiVersion: string,
+    kind: string,
+    o: WatchOptions = {},
+  ): AsyncGenerator<WatchEvent<T>> {
+    const res = await this.resource(apiVersion, kind);
+    yield* this.watchPath<T>(
+      collectionPath(res, o.namespace),
+      {
+        labelSelector: o.labelSelector,
+        fieldSelector: o.fieldSelector,
+        resourceVersion: o.resourceVersion,
+        allowWatchBookmarks: o.allowWatchBookmarks ?? true,
+        timeoutSeconds: o.timeoutSeconds,
+      },
+      o.signal,
+    );
+  }
+
+  async create<T extends KubeObject>(obj: T, signal?: AbortSignal): Promise<T & KubeObject> {
+    const res = await this.resource(obj.apiVersion, obj.kind);
+    return this.request<T>('POST', collectionPath(res, obj.metadata.namespace), {
+      body: obj,
+      query: { fieldManager: FIELD_MANAGER },
+      ...(signal ? { signal } : {}),
+    });
+  }
+
+  /** PUT (optimistic concurrency through metadata.resourceVersion). */
+  async update<T extends KubeObject>(obj: T, signal?: AbortSignal): Promise<T & KubeObject> {
+    const res = await this.resource(obj.apiVersion, obj.kind);
+    return this.request<T>('PUT', objectPath(res, this.nameOf(obj), obj.metadata.namespace), {
+      body: obj,
+      query: { fieldManager: FIELD_MANAGER },
+      ...(signal ? { signal } : {}),
+    });
+  }
+
+  /** Server-side apply of obj (its fields = what stackflux owns) with field manager "stackflux". */
+  async apply<T extends KubeObject>(obj: T, o: ApplyOptions = {}): Promise<T & KubeObject> {
+    return this.applyTo(obj, undefined, o);
+  }
+
+  /** Server-side apply to the status subresource (does not bump metadata.generation). */
+  async applyStatus<T extends KubeObject>(obj: T, o: ApplyOptions = {}): Promise<T & KubeObject> {
+    return this.applyTo(obj, 'status', o);
+  }
+
+  private async applyTo<T extends KubeObject>(
+    obj: T,
+    sub: string | undefined,
+    o: ApplyOptions,
+  ): Promise<T & KubeObject> {
+    const res = await this.resource(obj.apiVersion, obj.kind);
+    const { managedFields: _m, resourceVersion: _rv, ...metadata } = obj.metadata;
+    return this.request<T>('PATCH', objectPath(res, this.nameOf(obj), obj.metadata.namespace, sub), {
+      body: { ...obj, metadata },
+      contentType: 'application/apply-patch+yaml',
+      query: {
+        fieldManager: o.fieldManager ?? FIELD_MANAGER,
+        force: o.force ?? false,
+        dryRun: o.dryRun ? 'All' : undefined,
+      },
+      ...(o.signal ? { signal: o.signal } : {}),
+    });
+  }
+
+  /** JSON merge patch; include metadata.resourceVersion in the patch to make it conditional. */
+  async mergePatch<T extends KubeObject>(
+    apiVersion: string,
+    kind: string,
+    name: string,
+    namespace: string | undefined,
+    patch: unknown,
+    o: { subresource?: string; signal?: AbortSignal } = {},
+  ): Promise<T> {
+    const res = await this.resource(apiVersion, kind);
+    return this.request<T>('PATCH', objectPath(res, name, namespace, o.subresource), {
+      body: patch,
+      contentType: 'application/merge-patch+json',
+      query: { fieldManager: FIELD_MANAGER },
+      ...(o.signal ? { signal: o.signal } : {}),
+    });
+  }
+
+  /** Deletes; false when it was already gone. Preconditions make it conditional on uid/resourceVersion. */
+  async delete(
+    apiVersion: string,
+    kind: string,
+    name: string,
+    namespace?: string,
+    o: {
+      propagationPolicy?: PropagationPolicy;
+      preconditions?: { uid?: string; resourceVersion?: string };
+      signal?: AbortSignal;
+    } = {},
+  ): Promise<boolean> {
+    const res = await this.resource(apiVersion, kind);
+    try {
+      await this.request('DELETE', objectPath(res, name, namespace), {
+        body: {
+          apiVersion: 'v1',
+          kind: 'DeleteOptions',
+          propagationPolicy: o.propagationPolicy ?? 'Background',
+          ...(o.preconditions ? { preconditions: o.preconditions } : {}),
+        },
+        ...(o.signal ? { signal: o.signal } : {}),
+      });
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
+    }
+  }
+
+  /** Adds a finalizer, conditional on obj's resourceVersion (409 Conflict if it changed). */
+  async addFinalizer<T extends KubeObject>(
+    obj: T,
+    finalizer: string,
+    signal?: AbortSignal,
+  ): Promise<T & KubeObject> {
+    const current = obj.metadata.finalizers ?? [];
+    if (current.includes(finalizer)) return obj;
+    return this.setFinalizers(obj, [...current, finalizer], signal);
+  }
+
+  /** Removes a finalizer, conditional on obj's resourceVersion (409 Conflict if it changed). */
+  async removeFinalizer<T extends KubeObject>(
+    obj: T,
+    finalizer: string,
+    signal?: AbortSignal,
+  ): Promise<T & KubeObject> {
+    const current = obj.metadata.finalizers ?? [];
+    if (!current.includes(finalizer)) return obj;
+    return this.setFinalizers(
+      obj,
+      current.filter((f) => f !== finalizer),
+      signal,
+    );
+  }
+
+  private setFinalizers<T extends KubeObject>(
+    obj: T,
+    finalizers: string[],
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const rv = obj.metadata.resourceVersion;
+    if (!rv)
+      throw new Error(
+        `${obj.kind} ${this.nameOf(obj)}: resourceVersion required to change finalizers safely`,
+      );
+    return this.mergePatch<T>(
+      obj.apiVersion,
+      obj.kind,
+      this.nameOf(obj),
+      obj.metadata.namespace,
+      { metadata: { finalizers, resourceVersion: rv } },
+      signal ? { signal } : {},
+    );
+  }
+
+  private nameOf(obj: KubeObject): string {
+    const name = obj.metadata.name;
+    if (!name) throw new Error(`${obj.kind}: metadata.name is required`);
+    return name;
+  }
+
+  /** Closes idle keep-alive connections (end of process / tests). */
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
+/**
+ * Sets obj's controller owner reference to owner (controller and blockOwnerDeletion true), like
+ * controllerutil.SetControllerReference. Cross-namespace owners are refused (garbage collection
+ * would delete the dependent). Returns a new object.
+ */
+export function withControllerReference<T extends KubeObject>(obj: T, owner: KubeObject): T {
+  const { name, uid, namespace } = owner.metadata;
+  if (!name || !uid) throw new Error(`owner ${owner.kind} must have name and uid`);
+  if (namespace && obj.metadata.namespace !== namespace) {
+    throw new Error(
+      `cross-namespace owner reference: ${owner.kind} ${namespace}/${name} cannot own an object in ${obj.metadata.namespace ?? '(cluster scope)'}`,
+    );
+  }
+  const others = (obj.metadata.ownerReferences ?? []).filter((r) => {
+    if (r.uid === uid) return false;
+    if (r.controller)
+      throw new Error(`${obj.kind} ${obj.metadata.name} already has controller ${r.kind} ${r.name}`);
+    return true;
+  });
+  const ref: OwnerReference = {
+    apiVersion: owner.apiVersion,
+    kind: owner.kind,
+    name,
+    uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+  return { ...obj, metadata: { ...obj.metadata, ownerReferences: [...others, ref] } };
+}
+
+let shared: KubeClient | undefined;
+
+/** The process-wide client, created on first use from opts (later opts are ignored). */
+export function sharedClient(opts: ClientOptions = {}): KubeClient {
+  if (!shared) {
+    const kc = loadKubeConfig({
+      ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}),
+      ...(opts.context ? { context: opts.context } : {}),
+    });
+    shared = new KubeClient(kc, opts);
+  }
+  return shared;
+}
