@@ -1,16 +1,16 @@
 // Loads the Flux object templates from flux-templates/ (read once at startup; the renderer in
 // flux.ts is pure and takes the texts as data).
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FLUX_TEMPLATE_FILES, type FluxTemplates } from './flux.ts';
 
-export const DEFAULT_FLUX_TEMPLATES_DIR = join(
-  dirname(fileURLToPath(import.meta.url)),
-  '..',
-  '..',
-  'flux-templates',
-);
+const here = dirname(fileURLToPath(import.meta.url));
+/** flux-templates/ at the package root: two levels up from source, three from the build output (dist/). */
+export const DEFAULT_FLUX_TEMPLATES_DIR =
+  [join(here, '..', '..', 'flux-templates'), join(here, '..', '..', '..', 'flux-templates')].find((d) =>
+    existsSync(d),
+  ) ?? join(here, '..', '..', 'flux-templates');
 
 export function loadFluxTemplates(dir: string = DEFAULT_FLUX_TEMPLATES_DIR): FluxTemplates {
   const read = (key: keyof FluxTemplates): string =>

@@ -1,0 +1,90 @@
+// Cuts cluster stack releases from this repository's stacks/ folder into a Git repository,
+// the way a platform team would: copy the stack, set its version, commit, tag, push.
+// Used by the demo and by end-to-end tests.
+import { execFileSync } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+
+const identity = {
+  GIT_AUTHOR_NAME: 'platform team',
+  GIT_AUTHOR_EMAIL: 'platform@example.com',
+  GIT_COMMITTER_NAME: 'platform team',
+  GIT_COMMITTER_EMAIL: 'platform@example.com',
+};
+
+export interface CutRelease {
+  /** Remote to push to (http URL on the test Git server). */
+  repoUrl: string;
+  /** Local working clone (created if missing). */
+  workdir: string;
+  /** Folder of the stack in stacks/ format, e.g. <repo>/stacks/docker-ferrol-1-30. */
+  stackDir: string;
+  /** Folder inside the release repository (ClusterStack spec.source.path). */
+  path: string;
+  /** Stack version, e.g. v2. */
+  version: string;
+  /** Optional edits to the copied files before committing (path relative to the stack root → new text, null deletes). */
+  edits?: Record<string, string | null>;
+}
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, ...identity } }).trim();
+}
+
+function walk(dir: string): string[] {
+  return readdirSync(dir).flatMap((e) => {
+    const full = join(dir, e);
+    return statSync(full).isDirectory() ? walk(full) : [full];
+  });
+}
+
+/** Copies the stack, renames version and ClusterClass to the release, commits, tags and pushes. Returns the tag and commit. */
+export function cutRelease(r: CutRelease): { tag: string; commit: string } {
+  if (!existsSync(join(r.workdir, '.git'))) {
+    mkdirSync(r.workdir, { recursive: true });
+    git(r.workdir, 'init', '-q', '-b', 'main');
+  }
+  const stack = parse(readFileSync(join(r.stackDir, 'stack.yaml'), 'utf8')) as {
+    provider: string;
+    name: string;
+    kubernetesVersion: string;
+    version: string;
+  };
+  const [major, minor] = stack.kubernetesVersion.replace(/^v/, '').split('.');
+  const base = `${stack.provider}-${stack.name}-${major}-${minor}`;
+  const tag = `${base}-${r.version}`;
+  const target = join(r.workdir, r.path);
+  rmSync(target, { recursive: true, force: true });
+  cpSync(r.stackDir, target, { recursive: true });
+  for (const file of walk(target)) {
+    const text = readFileSync(file, 'utf8');
+    // The release's version and its ClusterClass name follow the tag.
+    const next = text
+      .replace(/^version: .*$/m, (line) => (file.endsWith('stack.yaml') ? `version: ${r.version}` : line))
+      .replaceAll(`${base}-${stack.version}`, `${base}-${r.version.replace(/^(v0)-([^-]+)-/, '$1-$2.')}`);
+    if (next !== text) writeFileSync(file, next);
+  }
+  for (const [rel, text] of Object.entries(r.edits ?? {})) {
+    const file = join(target, rel);
+    if (text === null) rmSync(file, { force: true });
+    else {
+      mkdirSync(join(file, '..'), { recursive: true });
+      writeFileSync(file, text);
+    }
+  }
+  git(r.workdir, 'add', '-A');
+  git(r.workdir, 'commit', '-q', '--allow-empty', '-m', `release ${tag}`);
+  git(r.workdir, 'tag', '-f', tag);
+  git(r.workdir, 'push', '-q', '-f', r.repoUrl, 'main', tag);
+  return { tag, commit: git(r.workdir, 'rev-parse', 'HEAD') };
+}
