@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { KubeClient, KubeObject } from '../../../controller/runtime/client.ts';
+import type { KubeClient } from '../../../controller/runtime/client.ts';
 import { Informer, objectKey } from '../../../controller/runtime/informer.ts';
 import { eventually, testEnv, uniqueName } from '../../support/env.ts';
 import {
