@@ -5,6 +5,7 @@
 // then cuts a second release and shows the rollout and the old release's garbage collection.
 // Leaves nothing running unless --keep is given.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -25,6 +26,7 @@ const started = Date.now();
 
 const say = (m: string) => process.stdout.write(`\n==> ${m}\n`);
 const note = (m: string) => process.stdout.write(`    ${m}\n`);
+let controllerExit: string | undefined;
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)}s`;
 
 type Status = {
@@ -49,6 +51,8 @@ async function waitFor<T>(
   const deadline = Date.now() + timeoutMs;
   let lastPrint = 0;
   for (;;) {
+    if (controllerExit !== undefined)
+      throw new Error(`the controller exited (${controllerExit}) while waiting for ${what}`);
     const v = await check().catch(() => undefined);
     if (v !== undefined) {
       note(`✔ ${what} (${elapsed()})`);
@@ -171,6 +175,7 @@ async function main(): Promise<void> {
 
   say('Running the controller: stackflux run');
   const [metrics, health, webhook] = [await freePort(), await freePort(), await freePort()];
+  const webhookSecret = randomBytes(16).toString('hex');
   const logFile = join(stateDir, 'logs', 'stackflux.log');
   const controller: ChildProcess = spawn(
     process.execPath,
@@ -180,6 +185,7 @@ async function main(): Promise<void> {
       `--metrics-addr=127.0.0.1:${metrics}`,
       `--health-addr=127.0.0.1:${health}`,
       `--webhook-addr=127.0.0.1:${webhook}`,
+      `--webhook-secret=${webhookSecret}`,
       `--cache-dir=${join(stateDir, 'controller-cache')}`,
       '--poll-interval=5s',
       `--fleet-url=${fleetRepo}`,
@@ -193,6 +199,9 @@ async function main(): Promise<void> {
     },
   );
   if (keep) controller.unref();
+  controller.on('exit', (code, signal) => {
+    controllerExit = `code ${code ?? signal}; last lines of ${logFile}:\n${readFileSync(logFile, 'utf8').trimEnd().split('\n').slice(-15).join('\n')}`;
+  });
   note(`pid ${controller.pid}, logs in ${logFile}, metrics on http://127.0.0.1:${metrics}/metrics`);
   await waitFor(
     'controller ready (/readyz)',
@@ -308,6 +317,8 @@ async function main(): Promise<void> {
       note(`controller logs: ${logFile}`);
       note(`To stop: kill ${controller.pid} && hack/testenv down --dir ${stateDir}`);
     } else {
+      controllerExit = undefined;
+      controller.removeAllListeners('exit');
       controller.kill('SIGTERM');
       await down(stateDir, () => undefined);
       note('stopped everything');

@@ -36,7 +36,9 @@ export function parseFlags(
   argv: string[],
   env: CommandIO['env'],
 ): { flags: FlagValues; positionals: string[] } {
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } };
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = {
+    help: { type: 'boolean', short: 'h' },
+  };
   for (const [name, spec] of Object.entries(command.flags)) {
     options[name] = spec.short === undefined ? { type: spec.type } : { type: spec.type, short: spec.short };
   }
@@ -51,7 +53,8 @@ export function parseFlags(
     const given = parsed.values[name];
     const fromEnv = env[envName(name)];
     if (typeof given === 'string' || typeof given === 'boolean') flags[name] = given;
-    else if (fromEnv !== undefined) flags[name] = spec.type === 'boolean' ? /^(1|true|yes)$/i.test(fromEnv) : fromEnv;
+    else if (fromEnv !== undefined)
+      flags[name] = spec.type === 'boolean' ? /^(1|true|yes)$/i.test(fromEnv) : fromEnv;
     else flags[name] = spec.default;
   }
   return { flags, positionals: parsed.positionals };
@@ -60,12 +63,14 @@ export function parseFlags(
 export function commandHelp(command: Command): string {
   const lines = [`Usage: stackflux ${command.name} [flags]`, '', command.summary, '', 'Flags:'];
   const entries = Object.entries(command.flags);
+  const label = (name: string, spec: FlagSpec) =>
+    `  ${spec.short ? `-${spec.short}, ` : '    '}--${name}${spec.type === 'string' ? ' string' : ''}`;
+  const width = Math.max(18, ...entries.map(([name, spec]) => label(name, spec).length)) + 3;
   for (const [name, spec] of entries) {
-    const short = spec.short ? `-${spec.short}, ` : '    ';
-    const value = spec.type === 'string' ? ' string' : '';
-    const def = spec.default !== undefined && spec.default !== '' ? ` (default ${JSON.stringify(spec.default)})` : '';
-    lines.push(`  ${short}--${name}${value}`.padEnd(34) + `${spec.description}${def} [${envName(name)}]`);
+    const def =
+      spec.default !== undefined && spec.default !== '' ? ` (default ${JSON.stringify(spec.default)})` : '';
+    lines.push(`${label(name, spec).padEnd(width)}${spec.description}${def} [${envName(name)}]`);
   }
-  lines.push('  -h, --help'.padEnd(34) + 'help for this command');
+  lines.push(`${'  -h, --help'.padEnd(width)}help for this command`);
   return `${lines.join('\n')}\n`;
 }
