@@ -8,7 +8,14 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { simpleGit } from 'simple-git';
-import { credentialEnv, type GitCredentials, SourceError, scrub, validateRepoUrl } from '../sources/git.ts';
+import {
+  credentialEnv,
+  type GitCredentials,
+  SIMPLE_GIT_GUARDS,
+  SourceError,
+  scrub,
+  validateRepoUrl,
+} from '../sources/git.ts';
 
 export interface FleetConfig {
   url: string;
@@ -29,11 +36,36 @@ export interface SyncResult {
   /** Whether this sync made a commit. */
   committed: boolean;
   attempts: number;
+  /** The branch as it is after the sync (read from the working clone, no extra fetch). */
+  snapshot: FleetSnapshot;
+}
+
+/** The fleet branch as of a read: its tip and every <namespace>/<cluster>/<addon> folder. */
+export interface FleetSnapshot {
+  /** Tip of the branch; undefined when the branch does not exist yet. */
+  commit?: string;
+  /** Folder (relative to the prefix) → file path (relative to the folder) → content. */
+  folders: Map<string, Map<string, string>>;
 }
 
 export interface FleetHooks {
   /** Test fault point: runs after the local commit, before the push. */
   afterCommit?: () => void | Promise<void>;
+}
+
+/** Every file below dir, keyed by its POSIX path relative to dir (empty when dir is missing). */
+function walkFiles(dir: string): Map<string, string> {
+  const files = new Map<string, string>();
+  const walk = (d: string, rel: string) => {
+    if (!existsSync(d)) return;
+    for (const entry of readdirSync(d).sort()) {
+      const full = join(d, entry);
+      if (statSync(full).isDirectory()) walk(full, `${rel}${entry}/`);
+      else files.set(`${rel}${entry}`, readFileSync(full, 'utf8'));
+    }
+  };
+  walk(dir, '');
+  return files;
 }
 
 function safeFolder(folder: string): string {
@@ -58,36 +90,58 @@ export class FleetRepo {
   }
 
   #git() {
-    return simpleGit({ baseDir: this.workdir, timeout: { block: 120_000 } }).env(
+    return simpleGit({ ...SIMPLE_GIT_GUARDS, baseDir: this.workdir, timeout: { block: 120_000 } }).env(
       credentialEnv(this.config.credentials),
     );
   }
 
-  /** Serializes syncs in this process: one writer per working clone. */
-  sync(folders: FolderSet, message: string, maxAttempts = 5): Promise<SyncResult> {
-    const run = this.#busy.then(
-      () => this.#sync(folders, message, maxAttempts),
-      () => this.#sync(folders, message, maxAttempts),
-    );
+  /** Runs fn after every earlier operation of this instance: one user of the working clone at a time. */
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#busy.then(fn, fn);
     this.#busy = run.catch(() => undefined);
     return run;
   }
 
+  /** Serializes syncs in this process: one writer per working clone. */
+  sync(folders: FolderSet, message: string, maxAttempts = 5): Promise<SyncResult> {
+    return this.#exclusive(() => this.#sync(folders, message, maxAttempts));
+  }
+
   /** The files currently in the branch under a folder (after a fresh fetch). */
-  async read(folder: string): Promise<Map<string, string>> {
-    await this.#prepare();
-    const root = join(this.workdir, this.config.pathPrefix, safeFolder(folder));
-    const files = new Map<string, string>();
-    const walk = (dir: string, rel: string) => {
-      if (!existsSync(dir)) return;
-      for (const entry of readdirSync(dir).sort()) {
-        const full = join(dir, entry);
-        if (statSync(full).isDirectory()) walk(full, `${rel}${entry}/`);
-        else files.set(`${rel}${entry}`, readFileSync(full, 'utf8'));
+  read(folder: string): Promise<Map<string, string>> {
+    return this.#exclusive(async () => {
+      await this.#prepare();
+      return walkFiles(join(this.workdir, this.config.pathPrefix, safeFolder(folder)));
+    });
+  }
+
+  /** The branch tip and all its <namespace>/<cluster>/<addon> folders (after a fresh fetch). */
+  snapshot(): Promise<FleetSnapshot> {
+    return this.#exclusive(async () => {
+      const hasRemote = await this.#prepare();
+      return this.#snapshot(hasRemote);
+    });
+  }
+
+  async #snapshot(hasRemote: boolean): Promise<FleetSnapshot> {
+    const folders = new Map<string, Map<string, string>>();
+    const root = join(this.workdir, this.config.pathPrefix);
+    const dirs = (dir: string): string[] =>
+      existsSync(dir)
+        ? readdirSync(dir)
+            .filter((e) => e !== '.git' && statSync(join(dir, e)).isDirectory())
+            .sort()
+        : [];
+    for (const ns of dirs(root)) {
+      for (const cluster of dirs(join(root, ns))) {
+        for (const addon of dirs(join(root, ns, cluster))) {
+          folders.set(`${ns}/${cluster}/${addon}`, walkFiles(join(root, ns, cluster, addon)));
+        }
       }
-    };
-    walk(root, '');
-    return files;
+    }
+    if (!hasRemote) return { folders };
+    const commit = (await this.#git().revparse(['HEAD'])).trim();
+    return { commit, folders };
   }
 
   async #prepare(): Promise<boolean> {
@@ -102,11 +156,16 @@ export class FleetRepo {
       const g = this.#git();
       const remote = await g.listRemote(['--heads', 'origin', branch]);
       if (remote.trim() === '') {
-        // Empty repository or no such branch yet: start the branch from nothing.
-        await g.raw(['checkout', '-q', '--orphan', 'stackflux-orphan']).catch(() => undefined);
-        await g.raw(['rm', '-rfq', '--ignore-unmatch', '.']);
+        // Empty repository or no such branch yet: start the branch from nothing. A local branch
+        // left by an earlier attempt that never got pushed (a crash) is dropped: the desired
+        // folders are applied again on an unborn branch.
+        await g.raw(['symbolic-ref', 'HEAD', `refs/heads/${branch}`]);
+        await g.raw(['update-ref', '-d', `refs/heads/${branch}`]).catch(() => undefined);
+        await g.raw(['rm', '-rfq', '--cached', '--ignore-unmatch', '.']);
         await g.raw(['clean', '-fdxq']);
-        await g.raw(['checkout', '-q', '-B', branch]);
+        for (const entry of readdirSync(this.workdir)) {
+          if (entry !== '.git') rmSync(join(this.workdir, entry), { recursive: true, force: true });
+        }
         return false;
       }
       await g.fetch(['origin', `+refs/heads/${branch}:refs/remotes/origin/${branch}`]);
@@ -142,8 +201,8 @@ export class FleetRepo {
       await g.raw(['add', '-A']);
       const status = await g.raw(['status', '--porcelain']);
       if (status.trim() === '') {
-        const head = hasRemote ? (await g.revparse(['HEAD'])).trim() : '';
-        return { commit: head, committed: false, attempts: attempt };
+        const snapshot = await this.#snapshot(hasRemote);
+        return { commit: snapshot.commit ?? '', committed: false, attempts: attempt, snapshot };
       }
       await g
         .env({
@@ -157,10 +216,13 @@ export class FleetRepo {
       await this.#hooks.afterCommit?.();
       try {
         await g.push('origin', `${branch}:refs/heads/${branch}`);
-        return { commit: (await g.revparse(['HEAD'])).trim(), committed: true, attempts: attempt };
+        const snapshot = await this.#snapshot(true);
+        return { commit: snapshot.commit ?? '', committed: true, attempts: attempt, snapshot };
       } catch (err) {
-        const text = scrub(err instanceof Error ? err.message : String(err), credentials);
-        const rejected = /rejected|non-fast-forward|fetch first|stale info|cannot lock ref/i.test(text);
+        const raw = err instanceof Error ? err.message : String(err);
+        const text = scrub(raw, credentials);
+        // Classified on git's whole output: scrub keeps only its last lines (hints).
+        const rejected = /rejected|non-fast-forward|fetch first|stale info|cannot lock ref/i.test(raw);
         if (!rejected || attempt >= maxAttempts) {
           throw new SourceError(
             rejected ? 'PushRejected' : 'FleetUnreachable',

@@ -144,6 +144,14 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
         },
         now,
       );
+    } else if (
+      ready?.status === 'Unknown' &&
+      expectedRevision !== undefined &&
+      applied === expectedRevision &&
+      findCondition(conditions, ConditionType.Ready)?.status === 'True'
+    ) {
+      // Flux re-verifies the same revision every interval (Ready=Unknown meanwhile): the release
+      // stays Ready, so it neither flaps nor looks like a gap to its ClusterStack.
     } else if (ready === undefined || ready.status === 'Unknown') {
       conditions = markReconciling(
         conditions,

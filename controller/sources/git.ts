@@ -91,11 +91,32 @@ function classify(message: string): string {
   return 'SourceUnreachable';
 }
 
+/**
+ * simple-git (v4) refuses GIT_ASKPASS, an env-configured credential helper and unlisted GIT_*
+ * variables unless allowed. credentialEnv sets exactly these itself (never from user input).
+ */
+export const SIMPLE_GIT_GUARDS = {
+  unsafe: { allowUnsafeAskPass: true, allowUnsafeCredentialHelper: true, allowUnsafeConfigEnvCount: true },
+  allowEnvironment: [
+    'GIT_TERMINAL_PROMPT',
+    'GIT_ASKPASS',
+    'SSH_ASKPASS',
+    'GIT_CONFIG_NOSYSTEM',
+    'GIT_CONFIG_COUNT',
+    'GIT_CONFIG_KEY_0',
+    'GIT_CONFIG_VALUE_0',
+    'GIT_AUTHOR_NAME',
+    'GIT_AUTHOR_EMAIL',
+    'GIT_COMMITTER_NAME',
+    'GIT_COMMITTER_EMAIL',
+  ],
+} as unknown as Partial<NonNullable<Parameters<typeof simpleGit>[0]>>;
+
 function git(creds?: GitCredentials, cwd?: string) {
   const g =
     cwd === undefined
-      ? simpleGit({ timeout: { block: 60_000 } })
-      : simpleGit({ baseDir: cwd, timeout: { block: 120_000 } });
+      ? simpleGit({ ...SIMPLE_GIT_GUARDS, timeout: { block: 60_000 } })
+      : simpleGit({ ...SIMPLE_GIT_GUARDS, baseDir: cwd, timeout: { block: 120_000 } });
   return g.env(credentialEnv(creds));
 }
 

@@ -28,7 +28,13 @@ function git(...args: string[]): string {
   return execFileSync('git', args, {
     cwd: work,
     encoding: 'utf8',
-    env: { ...process.env, GIT_AUTHOR_NAME: 'test', GIT_AUTHOR_EMAIL: 't@e.st', GIT_COMMITTER_NAME: 'test', GIT_COMMITTER_EMAIL: 't@e.st' },
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: 'test',
+      GIT_AUTHOR_EMAIL: 't@e.st',
+      GIT_COMMITTER_NAME: 'test',
+      GIT_COMMITTER_EMAIL: 't@e.st',
+    },
   }).trim();
 }
 
@@ -36,7 +42,10 @@ function configMapYaml(name: string): string {
   return `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\n  namespace: ${workloadNs}\ndata:\n  from: stackflux-foundation\n`;
 }
 
-async function readOrUndefined<T extends KubernetesObject>(api: typeof mgmt, obj: KubernetesObject): Promise<T | undefined> {
+async function readOrUndefined<T extends KubernetesObject>(
+  api: typeof mgmt,
+  obj: KubernetesObject,
+): Promise<T | undefined> {
   try {
     return (await api.read(obj as T & { metadata: { name: string } })) as T;
   } catch (err) {
@@ -45,9 +54,21 @@ async function readOrUndefined<T extends KubernetesObject>(api: typeof mgmt, obj
   }
 }
 
-const gitRepository = { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', metadata: { name: 'release', namespace: ns } };
-const kustomization = { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', metadata: { name: 'apps', namespace: ns } };
-const workloadConfigMap = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: workloadNs } });
+const gitRepository = {
+  apiVersion: 'source.toolkit.fluxcd.io/v1',
+  kind: 'GitRepository',
+  metadata: { name: 'release', namespace: ns },
+};
+const kustomization = {
+  apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
+  kind: 'Kustomization',
+  metadata: { name: 'apps', namespace: ns },
+};
+const workloadConfigMap = (name: string) => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name, namespace: workloadNs },
+});
 
 async function appliedRevision(): Promise<string | undefined> {
   const k = await readOrUndefined<KubernetesObject & FluxStatus>(mgmt, kustomization);
@@ -73,7 +94,10 @@ describe('test environment: Flux applies Git tags into the workload cluster', ()
   });
 
   it('applies tag v1 into the workload cluster and reports v1@sha1:<commit>', async () => {
-    writeFileSync(join(work, 'namespace.yaml'), `apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ${workloadNs}\n`);
+    writeFileSync(
+      join(work, 'namespace.yaml'),
+      `apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ${workloadNs}\n`,
+    );
     writeFileSync(join(work, 'a.yaml'), configMapYaml('a'));
     git('add', '.');
     git('commit', '-q', '-m', 'v1');
@@ -97,10 +121,19 @@ describe('test environment: Flux applies Git tags into the workload cluster', ()
       },
     } as KubernetesObject);
 
-    const cm = await eventually('ConfigMap a in the workload cluster', () => readOrUndefined(workload, workloadConfigMap('a')));
-    assert.equal((cm as KubernetesObject & { data?: Record<string, string> }).data?.from, 'stackflux-foundation');
+    const cm = await eventually('ConfigMap a in the workload cluster', () =>
+      readOrUndefined(workload, workloadConfigMap('a')),
+    );
+    assert.equal(
+      (cm as KubernetesObject & { data?: Record<string, string> }).data?.from,
+      'stackflux-foundation',
+    );
     const mgmtCopy = await readOrUndefined(mgmt, workloadConfigMap('a'));
-    assert.equal(mgmtCopy, undefined, 'the ConfigMap must land in the workload cluster, not the management cluster');
+    assert.equal(
+      mgmtCopy,
+      undefined,
+      'the ConfigMap must land in the workload cluster, not the management cluster',
+    );
     assert.equal(await eventually('Kustomization Ready at v1', appliedRevision), `v1@sha1:${commit}`);
   });
 
@@ -129,7 +162,9 @@ describe('test environment: Flux applies Git tags into the workload cluster', ()
       `v2@sha1:${commit}`,
     );
     assert.ok(await readOrUndefined(workload, workloadConfigMap('b')), 'ConfigMap b applied');
-    await eventually('ConfigMap a pruned', async () => ((await readOrUndefined(workload, workloadConfigMap('a'))) ? undefined : true));
+    await eventually('ConfigMap a pruned', async () =>
+      (await readOrUndefined(workload, workloadConfigMap('a'))) ? undefined : true,
+    );
   });
 
   it('garbage-collects an object whose owner is deleted (kube-controller-manager)', async () => {
@@ -146,11 +181,31 @@ describe('test environment: Flux applies Git tags into the workload cluster', ()
       metadata: {
         name: 'child',
         namespace: ns,
-        ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid, blockOwnerDeletion: true, controller: true }],
+        ownerReferences: [
+          {
+            apiVersion: 'v1',
+            kind: 'ConfigMap',
+            name: 'owner',
+            uid,
+            blockOwnerDeletion: true,
+            controller: true,
+          },
+        ],
       },
     } as KubernetesObject);
-    await mgmt.delete({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'owner', namespace: ns } }, undefined, undefined, undefined, undefined, 'Background');
+    await mgmt.delete(
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'owner', namespace: ns } },
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      'Background',
+    );
     const child = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'child', namespace: ns } };
-    await eventually('child garbage-collected', async () => ((await readOrUndefined(mgmt, child)) ? undefined : true), { timeoutMs: 60_000 });
+    await eventually(
+      'child garbage-collected',
+      async () => ((await readOrUndefined(mgmt, child)) ? undefined : true),
+      { timeoutMs: 60_000 },
+    );
   });
 });

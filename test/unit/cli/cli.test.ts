@@ -5,7 +5,9 @@ import { describe, it } from 'node:test';
 import type { CommandIO } from '../../../controller/cli/command.ts';
 import { main } from '../../../controller/cli/main.ts';
 
-const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
 
 function capture(env: Record<string, string> = {}): { io: CommandIO; out: () => string; err: () => string } {
   let out = '';
@@ -53,9 +55,13 @@ describe('stackflux CLI', () => {
   });
 
   it('the package bin runs the CLI as a separate process', () => {
-    const out = execFileSync(process.execPath, [new URL('../../../bin/stackflux.js', import.meta.url).pathname, 'version'], {
-      encoding: 'utf8',
-    });
+    const out = execFileSync(
+      process.execPath,
+      [new URL('../../../bin/stackflux.js', import.meta.url).pathname, 'version'],
+      {
+        encoding: 'utf8',
+      },
+    );
     assert.match(out, new RegExp(`stackflux ${pkg.version.replaceAll('.', '\\.')}`));
   });
 });

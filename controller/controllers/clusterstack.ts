@@ -1,0 +1,102 @@
+// The live ClusterStack controller: gathers the inputs of reconcileClusterStack from the informer
+// caches and the source pollers, calls it with `now`, and applies what it returns: desired
+// ClusterStackReleases (server-side apply, owned by the ClusterStack), deletions, status.
+import type { ClusterStack, ClusterStackStatus } from '../api/clusterstack.ts';
+import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
+import { API_VERSION } from '../api/meta.ts';
+import {
+  type ClusterUse,
+  clusterUse,
+  reconcileClusterStack,
+  sourceUrl,
+} from '../reconcilers/clusterstack.ts';
+import type { KubeClient, KubeObject } from '../runtime/client.ts';
+import type { Clock } from '../runtime/clock.ts';
+import type { ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
+import type { Informer } from '../runtime/informer.ts';
+import type { SourcePollers, SourceRef } from '../sources/poller.ts';
+import { needsApply, sameJson } from './common.ts';
+import { parseDuration } from './duration.ts';
+
+export const NAMESPACE_INDEX = 'namespace';
+
+export interface ClusterStackDeps {
+  client: KubeClient;
+  clock: Clock;
+  pollers: SourcePollers;
+  clusterStacks: Informer<ClusterStack & KubeObject>;
+  releases: Informer<ClusterStackRelease & KubeObject>;
+  /** undefined when the API server does not serve Cluster API Clusters. */
+  clusters: Informer<KubeObject> | undefined;
+  /** Poll interval when the ClusterStack sets none (ms). */
+  defaultIntervalMs: number;
+}
+
+export function sourceRefOf(cs: ClusterStack): SourceRef {
+  const secret = cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef;
+  return {
+    url: sourceUrl(cs),
+    namespace: cs.metadata.namespace ?? 'default',
+    ...(secret !== undefined ? { secretName: secret.name } : {}),
+  };
+}
+
+export function clusterStackReconciler(deps: ClusterStackDeps) {
+  return async (key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> => {
+    const { client, pollers } = deps;
+    const cs = deps.clusterStacks.get(key);
+    if (cs === undefined) {
+      pollers.unsubscribe(key);
+      return undefined;
+    }
+    const namespace = cs.metadata.namespace ?? 'default';
+    const intervalMs = parseDuration(cs.spec.interval) ?? deps.defaultIntervalMs;
+    if (cs.metadata.deletionTimestamp === undefined && cs.spec.suspend !== true) {
+      pollers.subscribe(key, { ...sourceRefOf(cs), intervalMs });
+    } else {
+      pollers.unsubscribe(key);
+    }
+    const listing = pollers.listing(key);
+    const releases = deps.releases.byIndex(NAMESPACE_INDEX, namespace);
+    const clusters: ClusterUse[] = (deps.clusters?.byIndex(NAMESPACE_INDEX, namespace) ?? []).flatMap((c) => {
+      const use = clusterUse(c);
+      return use !== undefined ? [use] : [];
+    });
+    const result = reconcileClusterStack({
+      clusterStack: cs,
+      listing,
+      releases,
+      clusters,
+      now: new Date(deps.clock.now()),
+    });
+
+    for (const desired of result.apply) {
+      const existing = deps.releases.getByName(desired.metadata.name, namespace);
+      if (!needsApply(existing, desired as ClusterStackRelease & KubeObject)) continue;
+      ctx.log.info({ release: desired.metadata.name }, existing ? 'updating release' : 'creating release');
+      await client.apply(desired as ClusterStackRelease & KubeObject, { force: true, signal: ctx.signal });
+    }
+    for (const name of result.delete) {
+      const existing = deps.releases.getByName(name, namespace);
+      if (existing?.metadata.deletionTimestamp !== undefined) continue;
+      ctx.log.info({ release: name }, 'deleting release');
+      await client.delete(API_VERSION, 'ClusterStackRelease', name, namespace, {
+        propagationPolicy: 'Background',
+        ...(existing?.metadata.uid ? { preconditions: { uid: existing.metadata.uid } } : {}),
+        signal: ctx.signal,
+      });
+    }
+    if (!sameJson(result.status, cs.status ?? {})) {
+      await client.applyStatus(
+        {
+          apiVersion: API_VERSION,
+          kind: 'ClusterStack',
+          metadata: { name: cs.metadata.name, namespace },
+          status: result.status satisfies ClusterStackStatus,
+        },
+        { force: true, signal: ctx.signal },
+      );
+    }
+    return { requeueAfter: intervalMs };
+  };
+}

@@ -1,0 +1,184 @@
+// The live ClusterStackRelease controller: resolves the tag's commit (Flux artifact, else the
+// source poller, else ls-remote), reads the release tree at that commit (shallow fetch cached by
+// commit on disk, validation cached in memory), calls reconcileClusterStackRelease with `now`,
+// and applies what it returns: the in-use finalizer, the owned GitRepository + Kustomization
+// (server-side apply; owner references let Kubernetes GC remove them with the release), status.
+import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
+import type { GitRepository, Kustomization } from '../api/flux.ts';
+import { API_VERSION } from '../api/meta.ts';
+import type { StackManifest } from '../api/release.ts';
+import { commitOfRevision, reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
+import type { FluxTemplates } from '../releases/flux.ts';
+import { readRelease, type ValidationResult } from '../releases/stack.ts';
+import { parseReleaseTag } from '../releases/tags.ts';
+import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
+import type { Clock } from '../runtime/clock.ts';
+import type { ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
+import type { Informer } from '../runtime/informer.ts';
+import { type fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
+import type { SourcePollers, SourceRef, TagLister } from '../sources/poller.ts';
+import { needsApply, sameJson } from './common.ts';
+
+export const CLASS_INDEX = 'clusterclass';
+
+export interface ClusterStackReleaseDeps {
+  client: KubeClient;
+  clock: Clock;
+  pollers: SourcePollers;
+  releases: Informer<ClusterStackRelease & KubeObject>;
+  gitRepositories: Informer<GitRepository & KubeObject>;
+  kustomizations: Informer<Kustomization & KubeObject>;
+  clusters: Informer<KubeObject> | undefined;
+  templates: FluxTemplates;
+  cacheDir: string;
+  credentials: (namespace: string, secretName: string) => Promise<GitCredentials>;
+  fetchTree: typeof fetchReleaseTree;
+  listTags: TagLister;
+}
+
+const MAX_CACHED_VALIDATIONS = 1000;
+
+export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
+  const validations = new Map<string, ValidationResult<StackManifest>>();
+
+  return async (key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> => {
+    const { client } = deps;
+    const release = deps.releases.get(key);
+    if (release === undefined) return undefined;
+    const namespace = release.metadata.namespace ?? 'default';
+    const { tag } = release.spec;
+    const deleting = release.metadata.deletionTimestamp !== undefined;
+    const gitRepository = deps.gitRepositories.get(key);
+    const kustomization = deps.kustomizations.get(key);
+    const clusters = (deps.clusters?.byIndex(CLASS_INDEX, `${namespace}/${release.spec.clusterClass}`) ?? [])
+      .map((c) => c.metadata.name ?? '')
+      .filter((n) => n !== '');
+
+    const source = release.spec.source;
+    const ref: SourceRef = {
+      url: source.url,
+      namespace,
+      ...(source.secretRef !== undefined ? { secretName: source.secretRef.name } : {}),
+    };
+    let creds: GitCredentials | undefined;
+    const getCreds = async (): Promise<GitCredentials | undefined> => {
+      if (ref.secretName === undefined) return undefined;
+      creds ??= await deps.credentials(namespace, ref.secretName);
+      return creds;
+    };
+
+    let commit =
+      deps.pollers.commitOf(ref, tag) ??
+      commitOfRevision(gitRepository?.status?.artifact?.revision, tag) ??
+      release.status?.commit;
+    let stack: ValidationResult<StackManifest> | undefined;
+    let fetchError: unknown;
+    const parsed = parseReleaseTag(tag);
+    if (!parsed.ok) {
+      stack = { ok: false, errors: [`tag ${tag}: ${parsed.reason}`] };
+    } else if (!deleting) {
+      try {
+        if (commit === undefined) {
+          commit = (await deps.listTags(source.url, await getCreds())).find((t) => t.tag === tag)?.commit;
+          if (commit === undefined)
+            throw new SourceError('TagNotFound', `tag ${tag} not found in ${source.url}`);
+        }
+        const cacheKey = `${source.url}\n${commit}\n${source.path ?? ''}\n${tag}`;
+        stack = validations.get(cacheKey);
+        if (stack === undefined) {
+          const tree = await deps.fetchTree(
+            source.url,
+            tag,
+            commit,
+            source.path ?? '',
+            deps.cacheDir,
+            await getCreds(),
+          );
+          stack = readRelease(tree, parsed.value);
+          if (validations.size >= MAX_CACHED_VALIDATIONS) {
+            const first = validations.keys().next().value;
+            if (first !== undefined) validations.delete(first);
+          }
+          validations.set(cacheKey, stack);
+        }
+      } catch (err) {
+        fetchError = err;
+        if (err instanceof SourceError && err.reason === 'TagMoved') deps.pollers.trigger([source.url]);
+        ctx.log.warn(
+          { err: { message: err instanceof Error ? err.message : String(err) } },
+          'reading the release failed',
+        );
+      }
+    }
+
+    const result = reconcileClusterStackRelease({
+      release,
+      ...(gitRepository !== undefined ? { gitRepository } : {}),
+      ...(kustomization !== undefined ? { kustomization } : {}),
+      ...(stack !== undefined ? { stack } : {}),
+      ...(commit !== undefined ? { commit } : {}),
+      clusters,
+      templates: deps.templates,
+      now: new Date(deps.clock.now()),
+    });
+
+    const have = release.metadata.finalizers ?? [];
+    const want = result.finalizers;
+    const sameFinalizers = have.length === want.length && want.every((f) => have.includes(f));
+    const adding = want.some((f) => !have.includes(f));
+    const setFinalizers = async (): Promise<boolean> => {
+      try {
+        await client.mergePatch(
+          API_VERSION,
+          'ClusterStackRelease',
+          release.metadata.name,
+          namespace,
+          { metadata: { finalizers: want, resourceVersion: release.metadata.resourceVersion } },
+          { signal: ctx.signal },
+        );
+        return true;
+      } catch (err) {
+        if (isNotFound(err)) return false;
+        throw err;
+      }
+    };
+    // The in-use finalizer goes on before anything else is written ...
+    if (adding && !(await setFinalizers())) return undefined;
+
+    if (!deleting || gitRepository !== undefined) {
+      if (needsApply(gitRepository, result.gitRepository as GitRepository & KubeObject)) {
+        await client.apply(result.gitRepository as GitRepository & KubeObject, {
+          force: true,
+          signal: ctx.signal,
+        });
+      }
+    }
+    if (result.kustomization !== undefined && (!deleting || kustomization !== undefined)) {
+      if (needsApply(kustomization, result.kustomization as Kustomization & KubeObject)) {
+        await client.apply(result.kustomization as Kustomization & KubeObject, {
+          force: true,
+          signal: ctx.signal,
+        });
+      }
+    }
+    if (!sameJson(result.status, release.status ?? {})) {
+      try {
+        await client.applyStatus(
+          {
+            apiVersion: API_VERSION,
+            kind: 'ClusterStackRelease',
+            metadata: { name: release.metadata.name, namespace },
+            status: result.status,
+          },
+          { force: true, signal: ctx.signal },
+        );
+      } catch (err) {
+        if (!(deleting && (isNotFound(err) || isConflict(err)))) throw err;
+      }
+    }
+    // ... and comes off last, once nothing else needs writing.
+    if (!adding && !sameFinalizers) await setFinalizers();
+    if (fetchError !== undefined) throw fetchError;
+    return undefined;
+  };
+}

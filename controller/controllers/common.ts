@@ -1,0 +1,78 @@
+// Helpers shared by the live controllers: comparisons that avoid no-op writes, owner lookups,
+// and Secret → git credentials.
+import { isDeepStrictEqual } from 'node:util';
+import type { KubeClient, KubeObject } from '../runtime/client.ts';
+import type { GitCredentials } from '../sources/git.ts';
+import { SourceError } from '../sources/git.ts';
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Every field of want is in have with an equal value (objects compared key by key, in any order). */
+export function isSubset(want: unknown, have: unknown): boolean {
+  if (isRecord(want)) {
+    if (!isRecord(have)) return false;
+    return Object.entries(want).every(([k, v]) => isSubset(v, have[k]));
+  }
+  if (Array.isArray(want)) {
+    if (!Array.isArray(have) || have.length !== want.length) return false;
+    return want.every((v, i) => isSubset(v, have[i]));
+  }
+  return isDeepStrictEqual(want, have);
+}
+
+/** Deep equality ignoring key order (JSON values). */
+export function sameJson(a: unknown, b: unknown): boolean {
+  return isSubset(a, b) && isSubset(b, a);
+}
+
+/** Whether applying desired would change existing (labels, owner references and spec). */
+export function needsApply(existing: KubeObject | undefined, desired: KubeObject): boolean {
+  if (existing === undefined) return true;
+  const { metadata, ...rest } = desired;
+  const { ownerReferences, labels, annotations } = metadata;
+  return !isSubset({ ...rest, metadata: { ownerReferences, labels, annotations } }, existing);
+}
+
+/** "namespace/name" of the controller owner of kind, if any. */
+export function ownerKey(obj: KubeObject, kind: string): string | undefined {
+  const owner = obj.metadata.ownerReferences?.find((o) => o.kind === kind && o.controller === true);
+  if (owner === undefined) return undefined;
+  const ns = obj.metadata.namespace;
+  return ns ? `${ns}/${owner.name}` : owner.name;
+}
+
+interface SecretObject extends KubeObject {
+  data?: Record<string, string>;
+}
+
+/**
+ * Git credentials from a Secret with the keys of a Flux GitRepository secret: username/password,
+ * or a bearerToken / token (GitHub) used as the password. Read directly (Secrets are not cached).
+ */
+export async function secretCredentials(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+): Promise<GitCredentials> {
+  const secret = await client.get<SecretObject>('v1', 'Secret', name, namespace);
+  if (secret === undefined) {
+    throw new SourceError(
+      'SecretNotFound',
+      `Secret ${namespace}/${name} referenced by the source does not exist`,
+    );
+  }
+  const data = secret.data ?? {};
+  const dec = (k: string): string | undefined =>
+    data[k] !== undefined ? Buffer.from(data[k], 'base64').toString('utf8') : undefined;
+  const username = dec('username');
+  const password = dec('password');
+  if (password !== undefined) return { username: username ?? 'git', password };
+  const token = dec('bearerToken') ?? dec('token');
+  if (token !== undefined) return { username: username ?? 'x-access-token', password: token };
+  throw new SourceError(
+    'InvalidSecret',
+    `Secret ${namespace}/${name} has neither username/password nor token (ssh keys are not supported for listing yet)`,
+  );
+}

@@ -1,0 +1,298 @@
+// One poller per distinct release source, shared by every ClusterStack that uses it: a hundred
+// ClusterStacks on one repository cost one `ls-remote` per interval, not a hundred.
+//
+// A source is (url, secret): the same URL with different credentials is a different source
+// (a Secret is namespaced, so its key carries the namespace). The interval is the smallest
+// interval among the subscribers. When a listing changes (tags or commits), or listing fails,
+// every subscriber is notified (the ClusterStack controller enqueues them); the last result is
+// readable synchronously. The lister, the credentials lookup and the clock are injected.
+import type { SourceListing } from '../reconcilers/clusterstack.ts';
+import { type Clock, realClock, type TimerHandle } from '../runtime/clock.ts';
+import { errorFields, type Logger, silentLogger } from '../runtime/logging.ts';
+import type { GitCredentials, RemoteTag } from './git.ts';
+
+export type TagLister = (url: string, creds: GitCredentials | undefined) => Promise<RemoteTag[]>;
+
+/** Resolves the credentials of a source's Secret (namespace/name); throws when it cannot. */
+export type CredentialsResolver = (namespace: string, secretName: string) => Promise<GitCredentials>;
+
+export interface SourceRef {
+  url: string;
+  /** Namespace of the subscriber (where secretRef lives). */
+  namespace: string;
+  secretName?: string;
+}
+
+export interface Subscription extends SourceRef {
+  /** Poll interval this subscriber wants (ms). */
+  intervalMs: number;
+}
+
+export interface PollerOptions {
+  lister: TagLister;
+  credentials?: CredentialsResolver;
+  /** Called with the subscriber keys of a source whose listing changed or failed. */
+  onChange: (subscribers: string[]) => void;
+  clock?: Clock;
+  logger?: Logger;
+  /** Observes each ls-remote: duration (s) and whether it failed. */
+  observe?: (seconds: number, ok: boolean) => void;
+}
+
+/** Repository URL as the webhook matches it: no scheme, user, trailing slash or ".git"; lower case. */
+export function normalizeRepoUrl(url: string): string {
+  let s = url.trim().toLowerCase();
+  s = s.replace(/^[a-z][a-z0-9+.-]*:\/\//, '');
+  s = s.replace(/^[^@/]+@/, '');
+  // scp-like "host:owner/repo" → "host/owner/repo" (but keep "host:port/...").
+  s = s.replace(/^([^/:]+):(?!\d+(\/|$))/, '$1/');
+  s = s.replace(/\/+$/, '').replace(/\.git$/, '');
+  return s;
+}
+
+export function sourceKey(ref: SourceRef): string {
+  return ref.secretName === undefined
+    ? JSON.stringify([ref.url])
+    : JSON.stringify([ref.url, ref.namespace, ref.secretName]);
+}
+
+interface Poller {
+  key: string;
+  ref: SourceRef;
+  subscribers: Map<string, number>;
+  listing: SourceListing | undefined;
+  tags: RemoteTag[] | undefined;
+  lastOkAt: string | undefined;
+  timer: TimerHandle | undefined;
+  /** When the last listing finished (clock ms). */
+  lastListAt: number | undefined;
+  running: Promise<void> | undefined;
+  again: boolean;
+  lists: number;
+  stopped: boolean;
+}
+
+function sameTags(a: RemoteTag[] | undefined, b: RemoteTag[]): boolean {
+  if (a === undefined || a.length !== b.length) return false;
+  return a.every((t, i) => t.tag === b[i]?.tag && t.commit === b[i]?.commit);
+}
+
+export class SourcePollers {
+  private readonly opts: PollerOptions;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly pollers = new Map<string, Poller>();
+  /** subscriber key → source key */
+  private readonly subscriptions = new Map<string, string>();
+  private stopped = false;
+
+  constructor(opts: PollerOptions) {
+    this.opts = opts;
+    this.clock = opts.clock ?? realClock;
+    this.log = (opts.logger ?? silentLogger()).child({ component: 'source-poller' });
+  }
+
+  /**
+   * Subscribes (or moves) a subscriber to a source. Idempotent: the same subscription again
+   * changes nothing; a shorter interval reschedules the poller sooner. A new source is listed at once.
+   */
+  subscribe(subscriber: string, sub: Subscription): void {
+    if (this.stopped) return;
+    const key = sourceKey(sub);
+    const previous = this.subscriptions.get(subscriber);
+    if (previous !== undefined && previous !== key) this.unsubscribe(subscriber);
+    let p = this.pollers.get(key);
+    if (p === undefined) {
+      p = {
+        key,
+        ref: {
+          url: sub.url,
+          namespace: sub.namespace,
+          ...(sub.secretName !== undefined ? { secretName: sub.secretName } : {}),
+        },
+        subscribers: new Map(),
+        listing: undefined,
+        tags: undefined,
+        lastOkAt: undefined,
+        timer: undefined,
+        lastListAt: undefined,
+        running: undefined,
+        again: false,
+        lists: 0,
+        stopped: false,
+      };
+      this.pollers.set(key, p);
+    }
+    const before = this.intervalOf(p);
+    p.subscribers.set(subscriber, sub.intervalMs);
+    this.subscriptions.set(subscriber, key);
+    if (p.listing === undefined && p.running === undefined && p.timer === undefined) {
+      this.listNow(p);
+    } else if (this.intervalOf(p) < before) {
+      this.schedule(p);
+    }
+  }
+
+  unsubscribe(subscriber: string): void {
+    const key = this.subscriptions.get(subscriber);
+    if (key === undefined) return;
+    this.subscriptions.delete(subscriber);
+    const p = this.pollers.get(key);
+    if (p === undefined) return;
+    p.subscribers.delete(subscriber);
+    if (p.subscribers.size === 0) {
+      p.stopped = true;
+      if (p.timer !== undefined) this.clock.clearTimeout(p.timer);
+      p.timer = undefined;
+      this.pollers.delete(key);
+    }
+  }
+
+  /** The last listing of the subscriber's source; undefined before the first one finished. */
+  listing(subscriber: string): SourceListing | undefined {
+    const key = this.subscriptions.get(subscriber);
+    return key === undefined ? undefined : this.pollers.get(key)?.listing;
+  }
+
+  /** The commit a tag of a source resolved to in its last successful listing. */
+  commitOf(ref: SourceRef, tag: string): string | undefined {
+    return this.pollers.get(sourceKey(ref))?.tags?.find((t) => t.tag === tag)?.commit;
+  }
+
+  /** Number of ls-remote calls made for the source (tests, metrics). */
+  listCount(ref: SourceRef): number {
+    return this.pollers.get(sourceKey(ref))?.lists ?? 0;
+  }
+
+  /** Distinct sources polled. */
+  size(): number {
+    return this.pollers.size;
+  }
+
+  urls(): string[] {
+    return [...new Set([...this.pollers.values()].map((p) => p.ref.url))];
+  }
+
+  /**
+   * Lists every source whose URL matches one of urls (normalized) now, regardless of the interval
+   * (push webhook). Returns how many sources matched.
+   */
+  trigger(urls: readonly string[]): number {
+    const wanted = new Set(urls.map(normalizeRepoUrl));
+    let n = 0;
+    for (const p of this.pollers.values()) {
+      if (!wanted.has(normalizeRepoUrl(p.ref.url))) continue;
+      n += 1;
+      this.listNow(p);
+    }
+    return n;
+  }
+
+  /** Resolves once no listing is running (tests). */
+  async idle(): Promise<void> {
+    for (;;) {
+      const running = [...this.pollers.values()].flatMap((p) => (p.running ? [p.running] : []));
+      if (running.length === 0) return;
+      await Promise.all(running);
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const p of this.pollers.values()) {
+      p.stopped = true;
+      if (p.timer !== undefined) this.clock.clearTimeout(p.timer);
+      p.timer = undefined;
+    }
+  }
+
+  private intervalOf(p: Poller): number {
+    let min = Number.POSITIVE_INFINITY;
+    for (const ms of p.subscribers.values()) if (ms < min) min = ms;
+    return min;
+  }
+
+  private schedule(p: Poller): void {
+    if (p.stopped || this.stopped) return;
+    const interval = this.intervalOf(p);
+    if (!Number.isFinite(interval)) return;
+    const due = Math.max(this.clock.now(), (p.lastListAt ?? this.clock.now()) + interval);
+    if (p.timer !== undefined) this.clock.clearTimeout(p.timer);
+    p.timer = this.clock.setTimeout(() => {
+      p.timer = undefined;
+      this.listNow(p);
+    }, due - this.clock.now());
+  }
+
+  private listNow(p: Poller): void {
+    if (p.stopped || this.stopped) return;
+    if (p.running !== undefined) {
+      p.again = true;
+      return;
+    }
+    if (p.timer !== undefined) {
+      this.clock.clearTimeout(p.timer);
+      p.timer = undefined;
+    }
+    p.running = this.listOnce(p).finally(() => {
+      p.running = undefined;
+      if (p.again) {
+        p.again = false;
+        this.listNow(p);
+      } else {
+        p.lastListAt = this.clock.now();
+        this.schedule(p);
+      }
+    });
+  }
+
+  private async listOnce(p: Poller): Promise<void> {
+    const started = this.clock.now();
+    p.lists += 1;
+    let next: SourceListing;
+    let changed: boolean;
+    try {
+      const creds =
+        p.ref.secretName !== undefined
+          ? await this.resolveCredentials(p.ref.namespace, p.ref.secretName)
+          : undefined;
+      const tags = await this.opts.lister(p.ref.url, creds);
+      const listedAt = new Date(this.clock.now()).toISOString();
+      changed = p.listing?.ok !== true || !sameTags(p.tags, tags);
+      p.tags = tags;
+      p.lastOkAt = listedAt;
+      next = { ok: true, tags: tags.map((t) => t.tag), listedAt };
+      this.opts.observe?.((this.clock.now() - started) / 1000, true);
+      if (changed) this.log.info({ url: p.ref.url, tags: tags.length }, 'source listing changed');
+    } catch (err) {
+      const reason =
+        err instanceof Error && typeof (err as { reason?: unknown }).reason === 'string'
+          ? String((err as { reason?: unknown }).reason)
+          : 'ListFailed';
+      const message = err instanceof Error ? err.message : String(err);
+      next = {
+        ok: false,
+        reason,
+        message,
+        ...(p.lastOkAt !== undefined ? { lastListedAt: p.lastOkAt } : {}),
+      };
+      changed = true;
+      this.opts.observe?.((this.clock.now() - started) / 1000, false);
+      this.log.warn({ url: p.ref.url, reason, ...errorFields(err) }, 'listing the source failed');
+    }
+    if (p.stopped) return;
+    p.listing = next;
+    if (changed) {
+      try {
+        this.opts.onChange([...p.subscribers.keys()].sort());
+      } catch (err) {
+        this.log.error(errorFields(err), 'source change handler failed');
+      }
+    }
+  }
+
+  private async resolveCredentials(namespace: string, secretName: string): Promise<GitCredentials> {
+    if (this.opts.credentials === undefined) return {};
+    return this.opts.credentials(namespace, secretName);
+  }
+}

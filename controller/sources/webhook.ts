@@ -1,0 +1,177 @@
+// Push webhook: POST /hooks/push re-lists the pushed repository at once, so a tag push starts a
+// rollout in about a second instead of one poll interval.
+//
+// Two ways to authenticate, both with the one webhook secret:
+//  - GitHub style: X-Hub-Signature-256: sha256=<HMAC-SHA256 of the raw body with the secret>;
+//    the repository is the payload's repository.{clone_url,html_url,ssh_url,git_url,url}.
+//  - Generic: Authorization: Bearer <secret> and a JSON body {"url": "<repository url>"}.
+// Comparisons are constant-time. A request that fails authentication changes nothing (401).
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseAddr } from '../runtime/http.ts';
+import { type Logger, silentLogger } from '../runtime/logging.ts';
+
+export const WEBHOOK_PATH = '/hooks/push';
+const MAX_BODY = 1 << 20;
+
+export interface WebhookRequest {
+  method: string;
+  path: string;
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+  body: Buffer;
+}
+
+export interface WebhookResponse {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+export interface WebhookOptions {
+  /** The shared secret; empty → every request is refused (the endpoint is unconfigured). */
+  secret: string;
+  /** Re-lists the sources with these URLs now; returns how many matched. */
+  trigger: (urls: string[]) => number;
+  logger?: Logger;
+}
+
+/** "sha256=<hex>" for body under secret. */
+export function signBody(secret: string, body: Buffer | string): string {
+  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+}
+
+function constantTimeEqual(a: string, b: string): boolean {
+  const ab = Buffer.from(a, 'utf8');
+  const bb = Buffer.from(b, 'utf8');
+  // Compare equal-length buffers always, so the length of the expected value does not leak via timing.
+  const len = Math.max(ab.length, bb.length, 1);
+  const pa = Buffer.alloc(len);
+  const pb = Buffer.alloc(len);
+  ab.copy(pa);
+  bb.copy(pb);
+  return timingSafeEqual(pa, pb) && ab.length === bb.length;
+}
+
+/** Verifies a GitHub X-Hub-Signature-256 header over the raw body. */
+export function verifySignature(secret: string, body: Buffer, header: string | undefined): boolean {
+  if (secret === '' || header === undefined) return false;
+  return constantTimeEqual(signBody(secret, body), header.trim());
+}
+
+function header(req: WebhookRequest, name: string): string | undefined {
+  const v = req.headers[name.toLowerCase()];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function repositoryUrls(payload: unknown): string[] {
+  if (typeof payload !== 'object' || payload === null) return [];
+  const p = payload as Record<string, unknown>;
+  const urls: string[] = [];
+  if (typeof p.url === 'string') urls.push(p.url);
+  const repo = p.repository;
+  if (typeof repo === 'object' && repo !== null) {
+    const r = repo as Record<string, unknown>;
+    for (const k of ['clone_url', 'html_url', 'ssh_url', 'git_url', 'url', 'git_http_url', 'git_ssh_url']) {
+      const v = r[k];
+      if (typeof v === 'string' && v !== '') urls.push(v);
+    }
+  }
+  return [...new Set(urls)];
+}
+
+/** Handles one request (pure apart from calling trigger). */
+export function handleWebhook(req: WebhookRequest, opts: WebhookOptions): WebhookResponse {
+  if (req.path !== WEBHOOK_PATH) return { status: 404, body: { error: 'not found' } };
+  if (req.method !== 'POST') return { status: 405, body: { error: 'use POST' } };
+  const signature = header(req, 'x-hub-signature-256');
+  const authorization = header(req, 'authorization');
+  let authenticated = false;
+  if (signature !== undefined) {
+    authenticated = verifySignature(opts.secret, req.body, signature);
+  } else if (authorization !== undefined && /^Bearer\s+/i.test(authorization)) {
+    authenticated =
+      opts.secret !== '' && constantTimeEqual(authorization.replace(/^Bearer\s+/i, '').trim(), opts.secret);
+  }
+  if (!authenticated) return { status: 401, body: { error: 'invalid signature or token' } };
+
+  const event = header(req, 'x-github-event');
+  if (event === 'ping') return { status: 200, body: { ok: true, event: 'ping' } };
+  let payload: unknown;
+  try {
+    payload = JSON.parse(req.body.toString('utf8'));
+  } catch {
+    return { status: 400, body: { error: 'body is not JSON' } };
+  }
+  const urls = repositoryUrls(payload);
+  if (urls.length === 0) return { status: 400, body: { error: 'no repository URL in the payload' } };
+  const matched = opts.trigger(urls);
+  return { status: 202, body: { ok: true, sources: matched } };
+}
+
+export interface WebhookServer {
+  readonly url: string;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+export async function serveWebhook(addr: string, opts: WebhookOptions): Promise<WebhookServer> {
+  const log = (opts.logger ?? silentLogger()).child({ component: 'webhook' });
+  const { host, port } = parseAddr(addr);
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) {
+        tooLarge = true;
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('error', () => undefined);
+    req.on('end', () => {
+      let out: WebhookResponse;
+      if (tooLarge) out = { status: 413, body: { error: 'body too large' } };
+      else {
+        try {
+          out = handleWebhook(
+            {
+              method: req.method ?? 'GET',
+              path: (req.url ?? '/').split('?')[0] ?? '/',
+              headers: req.headers,
+              body: Buffer.concat(chunks),
+            },
+            opts,
+          );
+        } catch (err) {
+          out = { status: 500, body: { error: err instanceof Error ? err.message : String(err) } };
+        }
+      }
+      log.info(
+        { status: out.status, event: req.headers['x-github-event'], sources: out.body.sources },
+        'webhook request',
+      );
+      res.writeHead(out.status, { 'content-type': 'application/json' }).end(`${JSON.stringify(out.body)}\n`);
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const actual = (server.address() as AddressInfo).port;
+  const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host;
+  return {
+    port: actual,
+    url: `http://${shownHost}:${actual}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      }),
+  };
+}

@@ -1,0 +1,544 @@
+// Issue 4 end to end: `stackflux run` as a subprocess against the real test environment (API
+// server + kube-controller-manager, Flux source- and kustomize-controller, smart-HTTP Git server).
+// A release repo is built from stacks/docker-ferrol-1-30 (and -1-31); tags are pushed as the
+// steps need them. The steps share state and run in order (acceptance 1–7 of issue 4).
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { ClusterStack } from '../../controller/api/clusterstack.ts';
+import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
+import { API_VERSION } from '../../controller/api/meta.ts';
+import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import { signBody } from '../../controller/sources/webhook.ts';
+import { installCrds } from '../../hack/lib/crds.ts';
+import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
+import { eventually, uniqueName } from '../support/env.ts';
+
+/** eventually() with room for a busy shared test environment (Flux intervals, other suites). */
+function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined>,
+  o: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<T> {
+  return eventually(what, fn, { timeoutMs: 300_000, ...o });
+}
+
+// Only the endpoints this test needs (testEnv() also insists on variables it does not use, such as
+// CAPI_CRDS, which an environment started by an older hack/testenv does not export).
+function required(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: source the env.sh of a running hack/testenv`);
+  return v;
+}
+const env = {
+  kubeconfig: required('KUBECONFIG'),
+  gitServerUrl: required('GIT_SERVER_URL'),
+  gitServerAuthUrl: required('GIT_SERVER_AUTH_URL'),
+  gitServerUser: required('GIT_SERVER_USER'),
+  gitServerPassword: required('GIT_SERVER_PASSWORD'),
+};
+const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
+const ns = uniqueName('release-pipeline');
+const work = mkdtempSync(join(tmpdir(), 'stackflux-release-pipeline-'));
+const repoDir = join(work, 'repo');
+const hookDir = join(work, 'hook');
+const cacheDir = join(work, 'cache');
+const root = join(import.meta.dirname, '..', '..');
+const WEBHOOK_SECRET = 'e2e-webhook-secret';
+const CAPI = 'cluster.x-k8s.io/v1beta2';
+
+type CSK = ClusterStack & KubeObject;
+type CSKR = ClusterStackRelease & KubeObject;
+interface Cond {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', args, {
+    cwd,
+    encoding: 'utf8',
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: 'test',
+      GIT_AUTHOR_EMAIL: 't@e.st',
+      GIT_COMMITTER_NAME: 'test',
+      GIT_COMMITTER_EMAIL: 't@e.st',
+    },
+  }).trim();
+}
+
+/** Rewrites the stack folder `folder` (copied from stacks/<example>) for a release and tags it. */
+function cutRelease(
+  dir: string,
+  folder: string,
+  o: { example: string; name?: string; k8s: string; version: string; stackYamlK8s?: string },
+): string {
+  const target = join(dir, folder);
+  rmSync(target, { recursive: true, force: true });
+  cpSync(join(root, 'stacks', o.example), target, { recursive: true });
+  const name = o.name ?? 'ferrol';
+  const exampleClass = `docker-ferrol-${o.k8s}-v1`;
+  const className = `docker-${name}-${o.k8s}-${o.version}`;
+  const stackFile = join(target, 'stack.yaml');
+  let stack = readFileSync(stackFile, 'utf8')
+    .replace(/^version: v1$/m, `version: ${o.version}`)
+    .replace(/^name: ferrol$/m, `name: ${name}`);
+  if (o.stackYamlK8s !== undefined)
+    stack = stack.replace(/^kubernetesVersion: .*$/m, `kubernetesVersion: ${o.stackYamlK8s}`);
+  writeFileSync(stackFile, stack);
+  const classFile = join(target, 'cluster-class', 'cluster-class.yaml');
+  writeFileSync(classFile, readFileSync(classFile, 'utf8').replaceAll(exampleClass, className));
+  git(dir, 'add', '-A');
+  git(dir, 'commit', '-q', '--allow-empty', '-m', className);
+  const tag = className;
+  git(dir, 'tag', tag);
+  return tag;
+}
+
+function push(dir: string, url: string, ...tags: string[]): void {
+  git(dir, 'push', '-q', url, 'main', ...tags);
+}
+
+/** A lightweight tag at HEAD (look-alikes and other stacks' tags that need no content). */
+function tagHead(dir: string, ...tags: string[]): void {
+  for (const t of tags) git(dir, 'tag', t);
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const addr = s.address();
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+// --- the controller subprocess ---------------------------------------------------------------
+let controller: ChildProcess | undefined;
+const logLines: string[] = [];
+let webhookUrl = '';
+
+function logTail(n = 80): string {
+  return logLines.slice(-n).join('\n');
+}
+
+async function startController(): Promise<void> {
+  const [metrics, health, webhook] = await Promise.all([freePort(), freePort(), freePort()]);
+  webhookUrl = `http://127.0.0.1:${webhook}/hooks/push`;
+  controller = spawn(
+    join(root, 'node_modules', '.bin', 'node'),
+    [
+      join(root, 'bin', 'stackflux.js'),
+      'run',
+      `--kubeconfig=${env.kubeconfig}`,
+      `--namespace=${ns}`,
+      `--metrics-addr=127.0.0.1:${metrics}`,
+      `--health-addr=127.0.0.1:${health}`,
+      `--webhook-addr=127.0.0.1:${webhook}`,
+      `--webhook-secret=${WEBHOOK_SECRET}`,
+      `--cache-dir=${cacheDir}`,
+      '--poll-interval=10m',
+      '--concurrency=2',
+      '--log-level=debug',
+    ],
+    { cwd: root, env: { ...process.env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const collect = (chunk: Buffer): void => {
+    for (const line of chunk.toString('utf8').split('\n')) if (line.trim() !== '') logLines.push(line);
+    if (logLines.length > 5000) logLines.splice(0, logLines.length - 5000);
+  };
+  controller.stdout?.on('data', collect);
+  controller.stderr?.on('data', collect);
+  await eventually('controller /readyz', async () => {
+    if (controller?.exitCode !== null) throw new Error(`controller exited: ${logTail(20)}`);
+    const res = await fetch(`http://127.0.0.1:${health}/readyz`).catch(() => undefined);
+    return res?.ok ? true : undefined;
+  });
+}
+
+/** Runs a step; on failure prints the controller's log tail. */
+async function step(fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    process.stderr.write(`\n--- stackflux log tail ---\n${logTail()}\n--- end ---\n`);
+    throw err;
+  }
+}
+
+// --- reading state ---------------------------------------------------------------------------
+const cond = (o: { status?: { conditions?: Cond[] } } | undefined, type: string): Cond | undefined =>
+  o?.status?.conditions?.find((c) => c.type === type);
+
+async function csk(name: string): Promise<CSK | undefined> {
+  return client.get<CSK>(API_VERSION, 'ClusterStack', name, ns);
+}
+async function cskr(name: string): Promise<CSKR | undefined> {
+  return client.get<CSKR>(API_VERSION, 'ClusterStackRelease', name, ns);
+}
+async function releasesOf(stack: string): Promise<string[]> {
+  const list = await client.list<CSKR>(API_VERSION, 'ClusterStackRelease', { namespace: ns });
+  return list.items
+    .filter((r) => r.spec.clusterStack === stack)
+    .map((r) => r.metadata.name ?? '')
+    .sort();
+}
+async function releaseReady(name: string): Promise<CSKR | undefined> {
+  const r = await cskr(name);
+  return cond(r, 'Ready')?.status === 'True' ? r : undefined;
+}
+async function clusterClass(name: string): Promise<KubeObject | undefined> {
+  return client.get(CAPI, 'ClusterClass', name, ns);
+}
+async function gone(what: string, get: () => Promise<unknown>, timeoutMs = 300_000): Promise<void> {
+  await waitFor(what, async () => ((await get()) === undefined ? true : undefined), { timeoutMs });
+}
+
+function clusterStack(
+  name: string,
+  spec: Partial<ClusterStack['spec']> & { source: ClusterStack['spec']['source'] },
+): CSK {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'ClusterStack',
+    metadata: { name, namespace: ns },
+    spec: { provider: 'docker', name: 'ferrol', kubernetesVersion: '1.30', ...spec },
+  } as CSK;
+}
+
+async function postWebhook(body: string, signature: string): Promise<Response> {
+  return fetch(webhookUrl, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'x-github-event': 'push',
+      'x-hub-signature-256': signature,
+    },
+    body,
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// --- the steps -------------------------------------------------------------------------------
+describe('release pipeline: ClusterStack → ClusterStackRelease → Flux', { timeout: 15 * 60_000 }, () => {
+  let repoUrl = '';
+  let hookUrl = '';
+  const tag = (v: string) => `docker-ferrol-1-30-${v}`;
+
+  before(async () => {
+    await installCrds(client);
+    await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+    repoUrl = await createRepo(env as Endpoints, ns);
+    hookUrl = await createRepo(env as Endpoints, `${ns}-hook`);
+    for (const dir of [repoDir, hookDir]) {
+      execFileSync('mkdir', ['-p', dir]);
+      git(dir, 'init', '-q', '-b', 'main');
+    }
+    await startController();
+  });
+
+  after(async () => {
+    // Delete the namespace while the controller still runs: it removes the release-in-use
+    // finalizers (no Cluster uses the releases any more), so the namespace can go away.
+    await client.delete('v1', 'Namespace', ns).catch(() => undefined);
+    await eventually(
+      'test namespace deleted',
+      async () => ((await client.get('v1', 'Namespace', ns)) === undefined ? true : undefined),
+      { timeoutMs: 120_000 },
+    ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
+    if (controller && controller.exitCode === null) {
+      const exited = new Promise((r) => controller?.once('exit', r));
+      controller.kill('SIGTERM');
+      await Promise.race([exited, sleep(35_000)]);
+      if (controller.exitCode === null) controller.kill('SIGKILL');
+    }
+    client.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('1. autoSubscribe: only the latest release (v2) exists, Flux applies its ClusterClass, malformed tags are counted', () =>
+    step(async () => {
+      cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v1' });
+      cutRelease(repoDir, 'ferrol-1-31', { example: 'docker-ferrol-1-31', k8s: '1-31', version: 'v1' });
+      cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v2' });
+      cutRelease(repoDir, 'ferrol-1-31', { example: 'docker-ferrol-1-31', k8s: '1-31', version: 'v2' });
+      // Another stack, an unrelated tag, and two malformed look-alikes of ours.
+      tagHead(
+        repoDir,
+        'docker-other-1-30-v1',
+        'unrelated',
+        'docker-ferrol-1-30-v03',
+        'docker-ferrol-1-30-v2-rc1',
+      );
+      git(repoDir, 'push', '-q', '--tags', repoUrl, 'main');
+
+      await client.create(
+        clusterStack('ferrol', {
+          autoSubscribe: true,
+          interval: '5s',
+          source: { git: { url: repoUrl }, path: 'ferrol-1-30' },
+        }),
+      );
+      const v2 = await waitFor('release v2 Ready', () => releaseReady(tag('v2')));
+      assert.match(v2.status?.commit ?? '', /^[0-9a-f]{40}$/);
+      assert.equal(v2.status?.kubernetesVersion, 'v1.30.4');
+      assert.equal(v2.status?.lastAppliedRevision, `${tag('v2')}@sha1:${v2.status?.commit}`);
+      assert.ok(await clusterClass(tag('v2')), 'ClusterClass docker-ferrol-1-30-v2 applied by Flux');
+      assert.deepEqual(await releasesOf('ferrol'), [tag('v2')]);
+      assert.equal(await cskr(tag('v1')), undefined, 'v1 is not subscribed');
+
+      const cs = await waitFor('ClusterStack Ready with latest v2', async () => {
+        const c = await csk('ferrol');
+        return cond(c, 'Ready')?.status === 'True' && c?.status?.latestRelease === tag('v2') ? c : undefined;
+      });
+      assert.equal(cs.status?.usableVersions, 'v2');
+      assert.equal(cs.status?.source?.malformed, 2);
+      assert.deepEqual(cs.status?.source?.malformedTags?.map((m) => m.tag).sort(), [
+        'docker-ferrol-1-30-v03',
+        'docker-ferrol-1-30-v2-rc1',
+      ]);
+      assert.equal(cs.status?.source?.matching, 2);
+      assert.equal(cond(cs, 'SourceReady')?.status, 'True');
+    }));
+
+  it('2. a new tag v3 becomes Ready; v2 is removed only after that, and Flux prunes its ClusterClass', () =>
+    step(async () => {
+      cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v3' });
+      push(repoDir, repoUrl, tag('v3'));
+      // Observe: v2 must never be gone while v3 is not Ready (read v2 first, then v3).
+      const violations: string[] = [];
+      await waitFor(
+        'v3 Ready and v2 deleted',
+        async () => {
+          const v2 = await cskr(tag('v2'));
+          const v3 = await cskr(tag('v3'));
+          const v3Ready = cond(v3, 'Ready')?.status === 'True';
+          if (v2 === undefined && !v3Ready) violations.push('v2 gone while v3 not Ready');
+          return v2 === undefined && v3Ready ? true : undefined;
+        },
+        { intervalMs: 200 },
+      );
+      assert.deepEqual(violations, []);
+      assert.deepEqual(await releasesOf('ferrol'), [tag('v3')]);
+      await gone('ClusterClass v2 pruned by Flux', () => clusterClass(tag('v2')));
+      assert.ok(await clusterClass(tag('v3')));
+      await waitFor('ClusterStack latest v3', async () =>
+        (await csk('ferrol'))?.status?.latestRelease === tag('v3') ? true : undefined,
+      );
+    }));
+
+  it('3. a Cluster keeps v3 while it uses its class; v4 becomes Ready; deleting the Cluster GCs v3', () =>
+    step(async () => {
+      await client.create({
+        apiVersion: CAPI,
+        kind: 'Cluster',
+        metadata: { name: 'c1', namespace: ns },
+        spec: { topology: { classRef: { name: tag('v3') }, version: 'v1.30.4' } },
+      });
+      await waitFor('v3 counts its Cluster', async () =>
+        (await cskr(tag('v3')))?.status?.clusters === 1 ? true : undefined,
+      );
+      cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v4' });
+      push(repoDir, repoUrl, tag('v4'));
+      await waitFor('v4 Ready', () => releaseReady(tag('v4')));
+      // Give the ClusterStack a few reconciles with v4 Ready: v3 must stay (in use).
+      await waitFor('ClusterStack sees v4 Ready', async () => {
+        const c = await csk('ferrol');
+        return c?.status?.latestRelease === tag('v4') && cond(c, 'Ready')?.status === 'True' ? c : undefined;
+      });
+      await sleep(6_000);
+      const v3 = await cskr(tag('v3'));
+      assert.ok(v3, 'v3 is kept while Cluster c1 uses its ClusterClass');
+      assert.equal(v3.metadata.deletionTimestamp, undefined);
+      assert.ok(await clusterClass(tag('v3')));
+      assert.deepEqual(await releasesOf('ferrol'), [tag('v3'), tag('v4')]);
+      const summary = (await csk('ferrol'))?.status?.summary?.find((s) => s.name === tag('v3'));
+      assert.equal(summary?.inUse, true);
+
+      await client.delete(CAPI, 'Cluster', 'c1', ns);
+      await gone('v3 garbage-collected', () => cskr(tag('v3')));
+      await gone('ClusterClass v3 pruned', () => clusterClass(tag('v3')));
+      assert.deepEqual(await releasesOf('ferrol'), [tag('v4')]);
+    }));
+
+  it('4. pinned versions [v1] with autoSubscribe false → only v1', () =>
+    step(async () => {
+      await client.create({
+        ...clusterStack('pinned', {
+          kubernetesVersion: '1.31',
+          autoSubscribe: false,
+          versions: ['v1'],
+          interval: '5s',
+          source: { git: { url: repoUrl }, path: 'ferrol-1-31' },
+        }),
+      });
+      const v1 = await waitFor('pinned 1.31 v1 Ready', () => releaseReady('docker-ferrol-1-31-v1'));
+      assert.equal(v1.status?.kubernetesVersion, 'v1.31.2');
+      await waitFor('ClusterStack pinned Ready', async () =>
+        cond(await csk('pinned'), 'Ready')?.status === 'True' ? true : undefined,
+      );
+      assert.deepEqual(await releasesOf('pinned'), ['docker-ferrol-1-31-v1']);
+      assert.equal(await cskr('docker-ferrol-1-31-v2'), undefined, 'v2 exists as a tag but is not pinned');
+    }));
+
+  it('5. webhook: a signed push re-lists at once; a wrongly signed one gets 401 and changes nothing', () =>
+    step(async () => {
+      const hookTag = (v: string) => `docker-hook-1-30-${v}`;
+      cutRelease(hookDir, 'stack', {
+        example: 'docker-ferrol-1-30',
+        name: 'hook',
+        k8s: '1-30',
+        version: 'v1',
+      });
+      push(hookDir, hookUrl, hookTag('v1'));
+      await client.create(
+        clusterStack('hook', {
+          name: 'hook',
+          autoSubscribe: true,
+          interval: '10m', // only the webhook can explain a re-list within the test's timeouts
+          source: { git: { url: hookUrl }, path: 'stack' },
+        }),
+      );
+      await waitFor('hook v1 exists', () => cskr(hookTag('v1')));
+      const listedBefore = await waitFor(
+        'hook listed',
+        async () => (await csk('hook'))?.status?.source?.lastListedTime,
+      );
+
+      cutRelease(hookDir, 'stack', {
+        example: 'docker-ferrol-1-30',
+        name: 'hook',
+        k8s: '1-30',
+        version: 'v2',
+      });
+      push(hookDir, hookUrl, hookTag('v2'));
+      const payload = JSON.stringify({
+        ref: `refs/tags/${hookTag('v2')}`,
+        repository: {
+          clone_url: hookUrl.toUpperCase().replace(/\.GIT$/, '.git'),
+          html_url: hookUrl.replace(/\.git$/, ''),
+        },
+      });
+
+      const bad = await postWebhook(payload, signBody('wrong-secret', payload));
+      assert.equal(bad.status, 401);
+      const unsigned = await fetch(webhookUrl, { method: 'POST', body: payload });
+      assert.equal(unsigned.status, 401);
+      await sleep(3_000);
+      assert.equal(await cskr(hookTag('v2')), undefined, 'a rejected webhook changes nothing');
+      assert.equal((await csk('hook'))?.status?.source?.lastListedTime, listedBefore);
+
+      const good = await postWebhook(payload, signBody(WEBHOOK_SECRET, payload));
+      assert.equal(good.status, 202);
+      assert.equal(((await good.json()) as { sources?: number }).sources, 1);
+      await waitFor('hook v2 created after the signed webhook', () => cskr(hookTag('v2')), {
+        timeoutMs: 120_000,
+      });
+    }));
+
+  it('6. an unreachable source: the condition says so and nothing is deleted; it comes back and reconciliation resumes', () =>
+    step(async () => {
+      // A repository behind basic auth (the same repos), credentials from a Secret.
+      const authRepo = `${env.gitServerAuthUrl}/${ns}.git`;
+      const secret = (password: string) => ({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'git-auth', namespace: ns },
+        stringData: { username: env.gitServerUser, password },
+      });
+      await client.apply(secret(env.gitServerPassword), { force: true, fieldManager: 'e2e' });
+      await client.create(
+        clusterStack('authed', {
+          kubernetesVersion: '1.31',
+          autoSubscribe: true,
+          interval: '3s',
+          source: { git: { url: authRepo, secretRef: { name: 'git-auth' } }, path: 'ferrol-1-31' },
+        }),
+      );
+      await waitFor('authed 1.31 v2 Ready', () => releaseReady('docker-ferrol-1-31-v2'));
+
+      // The server refuses us now.
+      await client.apply(secret('wrong-password'), { force: true, fieldManager: 'e2e' });
+      const down = await waitFor('SourceReady False', async () => {
+        const c = await csk('authed');
+        return cond(c, 'SourceReady')?.status === 'False' ? c : undefined;
+      });
+      assert.equal(cond(down, 'SourceReady')?.reason, 'AuthenticationFailed');
+      assert.equal(cond(down, 'Ready')?.status, 'False');
+      assert.equal(cond(down, 'Ready')?.reason, 'SourceUnavailable');
+      assert.doesNotMatch(JSON.stringify(down.status), /wrong-password/);
+      await sleep(4_000);
+      assert.ok(await releaseReady('docker-ferrol-1-31-v2'), 'the existing release is kept');
+      assert.deepEqual(await releasesOf('authed'), ['docker-ferrol-1-31-v2']);
+
+      // A host that does not answer at all (a closed port) is reported too, without releases.
+      const closed = await freePort();
+      await client.create(
+        clusterStack('unreachable', {
+          interval: '3s',
+          source: { git: { url: `http://127.0.0.1:${closed}/nothing.git` }, path: 'ferrol-1-30' },
+        }),
+      );
+      const unreachable = await waitFor('unreachable SourceReady False', async () => {
+        const c = await csk('unreachable');
+        return cond(c, 'SourceReady')?.status === 'False' ? c : undefined;
+      });
+      assert.equal(cond(unreachable, 'SourceReady')?.reason, 'SourceUnreachable');
+      assert.deepEqual(await releasesOf('unreachable'), []);
+
+      // Back: the listing succeeds again and the ClusterStack is Ready.
+      await client.apply(secret(env.gitServerPassword), { force: true, fieldManager: 'e2e' });
+      await waitFor('authed Ready again', async () => {
+        const c = await csk('authed');
+        return cond(c, 'SourceReady')?.status === 'True' && cond(c, 'Ready')?.status === 'True'
+          ? c
+          : undefined;
+      });
+      assert.deepEqual(await releasesOf('authed'), ['docker-ferrol-1-31-v2']);
+    }));
+
+  it('7. a release with an invalid stack.yaml is Ready=False with the reason; the others are unaffected', () =>
+    step(async () => {
+      cutRelease(repoDir, 'ferrol-1-30', {
+        example: 'docker-ferrol-1-30',
+        k8s: '1-30',
+        version: 'v5',
+        stackYamlK8s: 'v1.29.8',
+      });
+      push(repoDir, repoUrl, tag('v5'));
+      const v5 = await waitFor('v5 Ready=False', async () => {
+        const r = await cskr(tag('v5'));
+        return cond(r, 'Ready')?.status === 'False' ? r : undefined;
+      });
+      assert.equal(cond(v5, 'Ready')?.reason, 'InvalidRelease');
+      assert.match(cond(v5, 'Ready')?.message ?? '', /kubernetesVersion "v1\.29\.8" does not match/);
+      assert.equal(
+        await client.get('kustomize.toolkit.fluxcd.io/v1', 'Kustomization', tag('v5'), ns),
+        undefined,
+        'nothing of an invalid release is applied',
+      );
+      assert.equal(await clusterClass(tag('v5')), undefined);
+      const cs = await waitFor('ClusterStack reports the bad release', async () => {
+        const c = await csk('ferrol');
+        return cond(c, 'Ready')?.reason === 'ReleaseNotReady' ? c : undefined;
+      });
+      assert.match(cond(cs, 'Ready')?.message ?? '', /docker-ferrol-1-30-v5/);
+      // v4 (the last good one) stays Ready and applied; the other ClusterStacks are untouched.
+      assert.ok(await releaseReady(tag('v4')));
+      assert.ok(await clusterClass(tag('v4')));
+      assert.deepEqual(await releasesOf('ferrol'), [tag('v4'), tag('v5')]);
+      assert.ok(await releaseReady('docker-ferrol-1-31-v1'));
+      assert.equal(cond(await csk('pinned'), 'Ready')?.status, 'True');
+    }));
+});

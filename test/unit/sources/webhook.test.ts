@@ -1,0 +1,139 @@
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { describe, it } from 'node:test';
+import {
+  handleWebhook,
+  serveWebhook,
+  signBody,
+  verifySignature,
+  WEBHOOK_PATH,
+  type WebhookRequest,
+} from '../../../controller/sources/webhook.ts';
+
+const SECRET = "It's a Secret to Everybody";
+// GitHub's documented example: secret "It's a Secret to Everybody", payload "Hello, World!".
+const GITHUB_EXAMPLE = 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17';
+
+function request(body: string, headers: Record<string, string>): WebhookRequest {
+  return { method: 'POST', path: WEBHOOK_PATH, headers, body: Buffer.from(body) };
+}
+
+function recorder() {
+  const triggered: string[][] = [];
+  return {
+    triggered,
+    trigger: (urls: string[]): number => {
+      triggered.push(urls);
+      return urls.length > 0 ? 1 : 0;
+    },
+  };
+}
+
+const payload = JSON.stringify({
+  ref: 'refs/tags/docker-ferrol-1-30-v3',
+  repository: {
+    clone_url: 'https://github.com/org/stacks.git',
+    html_url: 'https://github.com/org/stacks',
+    ssh_url: 'git@github.com:org/stacks.git',
+  },
+});
+
+describe('webhook signature', () => {
+  it('matches GitHub’s documented example', () => {
+    assert.equal(signBody(SECRET, 'Hello, World!'), GITHUB_EXAMPLE);
+    assert.equal(verifySignature(SECRET, Buffer.from('Hello, World!'), GITHUB_EXAMPLE), true);
+  });
+
+  it('rejects a wrong secret, a changed body, a truncated or missing signature, an empty secret', () => {
+    const body = Buffer.from('Hello, World!');
+    assert.equal(verifySignature('other', body, GITHUB_EXAMPLE), false);
+    assert.equal(verifySignature(SECRET, Buffer.from('Hello, World?'), GITHUB_EXAMPLE), false);
+    assert.equal(verifySignature(SECRET, body, GITHUB_EXAMPLE.slice(0, -1)), false);
+    assert.equal(verifySignature(SECRET, body, GITHUB_EXAMPLE.replace('sha256=', 'sha1=')), false);
+    assert.equal(verifySignature(SECRET, body, undefined), false);
+    assert.equal(verifySignature('', body, signBody('', body)), false);
+  });
+});
+
+describe('handleWebhook', () => {
+  it('a correctly signed push re-lists the repository (all its URLs)', () => {
+    const r = recorder();
+    const res = handleWebhook(
+      request(payload, { 'x-hub-signature-256': signBody(SECRET, payload), 'x-github-event': 'push' }),
+      { secret: SECRET, trigger: r.trigger },
+    );
+    assert.equal(res.status, 202);
+    assert.deepEqual(r.triggered, [
+      ['https://github.com/org/stacks.git', 'https://github.com/org/stacks', 'git@github.com:org/stacks.git'],
+    ]);
+  });
+
+  it('a wrongly signed or unsigned request is 401 and triggers nothing', () => {
+    const r = recorder();
+    const opts = { secret: SECRET, trigger: r.trigger };
+    const cases: Record<string, string>[] = [
+      { 'x-hub-signature-256': signBody('wrong', payload) },
+      { 'x-hub-signature-256': `sha256=${createHmac('sha256', SECRET).update(`${payload} `).digest('hex')}` },
+      {},
+      { authorization: 'Bearer wrong' },
+      { authorization: `Basic ${SECRET}` },
+    ];
+    for (const headers of cases) {
+      assert.equal(handleWebhook(request(payload, headers), opts).status, 401, JSON.stringify(headers));
+    }
+    assert.deepEqual(r.triggered, []);
+  });
+
+  it('generic mode: Bearer token and {"url"}', () => {
+    const r = recorder();
+    const res = handleWebhook(
+      request(JSON.stringify({ url: 'https://git.example.com/x.git' }), {
+        authorization: `Bearer ${SECRET}`,
+      }),
+      { secret: SECRET, trigger: r.trigger },
+    );
+    assert.equal(res.status, 202);
+    assert.deepEqual(r.triggered, [['https://git.example.com/x.git']]);
+  });
+
+  it('ping is answered; bad JSON is 400; other paths 404; GET 405', () => {
+    const r = recorder();
+    const opts = { secret: SECRET, trigger: r.trigger };
+    assert.equal(
+      handleWebhook(
+        request('{}', { 'x-hub-signature-256': signBody(SECRET, '{}'), 'x-github-event': 'ping' }),
+        opts,
+      ).status,
+      200,
+    );
+    assert.equal(
+      handleWebhook(request('nope', { 'x-hub-signature-256': signBody(SECRET, 'nope') }), opts).status,
+      400,
+    );
+    assert.equal(handleWebhook({ ...request('', {}), path: '/other' }, opts).status, 404);
+    assert.equal(handleWebhook({ ...request('', {}), method: 'GET' }, opts).status, 405);
+    assert.deepEqual(r.triggered, []);
+  });
+
+  it('serves over HTTP and verifies the raw body bytes', async () => {
+    const r = recorder();
+    const server = await serveWebhook('127.0.0.1:0', { secret: SECRET, trigger: r.trigger });
+    try {
+      const ok = await fetch(`${server.url}${WEBHOOK_PATH}`, {
+        method: 'POST',
+        headers: { 'x-hub-signature-256': signBody(SECRET, payload), 'x-github-event': 'push' },
+        body: payload,
+      });
+      assert.equal(ok.status, 202);
+      const bad = await fetch(`${server.url}${WEBHOOK_PATH}`, {
+        method: 'POST',
+        headers: { 'x-hub-signature-256': signBody('nope', payload) },
+        body: payload,
+      });
+      assert.equal(bad.status, 401);
+      assert.equal(r.triggered.length, 1);
+    } finally {
+      await server.close();
+    }
+  });
+});
