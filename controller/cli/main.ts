@@ -1,7 +1,22 @@
 import { type Command, type CommandIO, commandHelp, parseFlags, UsageError } from './command.ts';
+import { diffCommand } from './diff.ts';
+import { installCommand } from './install.ts';
+import { renderCommand } from './render.ts';
+import { inputResourcesCommand, outputResourcesCommand } from './resources.ts';
+import { runCommand } from './run.ts';
+import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
 
-export const commands: Command[] = [versionCommand];
+export const commands: Command[] = [
+  runCommand,
+  renderCommand,
+  diffCommand,
+  statusCommand,
+  installCommand,
+  inputResourcesCommand,
+  outputResourcesCommand,
+  versionCommand,
+];
 
 function rootHelp(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4) + 2;

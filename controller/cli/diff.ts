@@ -1,0 +1,153 @@
+// `stackflux diff`: render against the live cluster. The objects the controllers read are listed
+// into an in-memory snapshot (controller/offline/live.ts), render runs over it, and every object
+// render would change is printed as a unified diff against its live version (fleet files too).
+// Exit code 1 when there are differences (like `kubectl diff`).
+import { join } from 'node:path';
+import { secretCredentials } from '../controllers/common.ts';
+import { liveSnapshot } from '../offline/live.ts';
+import { writeFiles } from '../offline/output.ts';
+import { mutationPath, parseControllers, RenderError, renderSnapshot } from '../offline/render.ts';
+import { readSnapshot, type SnapshotObject, snapshotFiles } from '../offline/snapshot.ts';
+import { unifiedDiff } from '../offline/unified.ts';
+import { canonicalYaml, compareStrings } from '../offline/yaml.ts';
+import { loadFluxTemplates } from '../releases/flux-templates.ts';
+import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
+import { type Command, UsageError } from './command.ts';
+import { fleetFlags } from './render.ts';
+import { defaultCacheDir } from './run.ts';
+
+function str(v: string | boolean | undefined): string {
+  return typeof v === 'string' ? v : '';
+}
+
+/** The object as shown in a diff: without fields the API server or the simulation set. */
+function shown(obj: SnapshotObject | undefined): string {
+  if (obj === undefined) return '';
+  const {
+    managedFields: _a,
+    resourceVersion: _b,
+    generation: _c,
+    uid: _d,
+    creationTimestamp: _e,
+    ...metadata
+  } = obj.metadata;
+  return canonicalYaml({ ...obj, metadata });
+}
+
+export const diffCommand: Command = {
+  name: 'diff',
+  summary: 'Show what the controllers would change on the live cluster, as a unified diff per object',
+  flags: {
+    kubeconfig: {
+      type: 'string',
+      description: 'path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config)',
+    },
+    context: { type: 'string', description: 'kubeconfig context to use' },
+    namespace: { type: 'string', short: 'n', description: 'only this namespace (default: all)' },
+    now: { type: 'string', description: 'the time the controllers see (RFC 3339; default: now)' },
+    controllers: { type: 'string', description: 'controllers to run ("*", "a,b", "*,-b")', default: '*' },
+    'sources-dir': {
+      type: 'string',
+      description: 'take release sources from this snapshot directory (its sources/) instead of listing them',
+    },
+    'cache-dir': { type: 'string', description: 'cache of fetched release trees' },
+    'fleet-secret': { type: 'string', description: 'NS/NAME of the fleet repository Secret' },
+    'fleet-git-repository': {
+      type: 'string',
+      description: 'name of the fleet GitRepository',
+      default: 'stackflux-fleet',
+    },
+    'fleet-secret-ref': {
+      type: 'string',
+      description: 'Secret Flux reads the fleet repository with (per namespace)',
+    },
+    'export-snapshot': { type: 'string', description: 'also write the live snapshot to this directory' },
+    ...fleetFlags,
+  },
+  run: async (flags, _positionals, io) => {
+    const nowText = str(flags.now);
+    const now =
+      nowText === '' ? new Date(Math.floor(Date.now() / 1000) * 1000) : new Date(Date.parse(nowText));
+    if (Number.isNaN(now.getTime())) throw new UsageError(`--now "${nowText}" is not an RFC 3339 time`);
+    let controllers: ReturnType<typeof parseControllers>;
+    try {
+      controllers = parseControllers(str(flags.controllers));
+    } catch (err) {
+      throw new UsageError(err instanceof RenderError ? err.message : String(err));
+    }
+    const kubeconfig = str(flags.kubeconfig);
+    const context = str(flags.context);
+    const client = new KubeClient(
+      loadKubeConfig({ ...(kubeconfig ? { kubeconfig } : {}), ...(context ? { context } : {}) }),
+      { userAgent: 'stackflux-diff' },
+    );
+    try {
+      const namespace = str(flags.namespace);
+      const sourcesDir = str(flags['sources-dir']);
+      const fleetUrl = str(flags['fleet-url']);
+      let credentials: Awaited<ReturnType<typeof secretCredentials>> | undefined;
+      const fleetSecret = str(flags['fleet-secret']);
+      if (fleetSecret !== '') {
+        const [ns, name] = fleetSecret.split('/');
+        if (!ns || !name) throw new UsageError('--fleet-secret must be NAMESPACE/NAME');
+        credentials = await secretCredentials(client, ns, name);
+      }
+      const snapshot = await liveSnapshot(client, {
+        ...(namespace ? { namespace } : {}),
+        cacheDir: str(flags['cache-dir']) || defaultCacheDir(io.env),
+        ...(sourcesDir ? { sources: readSnapshot(sourcesDir).sources } : {}),
+        ...(fleetUrl
+          ? {
+              fleet: {
+                url: fleetUrl,
+                branch: str(flags['fleet-branch']) || 'main',
+                pathPrefix: str(flags['fleet-path']),
+                gitRepositoryName: str(flags['fleet-git-repository']) || 'stackflux-fleet',
+                ...(str(flags['fleet-secret-ref']) ? { secretRef: str(flags['fleet-secret-ref']) } : {}),
+                ...(credentials ? { credentials } : {}),
+              },
+            }
+          : {}),
+      });
+      const exportDir = str(flags['export-snapshot']);
+      if (exportDir !== '') writeFiles(exportDir, snapshotFiles(snapshot, canonicalYaml));
+      const output = renderSnapshot(snapshot, { now, controllers, templates: loadFluxTemplates() });
+      const keys = [...new Set(output.mutations.map(mutationPath))].sort(compareStrings);
+      let changed = 0;
+      for (const key of keys) {
+        const d = unifiedDiff(
+          join('live', key),
+          join('render', key),
+          shown(snapshot.objects.get(key)),
+          shown(output.world.objects.get(key)),
+        );
+        if (d !== '') {
+          io.stdout(d);
+          changed++;
+        }
+      }
+      const folders = [...output.fleet.written.keys(), ...output.fleet.removed].sort(compareStrings);
+      for (const folder of folders) {
+        const paths = new Set(
+          [...snapshot.fleet.keys(), ...output.world.fleet.keys()].filter((p) => p.startsWith(`${folder}/`)),
+        );
+        for (const p of [...paths].sort(compareStrings)) {
+          const d = unifiedDiff(
+            join('fleet', p),
+            join('fleet', p),
+            snapshot.fleet.get(p) ?? '',
+            output.world.fleet.get(p) ?? '',
+          );
+          if (d !== '') {
+            io.stdout(d);
+            changed++;
+          }
+        }
+      }
+      io.stderr(changed === 0 ? 'no changes\n' : `${changed} object(s)/file(s) would change\n`);
+      return changed === 0 ? 0 : 1;
+    } finally {
+      client.close();
+    }
+  },
+};

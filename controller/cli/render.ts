@@ -1,0 +1,89 @@
+// `stackflux render`: the controllers' decisions over a snapshot directory, with no cluster and
+// no network (controller/offline/README.md describes the snapshot and output layouts).
+import { checkFixedPoint, outputFiles, writeFiles } from '../offline/output.ts';
+import { DEFAULT_NOW, parseControllers, RenderError, renderSnapshot } from '../offline/render.ts';
+import { readSnapshot, type Snapshot } from '../offline/snapshot.ts';
+import { loadFluxTemplates } from '../releases/flux-templates.ts';
+import { type Command, type FlagValues, UsageError } from './command.ts';
+
+function str(v: string | boolean | undefined): string {
+  return typeof v === 'string' ? v : '';
+}
+
+export function parseNow(value: string): Date {
+  const v = value || DEFAULT_NOW;
+  if (
+    !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(v) ||
+    Number.isNaN(Date.parse(v))
+  )
+    throw new UsageError(`--now "${v}" is not an RFC 3339 time like 2025-01-02T03:04:05Z`);
+  return new Date(Date.parse(v));
+}
+
+/** Fleet flags override the snapshot's settings.yaml. */
+export function applyFleetFlags(snapshot: Snapshot, flags: FlagValues): void {
+  const f = snapshot.settings.fleet;
+  if (str(flags['fleet-url']) !== '') f.url = str(flags['fleet-url']);
+  if (str(flags['fleet-branch']) !== '') f.branch = str(flags['fleet-branch']);
+  if (str(flags['fleet-path']) !== '') f.pathPrefix = str(flags['fleet-path']);
+}
+
+export const fleetFlags: Command['flags'] = {
+  'fleet-url': { type: 'string', description: 'fleet repository URL (overrides settings.yaml)' },
+  'fleet-branch': { type: 'string', description: 'fleet repository branch (overrides settings.yaml)' },
+  'fleet-path': { type: 'string', description: 'folder in the fleet repository (overrides settings.yaml)' },
+};
+
+export const renderCommand: Command = {
+  name: 'render',
+  summary: 'Write every mutation the controllers would make over a snapshot directory (offline)',
+  flags: {
+    'input-dir': { type: 'string', description: 'snapshot directory (see controller/offline/README.md)' },
+    'output-dir': {
+      type: 'string',
+      description: 'directory to write the mutations to (its content is replaced)',
+    },
+    now: { type: 'string', description: 'the time the controllers see (RFC 3339)', default: DEFAULT_NOW },
+    controllers: {
+      type: 'string',
+      description:
+        'controllers to run: "*", "a,b" or "*,-b" (clusterstack, clusterstackrelease, clusteraddon)',
+      default: '*',
+    },
+    'check-fixed-point': {
+      type: 'boolean',
+      description: 'render again over snapshot + mutations and fail if anything changes',
+      default: false,
+    },
+    'flux-templates': {
+      type: 'string',
+      description: 'folder of the Flux object templates (default: bundled)',
+    },
+    ...fleetFlags,
+  },
+  run: async (flags, _positionals, io) => {
+    const input = str(flags['input-dir']);
+    const out = str(flags['output-dir']);
+    if (input === '') throw new UsageError('--input-dir is required');
+    if (out === '') throw new UsageError('--output-dir is required');
+    const now = parseNow(str(flags.now));
+    let controllers: ReturnType<typeof parseControllers>;
+    try {
+      controllers = parseControllers(str(flags.controllers));
+    } catch (err) {
+      throw new UsageError(err instanceof RenderError ? err.message : String(err));
+    }
+    const snapshot = readSnapshot(input);
+    applyFleetFlags(snapshot, flags);
+    const dir = str(flags['flux-templates']);
+    const options = { now, controllers, templates: dir ? loadFluxTemplates(dir) : loadFluxTemplates() };
+    const output = renderSnapshot(snapshot, options);
+    if (flags['check-fixed-point'] === true) checkFixedPoint(snapshot, output, options);
+    const files = outputFiles(output, now);
+    writeFiles(out, files);
+    io.stderr(
+      `rendered ${output.mutations.length} mutation(s), ${output.fleet.commits.length} fleet commit(s) in ${output.rounds} round(s) to ${out}\n`,
+    );
+    return 0;
+  },
+};

@@ -1,0 +1,202 @@
+// A snapshot of a live cluster (for `stackflux diff`): the objects the controllers read, listed
+// from the API server, plus the release sources listed and fetched with the same git functions
+// the controller uses (or taken from a snapshot directory), plus the fleet repository's files.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { simpleGit } from 'simple-git';
+import type { ClusterStack } from '../api/clusterstack.ts';
+import { FLUX_KUSTOMIZE_API_VERSION, FLUX_SOURCE_API_VERSION } from '../api/flux.ts';
+import { API_VERSION } from '../api/meta.ts';
+import { secretCredentials } from '../controllers/common.ts';
+import { sourceUrl } from '../reconcilers/clusterstack.ts';
+import { MANAGED_BY_LABELS } from '../releases/flux.ts';
+import { classifyTags, formatReleaseTag } from '../releases/tags.ts';
+import type { KubeClient, KubeObject } from '../runtime/client.ts';
+import { credentialEnv, fetchReleaseTree, type GitCredentials, listTags } from '../sources/git.ts';
+import { emptySnapshot, objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
+import { isRecord } from './yaml.ts';
+
+export interface LiveOptions {
+  namespace?: string;
+  cacheDir: string;
+  /** Sources from a snapshot directory instead of the network. */
+  sources?: SourceData[];
+  fleet?: {
+    url: string;
+    branch: string;
+    pathPrefix: string;
+    secretRef?: string;
+    gitRepositoryName: string;
+    credentials?: GitCredentials;
+  };
+}
+
+const CLUSTER_API_VERSIONS = ['cluster.x-k8s.io/v1beta2', 'cluster.x-k8s.io/v1beta1'];
+
+function clean(obj: KubeObject): SnapshotObject {
+  const { managedFields: _m, resourceVersion: _rv, ...metadata } = obj.metadata;
+  return { ...obj, metadata } as SnapshotObject;
+}
+
+async function preferredVersion(client: KubeClient, group: string): Promise<string | undefined> {
+  try {
+    const g = await client.request<{ preferredVersion?: { groupVersion?: string } }>('GET', `/apis/${group}`);
+    return g.preferredVersion?.groupVersion;
+  } catch {
+    return undefined;
+  }
+}
+
+export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promise<Snapshot> {
+  const snapshot = emptySnapshot();
+  const scope = opts.namespace ? { namespace: opts.namespace } : {};
+  const managedBy = Object.entries(MANAGED_BY_LABELS)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+  const add = (o: KubeObject) => {
+    const obj = clean(o);
+    snapshot.objects.set(objectKey(obj), obj);
+  };
+  for (const kind of ['ClusterStack', 'ClusterStackRelease', 'ClusterAddon'])
+    for (const o of (await client.listAll(API_VERSION, kind, scope)).items) add(o);
+  for (const [v, kind] of [
+    [FLUX_SOURCE_API_VERSION, 'GitRepository'],
+    [FLUX_KUSTOMIZE_API_VERSION, 'Kustomization'],
+  ] as const) {
+    for (const o of (await client.listAll(v, kind, { ...scope, labelSelector: managedBy })).items) add(o);
+  }
+  let clusters: KubeObject[] = [];
+  for (const v of CLUSTER_API_VERSIONS) {
+    try {
+      clusters = (await client.listAll(v, 'Cluster', scope)).items;
+      break;
+    } catch {}
+  }
+  for (const c of clusters) {
+    add(c);
+    const spec = isRecord(c.spec) ? c.spec : {};
+    for (const field of ['controlPlaneRef', 'infrastructureRef']) {
+      const ref = spec[field];
+      if (!isRecord(ref) || typeof ref.kind !== 'string' || typeof ref.name !== 'string') continue;
+      const apiVersion =
+        typeof ref.apiVersion === 'string'
+          ? ref.apiVersion
+          : typeof ref.apiGroup === 'string'
+            ? await preferredVersion(client, ref.apiGroup)
+            : undefined;
+      if (apiVersion === undefined) continue;
+      const got = await client
+        .get(apiVersion, ref.kind, ref.name, c.metadata.namespace)
+        .catch(() => undefined);
+      if (got !== undefined) add({ ...got, apiVersion, kind: ref.kind });
+    }
+  }
+
+  if (opts.sources !== undefined) {
+    snapshot.sources = opts.sources;
+  } else {
+    await listSources(client, snapshot, opts.cacheDir);
+  }
+  if (opts.fleet !== undefined) {
+    const { url, branch, pathPrefix, gitRepositoryName, secretRef } = opts.fleet;
+    snapshot.settings.fleet = {
+      url,
+      branch,
+      pathPrefix,
+      gitRepositoryName,
+      ...(secretRef ? { secretRef } : {}),
+    };
+    snapshot.fleet = await readFleet(url, branch, opts.fleet.credentials);
+  }
+  return snapshot;
+}
+
+/** Lists every ClusterStack source and fetches the trees of the releases that exist or would be created. */
+async function listSources(client: KubeClient, snapshot: Snapshot, cacheDir: string): Promise<void> {
+  const stacks = [...snapshot.objects.values()].filter(
+    (o) => o.kind === 'ClusterStack',
+  ) as unknown as ClusterStack[];
+  const releases = [...snapshot.objects.values()].filter((o) => o.kind === 'ClusterStackRelease');
+  const byUrl = new Map<string, SourceData>();
+  for (const cs of stacks) {
+    const url = sourceUrl(cs);
+    const ns = cs.metadata.namespace ?? 'default';
+    const secret = cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef;
+    let creds: GitCredentials | undefined;
+    let source = byUrl.get(url);
+    try {
+      if (secret !== undefined) creds = await secretCredentials(client, ns, secret.name);
+      if (source === undefined) {
+        const tags = await listTags(url, creds);
+        source = { key: `source-${byUrl.size + 1}`, url, listing: { ok: true, tags }, trees: new Map() };
+        byUrl.set(url, source);
+      }
+    } catch (err) {
+      byUrl.set(url, {
+        key: `source-${byUrl.size + 1}`,
+        url,
+        listing: {
+          ok: false,
+          reason: 'ListFailed',
+          message: err instanceof Error ? err.message : String(err),
+        },
+        trees: new Map(),
+      });
+      continue;
+    }
+    if (!source.listing.ok) continue;
+    const channel = cs.spec.channel ?? 'stable';
+    const classified = classifyTags(
+      source.listing.tags.map((t) => t.tag),
+      {
+        provider: cs.spec.provider,
+        name: cs.spec.name,
+        kubernetesVersion: cs.spec.kubernetesVersion,
+        channel,
+      },
+    );
+    const wanted = new Set<string>([
+      ...releases.filter((r) => r.metadata.namespace === ns).map((r) => r.metadata.name),
+      ...(classified.releases.at(-1) ? [classified.releases.at(-1)?.tag ?? ''] : []),
+      ...(cs.spec.versions ?? []).map((v) =>
+        formatReleaseTag(cs.spec.provider, cs.spec.name, cs.spec.kubernetesVersion, v),
+      ),
+    ]);
+    const path = cs.spec.source.path ?? '';
+    for (const t of source.listing.tags) {
+      if (!wanted.has(t.tag) || source.trees.has(t.tag)) continue;
+      try {
+        const tree = await fetchReleaseTree(url, t.tag, t.commit, path, cacheDir, creds);
+        const prefix = path === '' ? '' : `${path.replace(/\/+$/, '')}/`;
+        source.trees.set(t.tag, new Map([...tree].map(([p, text]) => [`${prefix}${p}`, text])));
+      } catch {
+        // not fetchable: the release shows as waiting for its artifact, as the controller would
+      }
+    }
+  }
+  snapshot.sources = [...byUrl.values()];
+}
+
+async function readFleet(url: string, branch: string, creds?: GitCredentials): Promise<Map<string, string>> {
+  const dir = mkdtempSync(join(tmpdir(), 'stackflux-fleet-'));
+  try {
+    await simpleGit()
+      .env(credentialEnv(creds))
+      .clone(url, dir, ['--depth=1', `--branch=${branch}`]);
+    const { readdirSync, readFileSync, statSync } = await import('node:fs');
+    const files = new Map<string, string>();
+    const walk = (d: string, prefix: string) => {
+      for (const e of readdirSync(d).sort()) {
+        if (e === '.git') continue;
+        const p = join(d, e);
+        if (statSync(p).isDirectory()) walk(p, `${prefix}${e}/`);
+        else files.set(`${prefix}${e}`, readFileSync(p, 'utf8'));
+      }
+    };
+    walk(dir, '');
+    return files;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,146 @@
+// The render output as files (deterministic bytes), and the fixed-point check.
+//   <verb>/<scope>/<group>/<resource>/<name>.meta.yaml   verb, resource, namespace, name, fieldManager, reconciler
+//   <verb>/<scope>/<group>/<resource>/<name>.body.yaml   what is sent (applied object, status, merge patch, DeleteOptions)
+//   fleet/changes.yaml                                   commit messages, folders written and removed
+//   fleet/files/<repository path>                        final files of every written folder
+//   results.yaml                                         per-reconciler outcome
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { groupOf, kindInfo } from '../api/resources.ts';
+import {
+  describeMutation,
+  FIELD_MANAGER,
+  type Mutation,
+  mutationPath,
+  type RenderOptions,
+  type RenderOutput,
+  renderSnapshot,
+} from './render.ts';
+import { groupDir, type Snapshot } from './snapshot.ts';
+import { World } from './world.ts';
+import { canonicalYaml, compareStrings } from './yaml.ts';
+
+export function outputFiles(output: RenderOutput, now: Date): Map<string, string> {
+  const files = new Map<string, string>();
+  for (const m of output.mutations) {
+    const base = `${m.verb}/${mutationPath(m)}`;
+    const group = groupOf(m.apiVersion);
+    files.set(
+      `${base}.meta.yaml`,
+      canonicalYaml({
+        verb: m.verb,
+        apiVersion: m.apiVersion,
+        kind: m.kind,
+        resource: `${groupDir(group)}/${kindInfo(m.apiVersion, m.kind).plural}${m.verb === 'applyStatus' ? '/status' : ''}`,
+        ...(m.namespace !== undefined ? { namespace: m.namespace } : {}),
+        name: m.name,
+        fieldManager: FIELD_MANAGER,
+        reconciler: m.reconciler,
+      }),
+    );
+    files.set(`${base}.body.yaml`, canonicalYaml(m.body));
+  }
+  const { fleet } = output;
+  if (fleet.written.size > 0 || fleet.removed.length > 0) {
+    files.set(
+      'fleet/changes.yaml',
+      canonicalYaml({ commits: fleet.commits, written: [...fleet.written.keys()], removed: fleet.removed }),
+    );
+    for (const [folder, folderFiles] of fleet.written) {
+      for (const [f, text] of folderFiles) files.set(`fleet/files/${folder}/${f}`, text);
+    }
+  }
+  files.set(
+    'results.yaml',
+    canonicalYaml({
+      now: now.toISOString().replace(/\.\d+Z$/, 'Z'),
+      rounds: output.rounds,
+      controllers: output.controllers,
+      mutations: output.mutations.length,
+      fleetCommits: fleet.commits.length,
+      results: output.results,
+    }),
+  );
+  return new Map([...files].sort(([a], [b]) => compareStrings(a, b)));
+}
+
+/** Replaces dir's content with files. */
+export function writeFiles(dir: string, files: ReadonlyMap<string, string>): void {
+  if (existsSync(dir)) {
+    for (const e of readdirSync(dir)) rmSync(join(dir, e), { recursive: true, force: true });
+  }
+  mkdirSync(dir, { recursive: true });
+  for (const [path, text] of files) {
+    mkdirSync(dirname(join(dir, path)), { recursive: true });
+    writeFileSync(join(dir, path), text);
+  }
+}
+
+/** Every file below dir (relative path → text), sorted. */
+export function readFiles(dir: string): Map<string, string> {
+  const out = new Map<string, string>();
+  const walk = (d: string, prefix: string) => {
+    for (const e of readdirSync(d).sort(compareStrings)) {
+      const p = join(d, e);
+      if (statSync(p).isDirectory()) walk(p, `${prefix}${e}/`);
+      else out.set(`${prefix}${e}`, readFileSync(p, 'utf8'));
+    }
+  };
+  if (existsSync(dir)) walk(dir, '');
+  return out;
+}
+
+const VERB_ORDER: Record<Mutation['verb'], number> = { apply: 0, patch: 1, applyStatus: 2, delete: 3 };
+
+/** The snapshot after the render's mutations and fleet changes (simulated like the render does). */
+export function applyOutput(snapshot: Snapshot, output: RenderOutput, now: Date): Snapshot {
+  const world = new World(snapshot, now);
+  const ordered = [...output.mutations].sort((a, b) => VERB_ORDER[a.verb] - VERB_ORDER[b.verb]);
+  for (const m of ordered) {
+    switch (m.verb) {
+      case 'apply':
+        world.apply(m.body as Parameters<World['apply']>[0]);
+        break;
+      case 'applyStatus':
+        world.applyStatus(m.body as Parameters<World['applyStatus']>[0]);
+        break;
+      case 'patch':
+        world.patch(m.apiVersion, m.kind, m.name, m.namespace, m.body);
+        break;
+      case 'delete':
+        world.delete(m.apiVersion, m.kind, m.name, m.namespace);
+        break;
+    }
+  }
+  for (const folder of output.fleet.removed) {
+    for (const p of [...world.fleet.keys()]) if (p.startsWith(`${folder}/`)) world.fleet.delete(p);
+  }
+  for (const [folder, files] of output.fleet.written) {
+    for (const p of [...world.fleet.keys()]) if (p.startsWith(`${folder}/`)) world.fleet.delete(p);
+    for (const [f, text] of files) world.fleet.set(`${folder}/${f}`, text);
+  }
+  return { ...snapshot, objects: new Map(world.objects), fleet: new Map(world.fleet) };
+}
+
+export class FixedPointError extends Error {
+  readonly mutations: string[];
+  constructor(mutations: string[]) {
+    super(
+      `not a fixed point: rendering again over the snapshot plus its own mutations changes more:\n  ${mutations.join('\n  ')}`,
+    );
+    this.name = 'FixedPointError';
+    this.mutations = mutations;
+  }
+}
+
+/** Renders over snapshot + output; throws FixedPointError naming every further mutation. */
+export function checkFixedPoint(snapshot: Snapshot, output: RenderOutput, options: RenderOptions): void {
+  const next = applyOutput(snapshot, output, options.now);
+  const again = renderSnapshot(next, options);
+  const further = [
+    ...again.mutations.map(describeMutation),
+    ...[...again.fleet.written.keys()].map((f) => `fleet: write ${f}`),
+    ...again.fleet.removed.map((f) => `fleet: remove ${f}`),
+  ];
+  if (further.length > 0) throw new FixedPointError(further);
+}

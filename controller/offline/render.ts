@@ -1,0 +1,766 @@
+// The offline render driver: runs the SAME pure reconcilers the live controller runs over a
+// snapshot, assembling their inputs from the snapshot's objects exactly as the live controllers
+// assemble them from their informer caches, and turns their results into mutations with the same
+// no-op checks (needsApply / sameJson). Mutations are applied to an in-memory World (world.ts),
+// and the controllers run again, round after round, until nothing changes: the output is every
+// mutation the controllers would make on the way to their fixed point. A controller that never
+// stops writing is reported (a hot loop).
+import type { ClusterAddon } from '../api/clusteraddon.ts';
+import type { ClusterStack } from '../api/clusterstack.ts';
+import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
+import {
+  FLUX_KUSTOMIZE_API_VERSION,
+  FLUX_SOURCE_API_VERSION,
+  type GitRepository,
+  type Kustomization,
+} from '../api/flux.ts';
+import type { Condition } from '../api/meta.ts';
+import { API_VERSION, GROUP, LABEL_CLUSTER } from '../api/meta.ts';
+import type { ReleaseTree, StackManifest } from '../api/release.ts';
+import { groupOf, isDeclaredOutput, kindInfo, requiredPermission } from '../api/resources.ts';
+import { needsApply, sameJson } from '../controllers/common.ts';
+import {
+  type ClusterAddonResult,
+  type ClusterChange,
+  commitMessage,
+  type FleetSettings,
+  reconcileClusterAddon,
+} from '../reconcilers/clusteraddon.ts';
+import {
+  type ClusterUse,
+  clusterUse,
+  reconcileClusterStack,
+  type SourceListing,
+  sourceUrl,
+} from '../reconcilers/clusterstack.ts';
+import { commitOfRevision, reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
+import type { FluxTemplates } from '../releases/flux.ts';
+import { readRelease, type ValidationResult } from '../releases/stack.ts';
+import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
+import type { KubeObject } from '../runtime/client.ts';
+import { objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
+import { World } from './world.ts';
+import { compareStrings, isRecord } from './yaml.ts';
+
+export const FIELD_MANAGER = 'stackflux';
+export const CONTROLLERS = ['clusterstack', 'clusterstackrelease', 'clusteraddon'] as const;
+export type ControllerName = (typeof CONTROLLERS)[number];
+export const DEFAULT_NOW = '1970-01-01T00:00:00Z';
+const CAPI_GROUP = 'cluster.x-k8s.io';
+
+export type Verb = 'apply' | 'applyStatus' | 'patch' | 'delete';
+
+export interface Mutation {
+  verb: Verb;
+  /** Which controller made it. */
+  reconciler: ControllerName;
+  apiVersion: string;
+  kind: string;
+  namespace?: string;
+  name: string;
+  /** apply: the applied object; applyStatus: {apiVersion, kind, metadata, status}; patch: the merge patch; delete: DeleteOptions. */
+  body: unknown;
+}
+
+export interface ReconcileOutcome {
+  reconciler: ControllerName;
+  namespace: string;
+  name: string;
+  ready?: string;
+  reason?: string;
+  message?: string;
+  /** Mutations this key caused over the whole render. */
+  mutations: number;
+}
+
+export interface FleetOutput {
+  /** One commit message per wave that changed the fleet. */
+  commits: string[];
+  /** Folders (repository paths) written, with their final files (path relative to the folder). */
+  written: Map<string, Map<string, string>>;
+  /** Folders (repository paths) removed. */
+  removed: string[];
+}
+
+export interface RenderOutput {
+  mutations: Mutation[];
+  fleet: FleetOutput;
+  results: ReconcileOutcome[];
+  controllers: Record<ControllerName, { enabled: boolean; skipped?: string }>;
+  rounds: number;
+  /** The state after every mutation (for the fixed-point check and diff). */
+  world: World;
+}
+
+export interface Reconcilers {
+  clusterStack: typeof reconcileClusterStack;
+  clusterStackRelease: typeof reconcileClusterStackRelease;
+  clusterAddon: typeof reconcileClusterAddon;
+}
+
+export interface RenderOptions {
+  now: Date;
+  templates: FluxTemplates;
+  /** Enabled controllers (default: all). */
+  controllers?: ReadonlySet<ControllerName>;
+  /** Injected for tests (e.g. a deliberately nondeterministic reconciler); default: the real ones. */
+  reconcilers?: Partial<Reconcilers>;
+  maxRounds?: number;
+}
+
+export class RenderError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RenderError';
+  }
+}
+
+/** "--controllers" syntax: "*" (default) all; "a,b" only those; "*,-b" or "-b" all but b. */
+export function parseControllers(spec: string | undefined): Set<ControllerName> {
+  const items = (spec ?? '*')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  const known = (n: string): ControllerName => {
+    if (!(CONTROLLERS as readonly string[]).includes(n))
+      throw new RenderError(`unknown controller "${n}" (known: ${CONTROLLERS.join(', ')})`);
+    return n as ControllerName;
+  };
+  const positive = items.filter((i) => !i.startsWith('-'));
+  const out = new Set<ControllerName>(
+    positive.length === 0 || positive.includes('*') ? CONTROLLERS : positive.map(known),
+  );
+  for (const i of items) if (i.startsWith('-')) out.delete(known(i.slice(1)));
+  return out;
+}
+
+export function describeMutation(m: Mutation): string {
+  return `${m.verb} ${mutationPath(m)} (by ${m.reconciler})`;
+}
+
+/** `<scope>/<group>/<resource>/<name>`, scope = cluster | namespaces/<ns>. */
+export function mutationPath(m: Pick<Mutation, 'apiVersion' | 'kind' | 'namespace' | 'name'>): string {
+  return objectKey({
+    apiVersion: m.apiVersion,
+    kind: m.kind,
+    metadata: { name: m.name, ...(m.namespace ? { namespace: m.namespace } : {}) },
+  });
+}
+
+function readyOf(
+  conditions: readonly Condition[] | undefined,
+): Pick<ReconcileOutcome, 'ready' | 'reason' | 'message'> {
+  const c = conditions?.find((x) => x.type === 'Ready');
+  return c === undefined ? {} : { ready: c.status, reason: c.reason, message: c.message };
+}
+
+/** The files of a source's tree at tag under path (relative to path), or undefined. */
+function treeAt(source: SourceData | undefined, tag: string, path: string): ReleaseTree | undefined {
+  const files = source?.trees.get(tag);
+  if (files === undefined) return undefined;
+  const base = path.replace(/^\/+|\/+$/g, '');
+  const prefix = base === '' ? '' : `${base}/`;
+  const out = new Map<string, string>();
+  for (const [p, text] of [...files].sort(([a], [b]) => compareStrings(a, b))) {
+    if (p.startsWith(prefix)) out.set(p.slice(prefix.length), text);
+  }
+  return out;
+}
+
+function refOf(
+  cluster: SnapshotObject,
+  field: 'controlPlaneRef' | 'infrastructureRef',
+): { group?: string; kind: string; name: string; namespace?: string } | undefined {
+  const spec = cluster.spec;
+  if (!isRecord(spec)) return undefined;
+  const ref = spec[field];
+  if (!isRecord(ref) || typeof ref.kind !== 'string' || typeof ref.name !== 'string') return undefined;
+  const group =
+    typeof ref.apiGroup === 'string'
+      ? ref.apiGroup
+      : typeof ref.apiVersion === 'string'
+        ? groupOf(ref.apiVersion)
+        : undefined;
+  return {
+    kind: ref.kind,
+    name: ref.name,
+    ...(group !== undefined ? { group } : {}),
+    ...(typeof ref.namespace === 'string' && ref.namespace !== '' ? { namespace: ref.namespace } : {}),
+  };
+}
+
+class Renderer {
+  readonly world: World;
+  readonly mutations = new Map<string, Mutation>();
+  readonly results = new Map<string, ReconcileOutcome>();
+  readonly fleetCommits: string[] = [];
+  readonly touchedFolders = new Set<string>();
+  private readonly original: ReadonlySet<string>;
+  private readonly reconcilers: Reconcilers;
+  private round: Mutation[] = [];
+  /** The key being reconciled (mutations are counted against it). */
+  private current: ReconcileOutcome | undefined;
+  private fleetChanged = false;
+
+  private readonly snapshot: Snapshot;
+  private readonly options: RenderOptions;
+
+  constructor(snapshot: Snapshot, options: RenderOptions) {
+    this.snapshot = snapshot;
+    this.options = options;
+    this.world = new World(snapshot, options.now);
+    this.original = new Set(snapshot.objects.keys());
+    this.reconcilers = {
+      clusterStack: options.reconcilers?.clusterStack ?? reconcileClusterStack,
+      clusterStackRelease: options.reconcilers?.clusterStackRelease ?? reconcileClusterStackRelease,
+      clusterAddon: options.reconcilers?.clusterAddon ?? reconcileClusterAddon,
+    };
+  }
+
+  private sourceFor(url: string): SourceData | undefined {
+    return this.snapshot.sources.find((s) => s.url === url);
+  }
+
+  private outcome(reconciler: ControllerName, namespace: string, name: string): ReconcileOutcome {
+    const id = `${reconciler}\n${namespace}\n${name}`;
+    let o = this.results.get(id);
+    if (o === undefined) {
+      o = { reconciler, namespace, name, mutations: 0 };
+      this.results.set(id, o);
+    }
+    return o;
+  }
+
+  /** Checks the mutation is a declared output, applies it to the world and records it. */
+  private mutate(m: Mutation): void {
+    const group = groupOf(m.apiVersion);
+    const { plural } = kindInfo(m.apiVersion, m.kind);
+    const perm = requiredPermission(m.verb, plural);
+    if (!isDeclaredOutput(group, perm.resource, perm.verb)) {
+      throw new RenderError(
+        `${describeMutation(m)}: ${perm.verb} on ${group || 'core'}/${perm.resource} is not a declared output resource (controller/api/resources.ts)`,
+      );
+    }
+    const w = this.world;
+    const obj = m.body as SnapshotObject;
+    let applied: boolean;
+    switch (m.verb) {
+      case 'apply':
+        w.apply(obj);
+        applied = true;
+        break;
+      case 'applyStatus':
+        applied = w.applyStatus(obj);
+        break;
+      case 'patch':
+        applied = w.patch(m.apiVersion, m.kind, m.name, m.namespace, m.body);
+        break;
+      case 'delete':
+        applied = w.delete(m.apiVersion, m.kind, m.name, m.namespace);
+        break;
+    }
+    if (!applied) return; // NotFound: the live controller's write would fail the same way
+    this.round.push(m);
+    if (this.current !== undefined) this.current.mutations++;
+    const key = mutationPath(m);
+    const id = `${m.verb}\n${key}`;
+    if (m.verb === 'delete' && !this.original.has(key)) {
+      // Created and deleted within this render: nothing to show.
+      for (const v of ['apply', 'applyStatus', 'patch'] as const) this.mutations.delete(`${v}\n${key}`);
+      return;
+    }
+    const previous = this.mutations.get(id);
+    if (m.verb === 'patch' && previous !== undefined) {
+      this.mutations.set(id, { ...m, body: composePatches(previous.body, m.body) });
+    } else {
+      this.mutations.set(id, m);
+    }
+  }
+
+  // ---- ClusterStack (mirrors controller/controllers/clusterstack.ts).
+
+  private clusterStacks(): void {
+    const w = this.world;
+    for (const obj of w.list(GROUP, 'ClusterStack')) {
+      const cs = obj as unknown as ClusterStack;
+      const namespace = cs.metadata.namespace ?? 'default';
+      const active = cs.metadata.deletionTimestamp === undefined && cs.spec.suspend !== true;
+      const source = active ? this.sourceFor(sourceUrl(cs)) : undefined;
+      let listing: SourceListing | undefined;
+      if (source !== undefined) {
+        listing = source.listing.ok
+          ? {
+              ok: true,
+              tags: source.listing.tags.map((t) => t.tag),
+              listedAt: source.listing.listedAt ?? formatTime(this.options.now),
+            }
+          : {
+              ok: false,
+              reason: source.listing.reason,
+              message: source.listing.message,
+              ...(source.listing.lastListedAt !== undefined
+                ? { lastListedAt: source.listing.lastListedAt }
+                : {}),
+            };
+      }
+      const releases = w.list(GROUP, 'ClusterStackRelease', namespace) as unknown as ClusterStackRelease[];
+      const clusters: ClusterUse[] = w.list(CAPI_GROUP, 'Cluster', namespace).flatMap((c) => {
+        const use = clusterUse(c);
+        return use !== undefined ? [use] : [];
+      });
+      this.current = this.outcome('clusterstack', namespace, cs.metadata.name);
+      const result = this.reconcilers.clusterStack({
+        clusterStack: cs,
+        listing,
+        releases,
+        clusters,
+        now: this.options.now,
+      });
+      const r = 'clusterstack';
+      for (const desired of result.apply) {
+        const existing = w.get(API_VERSION, 'ClusterStackRelease', desired.metadata.name, namespace);
+        if (!needsApply(existing as KubeObject | undefined, desired as unknown as KubeObject)) continue;
+        this.mutate({ verb: 'apply', reconciler: r, ...ids(desired), body: desired });
+      }
+      for (const name of result.delete) {
+        const existing = w.get(API_VERSION, 'ClusterStackRelease', name, namespace);
+        if (existing === undefined || existing.metadata.deletionTimestamp !== undefined) continue;
+        this.mutate({
+          verb: 'delete',
+          reconciler: r,
+          apiVersion: API_VERSION,
+          kind: 'ClusterStackRelease',
+          namespace,
+          name,
+          body: deleteOptions(existing),
+        });
+      }
+      if (!sameJson(result.status, cs.status ?? {})) {
+        this.mutate({
+          verb: 'applyStatus',
+          reconciler: r,
+          apiVersion: API_VERSION,
+          kind: 'ClusterStack',
+          namespace,
+          name: cs.metadata.name,
+          body: {
+            apiVersion: API_VERSION,
+            kind: 'ClusterStack',
+            metadata: { name: cs.metadata.name, namespace },
+            status: result.status,
+          },
+        });
+      }
+      Object.assign(this.current, readyOf(result.status.conditions));
+    }
+  }
+
+  // ---- ClusterStackRelease (mirrors controller/controllers/clusterstackrelease.ts).
+
+  private releases(): void {
+    const w = this.world;
+    for (const obj of w.list(GROUP, 'ClusterStackRelease')) {
+      if (!w.objects.has(objectKey(obj))) continue;
+      const release = obj as unknown as ClusterStackRelease;
+      const namespace = release.metadata.namespace ?? 'default';
+      const name = release.metadata.name;
+      const { tag } = release.spec;
+      const deleting = release.metadata.deletionTimestamp !== undefined;
+      const gitRepository = w.get(FLUX_SOURCE_API_VERSION, 'GitRepository', name, namespace) as unknown as
+        | GitRepository
+        | undefined;
+      const kustomization = w.get(FLUX_KUSTOMIZE_API_VERSION, 'Kustomization', name, namespace) as unknown as
+        | Kustomization
+        | undefined;
+      const clusters = w
+        .list(CAPI_GROUP, 'Cluster', namespace)
+        .filter((c) => {
+          const use = clusterUse(c);
+          return (
+            use !== undefined &&
+            (use.classNamespace ?? namespace) === namespace &&
+            use.className === release.spec.clusterClass
+          );
+        })
+        .map((c) => c.metadata.name);
+      const source = this.sourceFor(release.spec.source.url);
+      const listed =
+        source?.listing.ok === true ? source.listing.tags.find((t) => t.tag === tag)?.commit : undefined;
+      const commit =
+        listed ?? commitOfRevision(gitRepository?.status?.artifact?.revision, tag) ?? release.status?.commit;
+      let stack: ValidationResult<StackManifest> | undefined;
+      const parsed = parseReleaseTag(tag);
+      if (!parsed.ok) {
+        stack = { ok: false, errors: [`tag ${tag}: ${parsed.reason}`] };
+      } else if (!deleting) {
+        const tree = commit !== undefined ? treeAt(source, tag, release.spec.source.path ?? '') : undefined;
+        if (tree !== undefined) stack = readRelease(tree, parsed.value);
+      }
+      this.current = this.outcome('clusterstackrelease', namespace, name);
+      const result = this.reconcilers.clusterStackRelease({
+        release,
+        ...(gitRepository !== undefined ? { gitRepository } : {}),
+        ...(kustomization !== undefined ? { kustomization } : {}),
+        ...(stack !== undefined ? { stack } : {}),
+        ...(commit !== undefined ? { commit } : {}),
+        clusters,
+        templates: this.options.templates,
+        now: this.options.now,
+      });
+      const r = 'clusterstackrelease';
+      const have = release.metadata.finalizers ?? [];
+      const want = result.finalizers;
+      const sameFinalizers = have.length === want.length && want.every((f) => have.includes(f));
+      const adding = want.some((f) => !have.includes(f));
+      const patchFinalizers = () =>
+        this.mutate({
+          verb: 'patch',
+          reconciler: r,
+          apiVersion: API_VERSION,
+          kind: 'ClusterStackRelease',
+          namespace,
+          name,
+          body: { metadata: { finalizers: want } },
+        });
+      if (adding) patchFinalizers();
+      if (!deleting || gitRepository !== undefined) {
+        if (
+          needsApply(
+            gitRepository as unknown as KubeObject | undefined,
+            result.gitRepository as unknown as KubeObject,
+          )
+        )
+          this.mutate({
+            verb: 'apply',
+            reconciler: r,
+            ...ids(result.gitRepository),
+            body: result.gitRepository,
+          });
+      }
+      if (result.kustomization !== undefined && (!deleting || kustomization !== undefined)) {
+        if (
+          needsApply(
+            kustomization as unknown as KubeObject | undefined,
+            result.kustomization as unknown as KubeObject,
+          )
+        )
+          this.mutate({
+            verb: 'apply',
+            reconciler: r,
+            ...ids(result.kustomization),
+            body: result.kustomization,
+          });
+      }
+      if (!sameJson(result.status, release.status ?? {})) {
+        this.mutate({
+          verb: 'applyStatus',
+          reconciler: r,
+          apiVersion: API_VERSION,
+          kind: 'ClusterStackRelease',
+          namespace,
+          name,
+          body: {
+            apiVersion: API_VERSION,
+            kind: 'ClusterStackRelease',
+            metadata: { name, namespace },
+            status: result.status,
+          },
+        });
+      }
+      if (!adding && !sameFinalizers) patchFinalizers();
+      Object.assign(this.current, readyOf(result.status.conditions));
+    }
+  }
+
+  // ---- ClusterAddon (the live addon controller follows the same contract: one fleet commit per wave).
+
+  private fleetSettings(): FleetSettings {
+    const f = this.snapshot.settings.fleet;
+    return {
+      url: f.url,
+      branch: f.branch,
+      pathPrefix: f.pathPrefix,
+      gitRepositoryName: f.gitRepositoryName,
+      ...(f.secretRef !== undefined ? { secretRef: f.secretRef } : {}),
+      ...(f.interval !== undefined ? { interval: f.interval } : {}),
+    };
+  }
+
+  private addons(): void {
+    const w = this.world;
+    const settings = this.fleetSettings();
+    const keys = new Set<string>();
+    for (const c of w.list(CAPI_GROUP, 'Cluster'))
+      keys.add(`${c.metadata.namespace ?? ''}/${c.metadata.name}`);
+    for (const a of w.list(GROUP, 'ClusterAddon'))
+      keys.add(`${a.metadata.namespace ?? ''}/${a.metadata.name}`);
+    const wave = new Map<string, Map<string, string> | null>();
+    const changes: ClusterChange[] = [];
+    const commit = w.fleetCommit();
+    const allFolders = w.fleetFolders(settings.pathPrefix);
+    for (const key of [...keys].sort(compareStrings)) {
+      const [namespace = '', name = ''] = key.split('/');
+      const cluster = w.list(CAPI_GROUP, 'Cluster', namespace).find((c) => c.metadata.name === name);
+      const clusterAddon = w.get(API_VERSION, 'ClusterAddon', name, namespace) as unknown as
+        | ClusterAddon
+        | undefined;
+      const use = cluster !== undefined ? clusterUse(cluster) : undefined;
+      const tag = use !== undefined ? tagForClusterClassName(use.className) : undefined;
+      const release =
+        tag !== undefined
+          ? (w.get(API_VERSION, 'ClusterStackRelease', tag.tag, namespace) as unknown as
+              | ClusterStackRelease
+              | undefined)
+          : undefined;
+      const tree =
+        release !== undefined
+          ? treeAt(this.sourceFor(release.spec.source.url), release.spec.tag, release.spec.source.path ?? '')
+          : undefined;
+      const clusterStack =
+        release !== undefined
+          ? (w.get(API_VERSION, 'ClusterStack', release.spec.clusterStack, namespace) as unknown as
+              | ClusterStack
+              | undefined)
+          : undefined;
+      const resolve = (field: 'controlPlaneRef' | 'infrastructureRef'): SnapshotObject | undefined => {
+        if (cluster === undefined) return undefined;
+        const ref = refOf(cluster, field);
+        if (ref === undefined) return undefined;
+        return [...w.objects.values()].find(
+          (o) =>
+            o.kind === ref.kind &&
+            o.metadata.name === ref.name &&
+            o.metadata.namespace === (ref.namespace ?? namespace) &&
+            (ref.group === undefined || groupOf(o.apiVersion) === ref.group),
+        );
+      };
+      const controlPlane = resolve('controlPlaneRef');
+      const infraCluster = resolve('infrastructureRef');
+      const kustomizations = w
+        .list('kustomize.toolkit.fluxcd.io', 'Kustomization', namespace)
+        .filter((k) => k.metadata.labels?.[LABEL_CLUSTER] === name) as unknown as Kustomization[];
+      const prefix = `${namespace}/${name}/`;
+      const folders = new Map([...allFolders].filter(([f]) => f.startsWith(prefix)));
+      const result = this.reconcilers.clusterAddon({
+        cluster,
+        namespace,
+        name,
+        ...(controlPlane !== undefined ? { controlPlane } : {}),
+        ...(infraCluster !== undefined ? { infraCluster } : {}),
+        ...(clusterAddon !== undefined ? { clusterAddon } : {}),
+        ...(release !== undefined ? { release } : {}),
+        ...(tree !== undefined ? { tree } : {}),
+        ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
+        ...(clusterStack !== undefined ? { clusterStack } : {}),
+        kustomizations,
+        fleet: { commit, folders },
+        fleetSettings: settings,
+        templates: this.options.templates,
+        now: this.options.now,
+      });
+      if (result === undefined) continue;
+      this.current = this.outcome('clusteraddon', namespace, name);
+      this.applyAddonResult(namespace, name, clusterAddon, result);
+      for (const [f, files] of result.folders) wave.set(f, files);
+      if (result.change !== undefined) changes.push(result.change);
+      Object.assign(this.current, readyOf(result.status.conditions));
+    }
+    if (wave.size > 0) {
+      w.syncFleet(settings.pathPrefix, wave);
+      const base = settings.pathPrefix.replace(/^\/+|\/+$/g, '');
+      for (const f of wave.keys()) this.touchedFolders.add(base === '' ? f : `${base}/${f}`);
+      this.fleetCommits.push(commitMessage(changes));
+      this.fleetChanged = true;
+    }
+  }
+
+  private applyAddonResult(
+    namespace: string,
+    name: string,
+    existing: ClusterAddon | undefined,
+    result: ClusterAddonResult,
+  ): void {
+    const w = this.world;
+    const r = 'clusteraddon';
+    if (
+      result.clusterAddon !== undefined &&
+      needsApply(existing as unknown as KubeObject | undefined, result.clusterAddon as unknown as KubeObject)
+    ) {
+      this.mutate({ verb: 'apply', reconciler: r, ...ids(result.clusterAddon), body: result.clusterAddon });
+    }
+    const current = w.get(API_VERSION, 'ClusterAddon', name, namespace);
+    if (current !== undefined) {
+      const have = current.metadata.finalizers ?? [];
+      const want = result.finalizers;
+      if (!(have.length === want.length && want.every((f) => have.includes(f)))) {
+        this.mutate({
+          verb: 'patch',
+          reconciler: r,
+          apiVersion: API_VERSION,
+          kind: 'ClusterAddon',
+          namespace,
+          name,
+          body: { metadata: { finalizers: want } },
+        });
+      }
+    }
+    if (result.gitRepository !== undefined) {
+      const g = result.gitRepository;
+      const have = w.get(g.apiVersion, g.kind, g.metadata.name, g.metadata.namespace);
+      if (needsApply(have as KubeObject | undefined, g as unknown as KubeObject))
+        this.mutate({ verb: 'apply', reconciler: r, ...ids(g), body: g });
+    }
+    for (const k of result.kustomizations ?? []) {
+      const have = w.get(k.apiVersion, k.kind, k.metadata.name, k.metadata.namespace);
+      if (needsApply(have as KubeObject | undefined, k as unknown as KubeObject))
+        this.mutate({ verb: 'apply', reconciler: r, ...ids(k), body: k });
+    }
+    for (const kname of result.deleteKustomizations) {
+      const have = w.get(FLUX_KUSTOMIZE_API_VERSION, 'Kustomization', kname, namespace);
+      if (have === undefined || have.metadata.deletionTimestamp !== undefined) continue;
+      this.mutate({
+        verb: 'delete',
+        reconciler: r,
+        apiVersion: FLUX_KUSTOMIZE_API_VERSION,
+        kind: 'Kustomization',
+        namespace,
+        name: kname,
+        body: deleteOptions(have),
+      });
+    }
+    for (const p of result.patches) {
+      const have = w.get(p.apiVersion, p.kind, p.name, p.namespace);
+      if (have === undefined || isSubsetPatch(p.patch, have)) continue;
+      this.mutate({
+        verb: 'patch',
+        reconciler: r,
+        apiVersion: p.apiVersion,
+        kind: p.kind,
+        namespace: p.namespace,
+        name: p.name,
+        body: p.patch,
+      });
+    }
+    const after = w.get(API_VERSION, 'ClusterAddon', name, namespace);
+    if (after !== undefined && !sameJson(result.status, after.status ?? {})) {
+      this.mutate({
+        verb: 'applyStatus',
+        reconciler: r,
+        apiVersion: API_VERSION,
+        kind: 'ClusterAddon',
+        namespace,
+        name,
+        body: {
+          apiVersion: API_VERSION,
+          kind: 'ClusterAddon',
+          metadata: { name, namespace },
+          status: result.status,
+        },
+      });
+    }
+  }
+
+  run(): RenderOutput {
+    const enabled = this.options.controllers ?? new Set(CONTROLLERS);
+    const controllers = Object.fromEntries(
+      CONTROLLERS.map((c) => [c, { enabled: enabled.has(c) }]),
+    ) as RenderOutput['controllers'];
+    if (enabled.has('clusteraddon') && this.snapshot.settings.fleet.url === '') {
+      controllers.clusteraddon = {
+        enabled: false,
+        skipped: 'no fleet repository URL (settings.yaml fleet.url or --fleet-url)',
+      };
+    }
+    const maxRounds = this.options.maxRounds ?? 10;
+    let rounds = 0;
+    for (;;) {
+      this.round = [];
+      this.fleetChanged = false;
+      rounds++;
+      if (controllers.clusterstack.enabled) this.clusterStacks();
+      if (controllers.clusterstackrelease.enabled) this.releases();
+      if (controllers.clusteraddon.enabled) this.addons();
+      if (this.round.length === 0 && !this.fleetChanged) break;
+      if (rounds >= maxRounds) {
+        const still = [...new Set(this.round.map(describeMutation))].sort(compareStrings);
+        throw new RenderError(
+          `no fixed point after ${maxRounds} rounds (a controller keeps writing — hot loop): ${still.join('; ') || 'fleet repository'}`,
+        );
+      }
+    }
+    return {
+      mutations: [...this.mutations.values()].sort((a, b) =>
+        compareStrings(`${a.verb}\n${mutationPath(a)}`, `${b.verb}\n${mutationPath(b)}`),
+      ),
+      fleet: this.fleetOutput(),
+      results: [...this.results.values()].sort(
+        (a, b) =>
+          compareStrings(a.reconciler, b.reconciler) ||
+          compareStrings(a.namespace, b.namespace) ||
+          compareStrings(a.name, b.name),
+      ),
+      controllers,
+      rounds,
+      world: this.world,
+    };
+  }
+
+  private fleetOutput(): FleetOutput {
+    const written = new Map<string, Map<string, string>>();
+    const removed: string[] = [];
+    for (const folder of [...this.touchedFolders].sort(compareStrings)) {
+      const files = new Map<string, string>();
+      for (const [p, text] of [...this.world.fleet].sort(([a], [b]) => compareStrings(a, b))) {
+        if (p.startsWith(`${folder}/`)) files.set(p.slice(folder.length + 1), text);
+      }
+      const before = [...this.snapshot.fleet].filter(([p]) => p.startsWith(`${folder}/`));
+      const same =
+        before.length === files.size && before.every(([p, t]) => files.get(p.slice(folder.length + 1)) === t);
+      if (same) continue;
+      if (files.size > 0) written.set(folder, files);
+      else removed.push(folder);
+    }
+    return { commits: this.fleetCommits, written, removed };
+  }
+}
+
+function ids(obj: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }) {
+  return {
+    apiVersion: obj.apiVersion,
+    kind: obj.kind,
+    name: obj.metadata.name,
+    ...(obj.metadata.namespace !== undefined ? { namespace: obj.metadata.namespace } : {}),
+  };
+}
+
+function deleteOptions(existing: SnapshotObject): Record<string, unknown> {
+  return {
+    apiVersion: 'v1',
+    kind: 'DeleteOptions',
+    propagationPolicy: 'Background',
+    ...(existing.metadata.uid !== undefined ? { preconditions: { uid: existing.metadata.uid } } : {}),
+  };
+}
+
+/** Whether applying merge patch `patch` would change nothing on `obj`. */
+function isSubsetPatch(patch: unknown, obj: unknown): boolean {
+  if (!isRecord(patch)) return JSON.stringify(patch) === JSON.stringify(obj);
+  if (!isRecord(obj)) return false;
+  return Object.entries(patch).every(([k, v]) => (v === null ? !(k in obj) : isSubsetPatch(v, obj[k])));
+}
+
+/** Two JSON merge patches as one. */
+export function composePatches(a: unknown, b: unknown): unknown {
+  if (!isRecord(a) || !isRecord(b)) return structuredClone(b);
+  const out: Record<string, unknown> = { ...a };
+  for (const [k, v] of Object.entries(b)) out[k] = v === null ? null : composePatches(a[k], v);
+  return out;
+}
+
+function formatTime(now: Date): string {
+  return now.toISOString().replace(/\.\d+Z$/, 'Z');
+}
+
+export function renderSnapshot(snapshot: Snapshot, options: RenderOptions): RenderOutput {
+  return new Renderer(snapshot, options).run();
+}
