@@ -1,0 +1,106 @@
+// Keeps the README honest: every YAML snippet is accepted by the real API server
+// (server-side dry run, with the CRDs installed), and every command it shows exists — npm
+// scripts in package.json, stackflux subcommands and flags, hack/testenv subcommands.
+// The demo (npm run demo) runs the README's story end to end.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments } from 'yaml';
+import { commandHelp, parseFlags } from '../../controller/cli/command.ts';
+import { commands } from '../../controller/cli/main.ts';
+import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import { installCrds } from '../../hack/lib/crds.ts';
+import { testEnv } from '../support/env.ts';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const blocks = [...readme.matchAll(/```(\w+)\n([\s\S]*?)```/g)].map((m) => ({
+  lang: m[1] ?? '',
+  text: m[2] ?? '',
+}));
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+  scripts: Record<string, string>;
+};
+const testenvUsage = readFileSync(join(root, 'hack', 'lib', 'testenv-cli.ts'), 'utf8');
+
+/** Shell commands of the README's sh blocks, one per `&&`/line, comments stripped. */
+function shellCommands(): string[] {
+  return blocks
+    .filter((b) => b.lang === 'sh')
+    .flatMap((b) => b.text.split('\n'))
+    .map((l) => l.replace(/\s+#.*$/, '').trim())
+    .filter((l) => l !== '' && !l.startsWith('#'))
+    .flatMap((l) => l.split('&&').map((c) => c.trim()));
+}
+
+describe('README', () => {
+  it('has YAML and shell snippets to check', () => {
+    assert.ok(blocks.filter((b) => b.lang === 'yaml').length >= 2);
+    assert.ok(shellCommands().length >= 5);
+  });
+
+  it('every npm script it runs exists', () => {
+    for (const cmd of shellCommands().filter((c) => c.startsWith('npm run '))) {
+      const script = cmd.split(/\s+/)[2] ?? '';
+      assert.ok(pkg.scripts[script], `package.json has script "${script}" (README: ${cmd})`);
+    }
+  });
+
+  it('every stackflux command and flag it shows exists', () => {
+    const shown = shellCommands().filter((c) => /^(npx )?stackflux /.test(c));
+    assert.ok(shown.length >= 3);
+    for (const cmd of shown) {
+      const argv = cmd
+        .replace(/^(npx )?stackflux /, '')
+        .replace(/\s*>.*$/, '')
+        .split(/\s+/);
+      const command = commands.find((c) => c.name === argv[0]);
+      assert.ok(command, `stackflux has command "${argv[0]}" (README: ${cmd})`);
+      assert.doesNotThrow(
+        () => parseFlags(command, argv.slice(1), {}),
+        `flags of "${cmd}" parse:\n${commandHelp(command)}`,
+      );
+    }
+  });
+
+  it('every hack/testenv subcommand it shows exists', () => {
+    const shown = shellCommands()
+      .map((c) => c.replace(/^source "\$\(/, ''))
+      .filter((c) => c.startsWith('hack/testenv '));
+    assert.ok(shown.length >= 4);
+    for (const cmd of shown) {
+      const sub = cmd.split(/\s+/)[1] ?? '';
+      assert.match(
+        testenvUsage,
+        new RegExp(`case '${sub}'`),
+        `hack/testenv has subcommand "${sub}" (README: ${cmd})`,
+      );
+    }
+  });
+
+  describe('YAML snippets against the real API server', () => {
+    let client: KubeClient;
+    before(async () => {
+      client = new KubeClient(loadKubeConfig({ kubeconfig: testEnv().kubeconfig }));
+      await installCrds(client);
+    });
+
+    for (const [i, block] of blocks.filter((b) => b.lang === 'yaml').entries()) {
+      it(`snippet ${i + 1} is accepted by a server-side dry run`, async () => {
+        const objects = parseAllDocuments(block.text).map((d) => d.toJS() as KubeObject);
+        assert.ok(objects.length > 0);
+        for (const obj of objects) {
+          const ns = obj.metadata.namespace;
+          if (ns)
+            await client.apply(
+              { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+              { force: true },
+            );
+          await client.apply(obj, { dryRun: true, force: true, fieldManager: 'readme-test' });
+        }
+      });
+    }
+  });
+});
