@@ -21,6 +21,8 @@ import {
 
 /** Retries one write until the API server answers: during the restart every call fails. */
 async function retrying(op: () => Promise<unknown>): Promise<void> {
+  // A loaded machine can take well over 20 s to bring kube-apiserver back: retry for minutes.
+  const deadline = Date.now() + 180_000;
   for (let attempt = 0; ; attempt++) {
     try {
       await op();
@@ -29,7 +31,7 @@ async function retrying(op: () => Promise<unknown>): Promise<void> {
       const status = err instanceof ApiError ? err.status : 0;
       // 404/409 after a retry mean an earlier attempt did land before the connection broke.
       if (attempt > 0 && (status === 404 || status === 409)) return;
-      if (attempt > 200) throw err;
+      if (Date.now() > deadline) throw err;
       await new Promise((r) => setTimeout(r, 100));
     }
   }

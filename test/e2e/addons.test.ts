@@ -1,0 +1,493 @@
+// Issue 5 end to end: `stackflux run --fleet-url ...` as a subprocess against the real test
+// environment. A release repo is built from stacks/docker-ferrol-1-30; Clusters (v1beta2) with
+// their <name>-kubeconfig Secret point at the second kube-apiserver (the workload cluster). Flux
+// applies the rendered addons from the fleet repo INTO the workload cluster. The steps share
+// state and run in order (acceptance 1, 2, 4, 5, 6, 7 of issue 5).
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
+import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
+import type { Kustomization } from '../../controller/api/flux.ts';
+import { API_VERSION } from '../../controller/api/meta.ts';
+import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import { installCrds } from '../../hack/lib/crds.ts';
+import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
+import { eventually, uniqueName } from '../support/env.ts';
+
+function required(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: source the env.sh of a running hack/testenv`);
+  return v;
+}
+const env = {
+  kubeconfig: required('KUBECONFIG'),
+  workloadKubeconfig: required('WORKLOAD_KUBECONFIG'),
+  gitServerUrl: required('GIT_SERVER_URL'),
+};
+const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }), { qps: 200, burst: 200 });
+const workload = new KubeClient(loadKubeConfig({ kubeconfig: env.workloadKubeconfig }));
+const workloadKubeconfigText = readFileSync(env.workloadKubeconfig, 'utf8');
+const ns = uniqueName('addons');
+const work = mkdtempSync(join(tmpdir(), 'stackflux-addons-'));
+const repoDir = join(work, 'release');
+const cacheDir = join(work, 'cache');
+const root = join(import.meta.dirname, '..', '..');
+const CAPI = 'cluster.x-k8s.io/v1beta2';
+const KUSTOMIZE = 'kustomize.toolkit.fluxcd.io/v1';
+const tag = (v: string) => `docker-ferrol-1-30-${v}`;
+
+type CA = ClusterAddon & KubeObject;
+interface Cond {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+interface ConfigMap extends KubeObject {
+  data?: Record<string, string>;
+}
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', args, {
+    cwd,
+    encoding: 'utf8',
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: 'test',
+      GIT_AUTHOR_EMAIL: 't@e.st',
+      GIT_COMMITTER_NAME: 'test',
+      GIT_COMMITTER_EMAIL: 't@e.st',
+    },
+  }).trim();
+}
+
+/** Copies the example stack into `stack/` for release `version` (optionally edited) and tags it. */
+function cutRelease(version: string, edit?: (dir: string) => void): void {
+  const target = join(repoDir, 'stack');
+  rmSync(target, { recursive: true, force: true });
+  cpSync(join(root, 'stacks', 'docker-ferrol-1-30'), target, { recursive: true });
+  const stackFile = join(target, 'stack.yaml');
+  writeFileSync(stackFile, readFileSync(stackFile, 'utf8').replace(/^version: v1$/m, `version: ${version}`));
+  const classFile = join(target, 'cluster-class', 'cluster-class.yaml');
+  writeFileSync(classFile, readFileSync(classFile, 'utf8').replaceAll(tag('v1'), tag(version)));
+  edit?.(target);
+  git(repoDir, 'add', '-A');
+  git(repoDir, 'commit', '-q', '--allow-empty', '-m', tag(version));
+  git(repoDir, 'tag', tag(version));
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const addr = s.address();
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+// --- the controller subprocess ---------------------------------------------------------------
+let controller: ChildProcess | undefined;
+const logLines: string[] = [];
+
+function logTail(n = 80): string {
+  return logLines.slice(-n).join('\n');
+}
+
+const crashMarker = join(work, 'crash-after-fleet-commit');
+
+async function startController(fleetUrl: string): Promise<void> {
+  const [metrics, health] = await Promise.all([freePort(), freePort()]);
+  controller = spawn(
+    join(root, 'node_modules', '.bin', 'node'),
+    [
+      join(root, 'bin', 'stackflux.js'),
+      'run',
+      `--kubeconfig=${env.kubeconfig}`,
+      `--namespace=${ns}`,
+      `--metrics-addr=127.0.0.1:${metrics}`,
+      `--health-addr=127.0.0.1:${health}`,
+      `--cache-dir=${cacheDir}`,
+      '--poll-interval=10m',
+      '--concurrency=4',
+      '--log-level=debug',
+      `--fleet-url=${fleetUrl}`,
+      '--fleet-branch=main',
+      '--fleet-batch-window=2s',
+    ],
+    {
+      cwd: root,
+      env: { ...process.env, STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT: crashMarker },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  const collect = (chunk: Buffer): void => {
+    for (const line of chunk.toString('utf8').split('\n')) if (line.trim() !== '') logLines.push(line);
+    if (logLines.length > 5000) logLines.splice(0, logLines.length - 5000);
+  };
+  controller.stdout?.on('data', collect);
+  controller.stderr?.on('data', collect);
+  await eventually('controller /readyz', async () => {
+    if (controller?.exitCode !== null) throw new Error(`controller exited: ${logTail(20)}`);
+    const res = await fetch(`http://127.0.0.1:${health}/readyz`).catch(() => undefined);
+    return res?.ok ? true : undefined;
+  });
+}
+
+async function step(fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    process.stderr.write(`\n--- stackflux log tail ---\n${logTail()}\n--- end ---\n`);
+    throw err;
+  }
+}
+
+// --- reading state ---------------------------------------------------------------------------
+const cond = (o: { status?: { conditions?: Cond[] } } | undefined, type: string): Cond | undefined =>
+  o?.status?.conditions?.find((c) => c.type === type);
+
+async function caddon(name: string): Promise<CA | undefined> {
+  return client.get<CA>(API_VERSION, 'ClusterAddon', name, ns);
+}
+async function caddonReady(name: string): Promise<CA | undefined> {
+  const c = await caddon(name);
+  return cond(c, 'Ready')?.status === 'True' ? c : undefined;
+}
+async function workloadConfigMap(name: string): Promise<ConfigMap | undefined> {
+  return workload.get<ConfigMap>('v1', 'ConfigMap', name, 'kube-system');
+}
+async function kustomizationsOf(cluster: string): Promise<(Kustomization & KubeObject)[]> {
+  const list = await client.list<Kustomization & KubeObject>(KUSTOMIZE, 'Kustomization', {
+    namespace: ns,
+    labelSelector: `stackflux.io/cluster=${cluster}`,
+  });
+  return list.items;
+}
+
+let fleetUrl = '';
+/** A fresh clone of the fleet branch. */
+function fleetClone(): string {
+  const dir = mkdtempSync(join(work, 'fleet-'));
+  git(dir, 'clone', '-q', '--branch', 'main', fleetUrl, '.');
+  return dir;
+}
+function fleetCommits(): number {
+  const dir = fleetClone();
+  try {
+    return Number(git(dir, 'rev-list', '--count', 'HEAD'));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function cluster(name: string, podCidr: string): KubeObject {
+  return {
+    apiVersion: CAPI,
+    kind: 'Cluster',
+    metadata: { name, namespace: ns },
+    spec: {
+      clusterNetwork: { pods: { cidrBlocks: [podCidr] } },
+      controlPlaneEndpoint: { host: `${name}.example.internal`, port: 6443 },
+      topology: { classRef: { name: tag('v1') }, version: 'v1.30.4' },
+    },
+  };
+}
+
+async function createCluster(name: string, podCidr: string): Promise<void> {
+  await client.create(workloadKubeconfigSecret(ns, name, workloadKubeconfigText) as KubeObject);
+  await client.create(cluster(name, podCidr));
+}
+
+async function mergePatchCluster(name: string, patch: unknown): Promise<void> {
+  await client.mergePatch(CAPI, 'Cluster', name, ns, patch);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// --- the steps -------------------------------------------------------------------------------
+describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux → workload cluster', {
+  timeout: 20 * 60_000,
+}, () => {
+  before(async () => {
+    await installCrds(client);
+    await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+    const repoUrl = await createRepo(env as Endpoints, `${ns}-release`);
+    fleetUrl = await createRepo(env as Endpoints, `${ns}-fleet`);
+    mkdirSync(repoDir, { recursive: true });
+    git(repoDir, 'init', '-q', '-b', 'main');
+    cutRelease('v1');
+    // v2: the cni template reads a field no Cluster has.
+    cutRelease('v2', (dir) => {
+      const f = join(dir, 'cluster-addon', 'cni', 'config.yaml.hbs');
+      writeFileSync(
+        f,
+        readFileSync(f, 'utf8').replace(
+          '  LOG_LEVEL:',
+          '  MISSING: {{quote Cluster.spec.notAField.value}}\n  LOG_LEVEL:',
+        ),
+      );
+    });
+    git(repoDir, 'push', '-q', '--tags', repoUrl, 'main');
+    await startController(fleetUrl);
+    await client.create({
+      apiVersion: API_VERSION,
+      kind: 'ClusterStack',
+      metadata: { name: 'ferrol', namespace: ns },
+      spec: {
+        provider: 'docker',
+        name: 'ferrol',
+        kubernetesVersion: '1.30',
+        autoSubscribe: false,
+        versions: ['v1', 'v2'],
+        // Also the Flux interval of the addon Kustomizations: with many Clusters a short one keeps
+        // some of them "Reconciliation in progress" at any moment.
+        interval: '2m',
+        source: { git: { url: repoUrl }, path: 'stack' },
+      },
+    });
+    for (const v of ['v1', 'v2']) {
+      await eventually(`release ${tag(v)} resolved`, async () => {
+        const r = await client.get<ClusterStackRelease & KubeObject>(
+          API_VERSION,
+          'ClusterStackRelease',
+          tag(v),
+          ns,
+        );
+        return r?.status?.commit !== undefined ? r : undefined;
+      });
+    }
+  });
+
+  after(async () => {
+    if (controller && controller.exitCode === null) {
+      const exited = new Promise((r) => controller?.once('exit', r));
+      controller.kill('SIGTERM');
+      await Promise.race([exited, sleep(35_000)]);
+      if (controller.exitCode === null) controller.kill('SIGKILL');
+    }
+    // Without the controller nobody removes the fleet-cleanup and release in-use finalizers: drop
+    // them; addon Kustomizations are orphaned so Flux does not try to prune through kubeconfig
+    // Secrets that go away with the namespace.
+    for (const kind of ['ClusterAddon', 'ClusterStackRelease']) {
+      const left = await client.list(API_VERSION, kind, { namespace: ns }).catch(() => undefined);
+      for (const o of left?.items ?? []) {
+        await client
+          .mergePatch(API_VERSION, kind, o.metadata.name ?? '', ns, { metadata: { finalizers: null } })
+          .catch(() => undefined);
+      }
+    }
+    const ks = await client.list(KUSTOMIZE, 'Kustomization', { namespace: ns }).catch(() => undefined);
+    for (const k of ks?.items ?? []) {
+      await client
+        .mergePatch(KUSTOMIZE, 'Kustomization', k.metadata.name ?? '', ns, {
+          spec: { deletionPolicy: 'Orphan' },
+        })
+        .catch(() => undefined);
+    }
+    await client.delete('v1', 'Namespace', ns).catch(() => undefined);
+    client.close();
+    workload.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('1. a Cluster gets its addons rendered with its values and applied into the workload cluster; ClusterAddon Ready', () =>
+    step(async () => {
+      await createCluster('c1', '10.244.0.0/16');
+      const ca = await eventually('ClusterAddon c1 Ready', () => caddonReady('c1'), { timeoutMs: 240_000 });
+      assert.equal(ca.status?.release, tag('v1'));
+      assert.match(ca.status?.fleetCommit ?? '', /^[0-9a-f]{40}$/);
+      assert.deepEqual(
+        ca.status?.addons?.map((a) => [a.name, a.ready]),
+        [
+          ['cloud-config', true],
+          ['cni', true],
+          ['metrics-server', true],
+        ],
+      );
+      assert.equal(ca.metadata.ownerReferences?.[0]?.kind, 'Cluster');
+
+      const cni = await workloadConfigMap('ferrol-cni-config');
+      assert.equal(cni?.data?.clusterName, 'c1');
+      assert.equal(cni?.data?.podCIDR, '10.244.0.0/16');
+      assert.equal(cni?.data?.podGateway, '10.244.0.1');
+      assert.equal(cni?.data?.KUBERNETES_SERVICE_HOST, 'c1.example.internal');
+      assert.equal(cni?.data?.KUBERNETES_SERVICE_PORT, '6443');
+      const info = await workloadConfigMap('cluster-info-ferrol');
+      assert.match(info?.data?.['cloud.conf'] ?? '', /api-server-endpoint = c1\.example\.internal:6443/);
+      assert.ok(await workload.get('v1', 'Service', 'metrics-server', 'kube-system'));
+      assert.equal(
+        await client.get('v1', 'ConfigMap', 'ferrol-cni-config', ns),
+        undefined,
+        'addons go to the workload cluster, not the management cluster',
+      );
+
+      // Dependency order: cloud-config after cni (previous addon), metrics-server after cni.
+      const ks = new Map((await kustomizationsOf('c1')).map((k) => [k.metadata.name, k]));
+      assert.deepEqual([...ks.keys()].sort(), ['c1.cloud-config', 'c1.cni', 'c1.metrics-server']);
+      assert.equal(ks.get('c1.cni')?.spec.dependsOn, undefined);
+      assert.deepEqual(ks.get('c1.cloud-config')?.spec.dependsOn, [{ name: 'c1.cni' }]);
+      assert.deepEqual(ks.get('c1.metrics-server')?.spec.dependsOn, [{ name: 'c1.cni' }]);
+      assert.deepEqual(ks.get('c1.cni')?.spec.kubeConfig, {
+        secretRef: { name: 'c1-kubeconfig', key: 'value' },
+      });
+      assert.equal(ks.get('c1.cni')?.metadata.ownerReferences?.[0]?.kind, 'ClusterAddon');
+
+      const dir = fleetClone();
+      assert.ok(existsSync(join(dir, ns, 'c1', 'cni', 'config.yaml')));
+      assert.match(git(dir, 'log', '-1', '--format=%B'), new RegExp(`${ns}/c1: release ${tag('v1')}`));
+    }));
+
+  it('2. changing the pod CIDR makes one new fleet commit and updates the workload object', () =>
+    step(async () => {
+      const before = fleetCommits();
+      const previous = (await caddon('c1'))?.status?.fleetCommit;
+      await mergePatchCluster('c1', {
+        spec: { clusterNetwork: { pods: { cidrBlocks: ['10.250.0.0/16'] } } },
+      });
+      await eventually('workload podCIDR updated', async () =>
+        (await workloadConfigMap('ferrol-cni-config'))?.data?.podCIDR === '10.250.0.0/16' ? true : undefined,
+      );
+      const ca = await eventually('ClusterAddon c1 Ready at a new commit', async () => {
+        const c = await caddonReady('c1');
+        return c?.status?.fleetCommit !== previous ? c : undefined;
+      });
+      assert.equal(fleetCommits(), before + 1, 'exactly one new fleet commit');
+      assert.equal(ca.status?.fleetCommit?.length, 40);
+    }));
+
+  it('4. disabling an addon for the Cluster prunes its objects; enabling brings them back', () =>
+    step(async () => {
+      await mergePatchCluster('c1', {
+        metadata: { annotations: { 'stackflux.io/disabled-addons': 'metrics-server' } },
+      });
+      await eventually('metrics-server pruned from the workload cluster', async () =>
+        (await workload.get('v1', 'Service', 'metrics-server', 'kube-system')) === undefined
+          ? true
+          : undefined,
+      );
+      await eventually('Kustomization c1.metrics-server gone', async () =>
+        (await kustomizationsOf('c1')).some((k) => k.metadata.name === 'c1.metrics-server')
+          ? undefined
+          : true,
+      );
+      const ca = await eventually('ClusterAddon Ready with two addons', async () => {
+        const c = await caddonReady('c1');
+        return c?.status?.addons?.length === 2 ? c : undefined;
+      });
+      assert.deepEqual(
+        ca.status?.addons?.map((a) => a.name),
+        ['cloud-config', 'cni'],
+      );
+      assert.ok(await workloadConfigMap('ferrol-cni-config'), 'the other addons stay');
+
+      await mergePatchCluster('c1', { metadata: { annotations: { 'stackflux.io/disabled-addons': null } } });
+      await eventually('metrics-server back in the workload cluster', () =>
+        workload.get('v1', 'Service', 'metrics-server', 'kube-system'),
+      );
+      await eventually('ClusterAddon Ready with three addons', async () => {
+        const c = await caddonReady('c1');
+        return c?.status?.addons?.length === 3 ? c : undefined;
+      });
+    }));
+
+  it('5. a release whose template reads a missing field: Ready=False naming file and field; what ran stays', () =>
+    step(async () => {
+      const before = fleetCommits();
+      await mergePatchCluster('c1', { spec: { topology: { classRef: { name: tag('v2') } } } });
+      const ca = await eventually('ClusterAddon c1 Ready=False', async () => {
+        const c = await caddon('c1');
+        return cond(c, 'Ready')?.status === 'False' ? c : undefined;
+      });
+      const ready = cond(ca, 'Ready');
+      assert.equal(ready?.reason, 'RenderFailed');
+      assert.match(ready?.message ?? '', /config\.yaml\.hbs/);
+      assert.match(ready?.message ?? '', /notAField/);
+      assert.equal(fleetCommits(), before, 'nothing was committed');
+      assert.equal((await workloadConfigMap('ferrol-cni-config'))?.data?.podCIDR, '10.250.0.0/16');
+      assert.equal((await kustomizationsOf('c1')).length, 3, 'the Kustomizations stay');
+
+      // Back to the good release.
+      await mergePatchCluster('c1', { spec: { topology: { classRef: { name: tag('v1') } } } });
+      await eventually('ClusterAddon c1 Ready again', () => caddonReady('c1'));
+    }));
+
+  it('6. many Clusters at once: far fewer fleet commits than Clusters, all Ready', () =>
+    step(async () => {
+      const n = 25;
+      const before = fleetCommits();
+      const names = Array.from({ length: n }, (_, i) => `s${i}`);
+      await Promise.all(names.map((name, i) => createCluster(name, `10.${100 + i}.0.0/16`)));
+      await eventually(
+        `all ${n} ClusterAddons Ready`,
+        async () => {
+          const list = await client.list<CA>(API_VERSION, 'ClusterAddon', { namespace: ns });
+          const ready = list.items.filter(
+            (c) => names.includes(c.metadata.name ?? '') && cond(c, 'Ready')?.status === 'True',
+          );
+          return ready.length === n ? true : undefined;
+        },
+        { timeoutMs: 600_000, intervalMs: 2_000 },
+      );
+      const commits = fleetCommits() - before;
+      assert.ok(commits >= 1, 'the new Clusters were committed');
+      assert.ok(commits <= n / 5, `${commits} fleet commits for ${n} Clusters`);
+      const dir = fleetClone();
+      for (const name of names) assert.ok(existsSync(join(dir, ns, name, 'cni', 'config.yaml')), name);
+    }));
+
+  it('7. deleting a Cluster and its Secret leaves no Kustomization behind and removes its fleet folder', () =>
+    step(async () => {
+      await client.delete(CAPI, 'Cluster', 's0', ns);
+      await client.delete('v1', 'Secret', 's0-kubeconfig', ns);
+      await eventually(
+        'no Kustomization of s0',
+        async () => ((await kustomizationsOf('s0')).length === 0 ? true : undefined),
+        { timeoutMs: 180_000 },
+      );
+      await eventually('ClusterAddon s0 gone', async () =>
+        (await caddon('s0')) === undefined ? true : undefined,
+      );
+      const dir = fleetClone();
+      assert.equal(existsSync(join(dir, ns, 's0')), false, 'fleet folder removed');
+      assert.ok(existsSync(join(dir, ns, 's1')), 'the other clusters stay');
+      assert.match(git(dir, 'log', '-1', '--format=%B'), /cluster deleted/);
+    }));
+
+  it('8. killed between fleet commit and push: after a restart the push happens, nothing duplicated or lost', () =>
+    step(async () => {
+      const before = fleetCommits();
+      writeFileSync(crashMarker, 'crash once\n');
+      const exited = new Promise<number | null>((r) => controller?.once('exit', (code) => r(code)));
+      await mergePatchCluster('c1', {
+        spec: { clusterNetwork: { pods: { cidrBlocks: ['10.251.0.0/16'] } } },
+      });
+      assert.equal(await exited, 3, 'the controller exits at the fault point');
+      assert.equal(fleetCommits(), before, 'the commit was not pushed');
+      assert.equal(existsSync(crashMarker), false);
+
+      await startController(fleetUrl);
+      await eventually('the change pushed after the restart', async () =>
+        fleetCommits() === before + 1 ? true : undefined,
+      );
+      const tip = git(fleetClone(), 'rev-parse', 'HEAD');
+      // (The workload ConfigMap is shared by every Cluster of step 6, so the Flux side is checked
+      // through c1's own Kustomizations: Ready at the new commit.)
+      await eventually('ClusterAddon c1 Ready at the pushed commit', async () => {
+        const c = await caddonReady('c1');
+        return c?.status?.fleetCommit === tip ? c : undefined;
+      });
+      await sleep(3_000);
+      assert.equal(fleetCommits(), before + 1, 'exactly one commit for the change');
+      const dir = fleetClone();
+      assert.match(readFileSync(join(dir, ns, 'c1', 'cni', 'config.yaml'), 'utf8'), /10\.251\.0\.0\/16/);
+      for (const name of ['s1', 's2', 's24']) assert.ok(existsSync(join(dir, ns, name, 'cni')), name);
+    }));
+});
