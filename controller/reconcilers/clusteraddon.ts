@@ -623,7 +623,12 @@ export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonRes
     const ready = kustomizationReady(k);
     const applied = k?.status?.lastAppliedRevision;
     const upToDate = !pending && expected !== undefined && applied === expected;
-    const isReady = upToDate && ready?.status === 'True';
+    // Flux re-verifies the same revision every interval (Ready=Unknown meanwhile): an addon that
+    // was Ready at this revision stays Ready instead of flapping.
+    const before = previous?.addons?.find((a) => a.name === entry.name);
+    const reverifying =
+      ready?.status === 'Unknown' && before?.ready === true && before.lastAppliedRevision === applied;
+    const isReady = upToDate && (ready?.status === 'True' || reverifying);
     const runningRelease = isReady ? releaseName : (k?.metadata.labels?.[LABEL_RELEASE] ?? releaseName);
     let message: string;
     let reason: string;
@@ -639,7 +644,7 @@ export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonRes
       } else {
         notReady.push(`${entry.name} (${ready.reason}: ${ready.message})`);
       }
-    } else if (ready?.status !== 'True') {
+    } else if (ready?.status !== 'True' && !reverifying) {
       reason = Reason.Progressing;
       message = ready?.message ?? `waiting for Kustomization ${kname} to reconcile`;
       waitingFor.push(`${entry.name} (reconciling)`);

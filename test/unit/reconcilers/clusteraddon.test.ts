@@ -790,6 +790,33 @@ describe('reconcileClusterAddon: readiness', () => {
     assert.equal(cond(f, 'Ready')?.reason, Reason.AddonNotReady);
     assert.match(cond(f, 'Ready')?.message ?? '', /cni \(HealthCheckFailed: timeout\)/);
   });
+  it('stays Ready while Flux re-verifies the same revision (Ready=Unknown), but not for a new one', () => {
+    const w = newWorld(cluster());
+    converge(w, 'alpha');
+    const cni = w.kustomizations.get('alpha.cni');
+    assert.ok(cni?.status);
+    const progressing = [
+      {
+        type: 'Ready',
+        status: 'Unknown',
+        reason: 'Progressing',
+        message: 'Reconciliation in progress',
+        lastTransitionTime: 'x',
+      },
+    ];
+    cni.status.conditions = progressing;
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.equal(cond(r, 'Ready')?.status, 'True', 're-verifying the applied revision is not a regression');
+    // A Kustomization that never was Ready at this revision is not taken as Ready.
+    const fresh = newWorld(cluster());
+    converge(fresh, 'alpha');
+    const c2 = fresh.kustomizations.get('alpha.cni');
+    assert.ok(c2?.status && fresh.clusterAddon?.status?.addons);
+    c2.status.conditions = progressing;
+    fresh.clusterAddon.status.addons = fresh.clusterAddon.status.addons.map((a) => ({ ...a, ready: false }));
+    const f = must(reconcileClusterAddon(worldInput(fresh, 'alpha')));
+    assert.notEqual(cond(f, 'Ready')?.status, 'True');
+  });
 });
 
 describe('reconcileClusterAddon: deletion', () => {

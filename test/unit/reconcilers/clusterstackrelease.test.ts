@@ -179,6 +179,21 @@ describe('reconcileClusterStackRelease', () => {
     assert.equal(ready.status.lastAppliedRevision, `${TAG}@sha1:${C2}`);
   });
 
+  it('stays Ready while Flux re-verifies the applied revision (Ready=Unknown), not before it was Ready', () => {
+    const git = gitRepo(`${TAG}@sha1:${C2}`);
+    const ready = run({ stack: valid, gitRepository: git, kustomization: ks('True', `${TAG}@sha1:${C2}`) });
+    assert.equal(cond(ready, 'Ready')?.status, 'True');
+    const wasReady = { ...release, status: ready.status };
+    const reverifying = ks('Unknown', `${TAG}@sha1:${C2}`, {
+      reason: 'Progressing',
+      message: 'Reconciliation in progress',
+    });
+    const again = run({ release: wasReady, stack: valid, gitRepository: git, kustomization: reverifying });
+    assert.equal(cond(again, 'Ready')?.status, 'True', 'no flap, so the ClusterStack sees no gap');
+    const never = run({ stack: valid, gitRepository: git, kustomization: reverifying });
+    assert.notEqual(cond(never, 'Ready')?.status, 'True');
+  });
+
   it('uses the listed commit before Flux has an artifact', () => {
     const r = run({ stack: valid, commit: C1, kustomization: ks('True', `${TAG}@sha1:${C1}`) });
     assert.equal(cond(r, 'Ready')?.status, 'True');
