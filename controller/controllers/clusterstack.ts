@@ -13,6 +13,7 @@ import {
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
+import { noopRecorder, type Recorder } from '../runtime/events.ts';
 import type { Informer } from '../runtime/informer.ts';
 import type { SourcePollers, SourceRef } from '../sources/poller.ts';
 import { needsApply, sameJson } from './common.ts';
@@ -30,6 +31,10 @@ export interface ClusterStackDeps {
   clusters: Informer<KubeObject> | undefined;
   /** Poll interval when the ClusterStack sets none (ms). */
   defaultIntervalMs: number;
+  /** Events for `kubectl describe` (default: none). */
+  recorder?: Recorder;
+  /** Adds the manager's shard label to created objects (default: unchanged). */
+  withShardLabel?: <T extends KubeObject>(obj: T) => T;
 }
 
 export function sourceRefOf(cs: ClusterStack): SourceRef {
@@ -38,12 +43,16 @@ export function sourceRefOf(cs: ClusterStack): SourceRef {
     url: sourceUrl(cs),
     namespace: cs.metadata.namespace ?? 'default',
     ...(secret !== undefined ? { secretName: secret.name } : {}),
+    ...(cs.spec.source.github !== undefined
+      ? { github: { owner: cs.spec.source.github.owner, repo: cs.spec.source.github.repo } }
+      : {}),
   };
 }
 
 export function clusterStackReconciler(deps: ClusterStackDeps) {
   return async (key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> => {
     const { client, pollers } = deps;
+    const recorder = deps.recorder ?? noopRecorder;
     const cs = deps.clusterStacks.get(key);
     if (cs === undefined) {
       pollers.unsubscribe(key);
@@ -74,7 +83,20 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
       const existing = deps.releases.getByName(desired.metadata.name, namespace);
       if (!needsApply(existing, desired as ClusterStackRelease & KubeObject)) continue;
       ctx.log.info({ release: desired.metadata.name }, existing ? 'updating release' : 'creating release');
-      await client.apply(desired as ClusterStackRelease & KubeObject, { force: true, signal: ctx.signal });
+      const obj = desired as ClusterStackRelease & KubeObject;
+      await client.apply(deps.withShardLabel ? deps.withShardLabel(obj) : obj, {
+        force: true,
+        signal: ctx.signal,
+      });
+      if (existing === undefined) {
+        void recorder.event(
+          cs,
+          'Normal',
+          'ReleaseCreated',
+          'Create',
+          `release ${desired.spec.tag} discovered: created ClusterStackRelease ${desired.metadata.name}`,
+        );
+      }
     }
     for (const name of result.delete) {
       const existing = deps.releases.getByName(name, namespace);
@@ -85,6 +107,22 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
         ...(existing?.metadata.uid ? { preconditions: { uid: existing.metadata.uid } } : {}),
         signal: ctx.signal,
       });
+      void recorder.event(
+        cs,
+        'Normal',
+        'ReleaseGarbageCollected',
+        'Delete',
+        `deleted ClusterStackRelease ${name}: not pinned, not the latest and not used by any Cluster`,
+      );
+    }
+    if (listing !== undefined && !listing.ok && cs.metadata.deletionTimestamp === undefined) {
+      void recorder.event(
+        cs,
+        'Warning',
+        'SourceUnavailable',
+        'List',
+        `${sourceUrl(cs)}: ${listing.reason}: ${listing.message}`,
+      );
     }
     if (!sameJson(result.status, cs.status ?? {})) {
       await client.applyStatus(

@@ -19,6 +19,7 @@ import type { Informer } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { fetchReleaseTree, listTags } from '../sources/git.ts';
+import { GitHubReleases, type GitHubTagLister } from '../sources/github.ts';
 import { SourcePollers, type TagLister } from '../sources/poller.ts';
 import { clusterStackReconciler, NAMESPACE_INDEX } from './clusterstack.ts';
 import { CLASS_INDEX, clusterStackReleaseReconciler } from './clusterstackrelease.ts';
@@ -36,6 +37,8 @@ export interface ReleasePipelineOptions {
   clock?: Clock;
   /** Injected for tests; default: git ls-remote. */
   lister?: TagLister;
+  /** Injected for tests; default: the GitHub Releases API (ETag-cached, rate-limit aware). */
+  githubLister?: GitHubTagLister;
 }
 
 export interface ReleasePipeline {
@@ -71,13 +74,18 @@ export async function setupReleasePipeline(
     .map(([k, v]) => `${k}=${v}`)
     .join(',');
 
-  const clusterStacks = manager.informer<ClusterStack & KubeObject>(API_VERSION, 'ClusterStack', scope);
-  const releases = manager.informer<ClusterStackRelease & KubeObject>(
+  // Sharded kinds (--shard): stackflux's own, the Flux objects it manages, CAPI Clusters.
+  const clusterStacks = manager.shardedInformer<ClusterStack & KubeObject>(
+    API_VERSION,
+    'ClusterStack',
+    scope,
+  );
+  const releases = manager.shardedInformer<ClusterStackRelease & KubeObject>(
     API_VERSION,
     'ClusterStackRelease',
     scope,
   );
-  const gitRepositories = manager.informer<GitRepository & KubeObject>(
+  const gitRepositories = manager.shardedInformer<GitRepository & KubeObject>(
     FLUX_SOURCE_API_VERSION,
     'GitRepository',
     {
@@ -85,7 +93,7 @@ export async function setupReleasePipeline(
       labelSelector: managedBy,
     },
   );
-  const kustomizations = manager.informer<Kustomization & KubeObject>(
+  const kustomizations = manager.shardedInformer<Kustomization & KubeObject>(
     FLUX_KUSTOMIZE_API_VERSION,
     'Kustomization',
     {
@@ -96,7 +104,7 @@ export async function setupReleasePipeline(
   const clusterApiVersion = await servedClusterApiVersion(manager);
   let clusters: Informer<KubeObject> | undefined;
   if (clusterApiVersion !== undefined) {
-    clusters = manager.informer<KubeObject>(clusterApiVersion, 'Cluster', scope);
+    clusters = manager.shardedInformer<KubeObject>(clusterApiVersion, 'Cluster', scope);
     clusters.addIndexer(NAMESPACE_INDEX, namespaceIndex);
     clusters.addIndexer(CLASS_INDEX, (c) => {
       const use = clusterUse(c);
@@ -117,6 +125,7 @@ export async function setupReleasePipeline(
   let relController: Controller | undefined;
   const pollers = new SourcePollers({
     lister,
+    githubLister: opts.githubLister ?? new GitHubReleases({ clock }).lister(),
     credentials,
     clock,
     logger: log,
@@ -145,6 +154,8 @@ export async function setupReleasePipeline(
       releases,
       clusters,
       defaultIntervalMs: opts.defaultPollIntervalMs,
+      recorder: manager.events,
+      withShardLabel: (o) => manager.withShardLabel(o),
     }),
   });
   csController = clusterStackController;
@@ -166,6 +177,8 @@ export async function setupReleasePipeline(
       credentials,
       fetchTree: fetchReleaseTree,
       listTags: lister,
+      recorder: manager.events,
+      withShardLabel: (o) => manager.withShardLabel(o),
     }),
   });
 

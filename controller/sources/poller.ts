@@ -6,10 +6,15 @@
 // interval among the subscribers. When a listing changes (tags or commits), or listing fails,
 // every subscriber is notified (the ClusterStack controller enqueues them); the last result is
 // readable synchronously. The lister, the credentials lookup and the clock are injected.
+//
+// A GitHub Releases source (ref.github) is listed by the GitHub lister instead of ls-remote; it is
+// a different source from a Git source on the same URL. When a listing fails with an error that
+// carries `retryAt` (epoch ms; a GitHub rate limit), the next listing is not scheduled before it.
 import type { SourceListing } from '../reconcilers/clusterstack.ts';
 import { type Clock, realClock, type TimerHandle } from '../runtime/clock.ts';
 import { errorFields, type Logger, silentLogger } from '../runtime/logging.ts';
-import type { GitCredentials, RemoteTag } from './git.ts';
+import { type GitCredentials, type RemoteTag, SourceError } from './git.ts';
+import type { GitHubRepo, GitHubTagLister } from './github.ts';
 
 export type TagLister = (url: string, creds: GitCredentials | undefined) => Promise<RemoteTag[]>;
 
@@ -21,6 +26,8 @@ export interface SourceRef {
   /** Namespace of the subscriber (where secretRef lives). */
   namespace: string;
   secretName?: string;
+  /** Set for a GitHub Releases source (url is then its https clone URL). */
+  github?: GitHubRepo;
 }
 
 export interface Subscription extends SourceRef {
@@ -30,6 +37,8 @@ export interface Subscription extends SourceRef {
 
 export interface PollerOptions {
   lister: TagLister;
+  /** Lists GitHub Releases sources; the token is the credentials' password (the Secret's `token`). */
+  githubLister?: GitHubTagLister;
   credentials?: CredentialsResolver;
   /** Called with the subscriber keys of a source whose listing changed or failed. */
   onChange: (subscribers: string[]) => void;
@@ -51,9 +60,15 @@ export function normalizeRepoUrl(url: string): string {
 }
 
 export function sourceKey(ref: SourceRef): string {
-  return ref.secretName === undefined
-    ? JSON.stringify([ref.url])
-    : JSON.stringify([ref.url, ref.namespace, ref.secretName]);
+  const key = ref.secretName === undefined ? [ref.url] : [ref.url, ref.namespace, ref.secretName];
+  return JSON.stringify(
+    ref.github === undefined ? key : ['github', ref.github.owner, ref.github.repo, ...key],
+  );
+}
+
+function withoutKind(ref: SourceRef): SourceRef {
+  const { github: _, ...rest } = ref;
+  return rest;
 }
 
 interface Poller {
@@ -66,6 +81,8 @@ interface Poller {
   timer: TimerHandle | undefined;
   /** When the last listing finished (clock ms). */
   lastListAt: number | undefined;
+  /** Not before this (epoch ms): the source asked to wait (rate limit). */
+  retryAt: number | undefined;
   running: Promise<void> | undefined;
   again: boolean;
   lists: number;
@@ -109,6 +126,7 @@ export class SourcePollers {
           url: sub.url,
           namespace: sub.namespace,
           ...(sub.secretName !== undefined ? { secretName: sub.secretName } : {}),
+          ...(sub.github !== undefined ? { github: { owner: sub.github.owner, repo: sub.github.repo } } : {}),
         },
         subscribers: new Map(),
         listing: undefined,
@@ -116,6 +134,7 @@ export class SourcePollers {
         lastOkAt: undefined,
         timer: undefined,
         lastListAt: undefined,
+        retryAt: undefined,
         running: undefined,
         again: false,
         lists: 0,
@@ -154,9 +173,20 @@ export class SourcePollers {
     return key === undefined ? undefined : this.pollers.get(key)?.listing;
   }
 
-  /** The commit a tag of a source resolved to in its last successful listing. */
+  /**
+   * The commit a tag of a source resolved to in its last successful listing. A ref without
+   * `github` (a release only knows url and secret) also finds a GitHub source on that URL.
+   */
   commitOf(ref: SourceRef, tag: string): string | undefined {
-    return this.pollers.get(sourceKey(ref))?.tags?.find((t) => t.tag === tag)?.commit;
+    const exact = this.pollers.get(sourceKey(ref))?.tags?.find((t) => t.tag === tag)?.commit;
+    if (exact !== undefined || ref.github !== undefined) return exact;
+    const key = sourceKey(ref);
+    for (const p of this.pollers.values()) {
+      if (p.ref.github === undefined || sourceKey(withoutKind(p.ref)) !== key) continue;
+      const commit = p.tags?.find((t) => t.tag === tag)?.commit;
+      if (commit !== undefined) return commit;
+    }
+    return undefined;
   }
 
   /** Number of ls-remote calls made for the source (tests, metrics). */
@@ -183,6 +213,8 @@ export class SourcePollers {
     for (const p of this.pollers.values()) {
       if (!wanted.has(normalizeRepoUrl(p.ref.url))) continue;
       n += 1;
+      // A rate-limited source is listed when the limit resets, not sooner.
+      if (p.retryAt !== undefined && p.retryAt > this.clock.now()) continue;
       this.listNow(p);
     }
     return n;
@@ -216,7 +248,7 @@ export class SourcePollers {
     if (p.stopped || this.stopped) return;
     const interval = this.intervalOf(p);
     if (!Number.isFinite(interval)) return;
-    const due = Math.max(this.clock.now(), (p.lastListAt ?? this.clock.now()) + interval);
+    const due = Math.max(this.clock.now(), (p.lastListAt ?? this.clock.now()) + interval, p.retryAt ?? 0);
     if (p.timer !== undefined) this.clock.clearTimeout(p.timer);
     p.timer = this.clock.setTimeout(() => {
       p.timer = undefined;
@@ -256,7 +288,8 @@ export class SourcePollers {
         p.ref.secretName !== undefined
           ? await this.resolveCredentials(p.ref.namespace, p.ref.secretName)
           : undefined;
-      const tags = await this.opts.lister(p.ref.url, creds);
+      const tags = await this.list(p.ref, creds);
+      p.retryAt = undefined;
       const listedAt = new Date(this.clock.now()).toISOString();
       changed = p.listing?.ok !== true || !sameTags(p.tags, tags);
       p.tags = tags;
@@ -270,6 +303,8 @@ export class SourcePollers {
           ? String((err as { reason?: unknown }).reason)
           : 'ListFailed';
       const message = err instanceof Error ? err.message : String(err);
+      const retryAt = (err as { retryAt?: unknown } | undefined)?.retryAt;
+      p.retryAt = typeof retryAt === 'number' && Number.isFinite(retryAt) ? retryAt : undefined;
       next = {
         ok: false,
         reason,
@@ -289,6 +324,16 @@ export class SourcePollers {
         this.log.error(errorFields(err), 'source change handler failed');
       }
     }
+  }
+
+  private list(ref: SourceRef, creds: GitCredentials | undefined): Promise<RemoteTag[]> {
+    if (ref.github === undefined) return this.opts.lister(ref.url, creds);
+    if (this.opts.githubLister === undefined) {
+      return Promise.reject(
+        new SourceError('Unsupported', 'this controller was started without GitHub Releases support'),
+      );
+    }
+    return this.opts.githubLister(ref.github, creds?.password);
   }
 
   private async resolveCredentials(namespace: string, secretName: string): Promise<GitCredentials> {
