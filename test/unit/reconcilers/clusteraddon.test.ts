@@ -795,7 +795,7 @@ describe('reconcileClusterAddon: readiness', () => {
     converge(w, 'alpha');
     const cni = w.kustomizations.get('alpha.cni');
     assert.ok(cni?.status);
-    const progressing = [
+    const progressing: Condition[] = [
       {
         type: 'Ready',
         status: 'Unknown',
