@@ -81,7 +81,8 @@ export const runCommand: Command = {
     },
     shard: {
       type: 'string',
-      description: 'reconcile only objects labelled sharding.fluxcd.io/key=KEY (not implemented yet)',
+      description:
+        'reconcile only objects labelled sharding.fluxcd.io/key=KEY (without it: only objects with no shard key); the Lease is <leader-election-id>-KEY',
     },
     concurrency: { type: 'string', description: 'concurrent reconciles per controller', default: '4' },
     'log-level': { type: 'string', description: 'debug, info, warn or error', default: 'info' },
@@ -134,9 +135,13 @@ export const runCommand: Command = {
     const metricsAddr = str(flags['metrics-addr']);
     const healthAddr = str(flags['health-addr']);
     const namespace = str(flags.namespace);
+    const shard = str(flags.shard);
+    if (shard !== '' && !/^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(shard))
+      throw new UsageError(`--shard "${shard}" is not a valid label value`);
     const manager = new Manager({
       client,
       logger: log,
+      ...(shard ? { shard } : {}),
       ...(metricsAddr ? { metricsAddr } : {}),
       ...(healthAddr ? { healthAddr } : {}),
       ...(flags['leader-elect'] === true
@@ -198,6 +203,7 @@ export const runCommand: Command = {
         webhook: webhook?.url,
         cacheDir,
         namespace: namespace || '(all)',
+        shard: shard || '(none: objects without a shard key)',
         clusterApi: pipeline.clusterApiVersion ?? 'not served',
       },
       'stackflux controller started',

@@ -30,6 +30,7 @@ import {
   type ClusterChange,
   commitMessage,
   type FleetSettings,
+  Reason,
   reconcileClusterAddon,
 } from '../reconcilers/clusteraddon.ts';
 import { clusterUse } from '../reconcilers/clusterstack.ts';
@@ -44,7 +45,7 @@ import type { Informer } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { fetchReleaseTree, type GitCredentials } from '../sources/git.ts';
-import { isSubset, sameJson, secretCredentials } from './common.ts';
+import { isSubset, readyCondition, sameJson, secretCredentials } from './common.ts';
 import { servedClusterApiVersion } from './releasepipeline.ts';
 
 /** Name of the fleet GitRepository in every namespace with Clusters. */
@@ -174,20 +175,26 @@ export async function setupClusterAddonController(
     ...(opts.fleet.interval !== undefined ? { interval: opts.fleet.interval } : {}),
   };
 
-  // ---- caches (shared with the release pipeline where the selectors are the same)
+  // ---- caches (shared with the release pipeline where the selectors are the same; sharded by --shard)
   const clusterApiVersion = (await servedClusterApiVersion(manager)) ?? 'cluster.x-k8s.io/v1beta2';
-  const clusters = manager.informer<Obj>(clusterApiVersion, 'Cluster', scope);
-  const clusterAddons = manager.informer<ClusterAddon & Obj>(API_VERSION, 'ClusterAddon', scope);
-  const releases = manager.informer<ClusterStackRelease & Obj>(API_VERSION, 'ClusterStackRelease', scope);
-  const clusterStacks = manager.informer<ClusterStack & Obj>(API_VERSION, 'ClusterStack', scope);
-  const kustomizations = manager.informer<Kustomization & Obj>(FLUX_KUSTOMIZE_API_VERSION, 'Kustomization', {
-    ...scope,
-    labelSelector: managedBy,
-  });
-  const gitRepositories = manager.informer<GitRepository & Obj>(FLUX_SOURCE_API_VERSION, 'GitRepository', {
-    ...scope,
-    labelSelector: managedBy,
-  });
+  const clusters = manager.shardedInformer<Obj>(clusterApiVersion, 'Cluster', scope);
+  const clusterAddons = manager.shardedInformer<ClusterAddon & Obj>(API_VERSION, 'ClusterAddon', scope);
+  const releases = manager.shardedInformer<ClusterStackRelease & Obj>(
+    API_VERSION,
+    'ClusterStackRelease',
+    scope,
+  );
+  const clusterStacks = manager.shardedInformer<ClusterStack & Obj>(API_VERSION, 'ClusterStack', scope);
+  const kustomizations = manager.shardedInformer<Kustomization & Obj>(
+    FLUX_KUSTOMIZE_API_VERSION,
+    'Kustomization',
+    { ...scope, labelSelector: managedBy },
+  );
+  const gitRepositories = manager.shardedInformer<GitRepository & Obj>(
+    FLUX_SOURCE_API_VERSION,
+    'GitRepository',
+    { ...scope, labelSelector: managedBy },
+  );
   const nsOf = (o: Obj): string => o.metadata.namespace ?? '';
   clusters.addIndexer(NS_INDEX, (c) => [nsOf(c)]);
   clusters.addIndexer(CLASS_INDEX, (c) => {
@@ -361,6 +368,19 @@ export async function setupClusterAddonController(
         },
         res.committed ? 'fleet commit pushed' : 'fleet already up to date',
       );
+      if (res.committed) {
+        for (const k of keys) {
+          const ca = clusterAddons.get(k);
+          if (ca === undefined) continue;
+          void manager.events.event(
+            ca,
+            'Normal',
+            'FleetCommitPushed',
+            'Commit',
+            `fleet commit ${res.commit} pushed to ${opts.fleet.branch} (${keys.length} cluster(s) in this commit)`,
+          );
+        }
+      }
       if (res.committed || before !== res.snapshot.commit) {
         for (const k of keys) controller?.enqueue(k);
         await requestFluxFetch();
@@ -468,7 +488,7 @@ export async function setupClusterAddonController(
     // 1. The ClusterAddon itself (owned by the Cluster), then its finalizer before any fleet file.
     let current: (ClusterAddon & Obj) | undefined = existing;
     if (result.clusterAddon !== undefined && !deleting) {
-      const desired = result.clusterAddon as ClusterAddon & Obj;
+      const desired = manager.withShardLabel(result.clusterAddon as ClusterAddon & Obj);
       if (needsApply(existing, desired)) {
         current = await client.apply(desired, { force: true, signal: ctx.signal });
       }
@@ -504,14 +524,14 @@ export async function setupClusterAddonController(
 
     // 3. Flux objects.
     if (result.gitRepository !== undefined) {
-      const desired = result.gitRepository as GitRepository & Obj;
+      const desired = manager.withShardLabel(result.gitRepository as GitRepository & Obj);
       if (needsApply(gitRepositories.get(`${namespace}/${desired.metadata.name}`), desired)) {
         await client.apply(desired, { force: true, signal: ctx.signal });
       }
     }
     const byName = new Map(kustomizations.byIndex(CLUSTER_INDEX, key).map((k) => [k.metadata.name, k]));
     for (const k of result.kustomizations ?? []) {
-      const desired = k as Kustomization & Obj;
+      const desired = manager.withShardLabel(k as Kustomization & Obj);
       if (needsApply(byName.get(desired.metadata.name ?? ''), desired)) {
         await client.apply(desired, { force: true, signal: ctx.signal });
       }
@@ -537,6 +557,21 @@ export async function setupClusterAddonController(
       } catch (err) {
         if (!isNotFound(err)) throw err;
       }
+    }
+
+    const ready = readyCondition(result.status);
+    if (
+      current !== undefined &&
+      ready?.status === 'False' &&
+      (ready.reason === Reason.RenderFailed || ready.reason === Reason.ValuesInvalid)
+    ) {
+      void manager.events.event(
+        current,
+        'Warning',
+        ready.reason,
+        'Render',
+        ready.message ?? 'rendering failed',
+      );
     }
 
     // 5. Fleet folder changes join the batch (a newer result of the same key replaces an older one).

@@ -14,10 +14,11 @@ import { parseReleaseTag } from '../releases/tags.ts';
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
+import { noopRecorder, type Recorder } from '../runtime/events.ts';
 import type { Informer } from '../runtime/informer.ts';
 import { type fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
 import type { SourcePollers, SourceRef, TagLister } from '../sources/poller.ts';
-import { needsApply, sameJson } from './common.ts';
+import { needsApply, readyCondition, sameJson } from './common.ts';
 
 export const CLASS_INDEX = 'clusterclass';
 
@@ -34,6 +35,10 @@ export interface ClusterStackReleaseDeps {
   credentials: (namespace: string, secretName: string) => Promise<GitCredentials>;
   fetchTree: typeof fetchReleaseTree;
   listTags: TagLister;
+  /** Events for `kubectl describe` (default: none). */
+  recorder?: Recorder;
+  /** Adds the manager's shard label to created objects (default: unchanged). */
+  withShardLabel?: <T extends KubeObject>(obj: T) => T;
 }
 
 const MAX_CACHED_VALIDATIONS = 1000;
@@ -43,6 +48,8 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
 
   return async (key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> => {
     const { client } = deps;
+    const recorder = deps.recorder ?? noopRecorder;
+    const shardLabel = <T extends KubeObject>(o: T): T => (deps.withShardLabel ? deps.withShardLabel(o) : o);
     const release = deps.releases.get(key);
     if (release === undefined) return undefined;
     const namespace = release.metadata.namespace ?? 'default';
@@ -147,7 +154,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
 
     if (!deleting || gitRepository !== undefined) {
       if (needsApply(gitRepository, result.gitRepository as GitRepository & KubeObject)) {
-        await client.apply(result.gitRepository as GitRepository & KubeObject, {
+        await client.apply(shardLabel(result.gitRepository as GitRepository & KubeObject), {
           force: true,
           signal: ctx.signal,
         });
@@ -155,7 +162,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     }
     if (result.kustomization !== undefined && (!deleting || kustomization !== undefined)) {
       if (needsApply(kustomization, result.kustomization as Kustomization & KubeObject)) {
-        await client.apply(result.kustomization as Kustomization & KubeObject, {
+        await client.apply(shardLabel(result.kustomization as Kustomization & KubeObject), {
           force: true,
           signal: ctx.signal,
         });
@@ -178,6 +185,27 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     }
     // ... and comes off last, once nothing else needs writing.
     if (!adding && !sameFinalizers) await setFinalizers();
+
+    // Events: what a human should see in `kubectl describe`.
+    if (stack !== undefined && !stack.ok) {
+      void recorder.event(release, 'Warning', 'InvalidRelease', 'Validate', stack.errors.join('; '));
+    }
+    if (fetchError !== undefined) {
+      const message = fetchError instanceof Error ? fetchError.message : String(fetchError);
+      const reason = fetchError instanceof SourceError ? fetchError.reason : 'SourceUnavailable';
+      void recorder.event(release, 'Warning', reason, 'Fetch', `reading tag ${tag} failed: ${message}`);
+    }
+    const wasReady = readyCondition(release.status)?.status === 'True';
+    const ready = readyCondition(result.status);
+    if (!deleting && !wasReady && ready?.status === 'True') {
+      void recorder.event(
+        release,
+        'Normal',
+        'Ready',
+        'Reconcile',
+        ready.message ?? `release ${tag} is ready`,
+      );
+    }
     if (fetchError !== undefined) throw fetchError;
     return undefined;
   };

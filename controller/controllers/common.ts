@@ -35,6 +35,21 @@ export function needsApply(existing: KubeObject | undefined, desired: KubeObject
   return !isSubset({ ...rest, metadata: { ownerReferences, labels, annotations } }, existing);
 }
 
+/** The Ready condition of a status, if any. */
+export function readyCondition(
+  status: unknown,
+): { status: string; reason?: string; message?: string } | undefined {
+  const conditions = isRecord(status) ? status.conditions : undefined;
+  if (!Array.isArray(conditions)) return undefined;
+  const c: unknown = conditions.find((x: unknown) => isRecord(x) && x.type === 'Ready');
+  if (!isRecord(c) || typeof c.status !== 'string') return undefined;
+  return {
+    status: c.status,
+    ...(typeof c.reason === 'string' ? { reason: c.reason } : {}),
+    ...(typeof c.message === 'string' ? { message: c.message } : {}),
+  };
+}
+
 /** "namespace/name" of the controller owner of kind, if any. */
 export function ownerKey(obj: KubeObject, kind: string): string | undefined {
   const owner = obj.metadata.ownerReferences?.find((o) => o.kind === kind && o.controller === true);

@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
 import type { KubeClient, KubeObject } from './client.ts';
 import { type Clock, realClock } from './clock.ts';
 import { Controller, type ControllerOptions } from './controller.ts';
+import { EventRecorder, type EventRecorderOptions } from './events.ts';
 import { type HttpServer, serveHttp } from './http.ts';
 import { type Informer, objectKey, SharedInformers } from './informer.ts';
 import { LeaderElector, type LeaderElectorOptions } from './leaderelection.ts';
@@ -28,6 +29,26 @@ export interface ManagerOptions {
   > & { identity?: string };
   /** Graceful shutdown budget. Default 30 s. */
   shutdownTimeoutMs?: number;
+  /**
+   * Shard key (`--shard`): sharded informers select `sharding.fluxcd.io/key=KEY`; without it they
+   * select objects that carry no shard key (Flux's convention). The Lease becomes `<name>-<KEY>`.
+   */
+  shard?: string;
+  /** Options of the event recorder (client, clock and logger come from the manager). */
+  events?: Omit<EventRecorderOptions, 'client' | 'clock' | 'logger'>;
+}
+
+/** The label of Flux's sharding convention. */
+export const SHARD_LABEL = 'sharding.fluxcd.io/key';
+
+/** The label selector of a shard: `KEY` → its objects; undefined → objects without a shard key. */
+export function shardSelector(shard: string | undefined): string {
+  return shard ? `${SHARD_LABEL}=${shard}` : `!${SHARD_LABEL}`;
+}
+
+/** a,b: both selectors (either may be empty). */
+export function joinSelectors(...selectors: Array<string | undefined>): string {
+  return selectors.filter((s) => s !== undefined && s !== '').join(',');
 }
 
 export type StopReason = 'stopped' | 'leadership-lost';
@@ -38,6 +59,9 @@ export class Manager {
   readonly metrics: RuntimeMetrics;
   readonly informers: SharedInformers;
   readonly elector: LeaderElector | undefined;
+  readonly events: EventRecorder;
+  /** The shard key, if this manager runs one shard. */
+  readonly shard: string | undefined;
   private readonly clock: Clock;
   private readonly opts: ManagerOptions;
   private readonly controllers: Controller[] = [];
@@ -57,19 +81,29 @@ export class Manager {
     this.log = opts.logger ?? silentLogger();
     this.metrics = opts.metrics ?? new RuntimeMetrics({ processMetrics: true });
     this.informers = new SharedInformers({ client: opts.client, clock: this.clock, logger: this.log });
+    this.shard = opts.shard || undefined;
+    this.events = new EventRecorder({
+      ...opts.events,
+      client: opts.client,
+      clock: this.clock,
+      logger: this.log,
+    });
     this.done = new Promise((r) => {
       this.resolveDone = r;
     });
     const le = opts.leaderElection;
     if (le) {
       const identity = le.identity ?? `${hostname()}_${crypto.randomUUID()}`;
+      // One Lease per shard: replicas of one shard elect among themselves.
+      const name = this.shard ? `${le.name}-${this.shard}` : le.name;
       this.elector = new LeaderElector({
         ...le,
+        name,
         identity,
         client: opts.client,
         clock: this.clock,
         logger: this.log,
-        setLeading: this.metrics.leaderElection(le.name),
+        setLeading: this.metrics.leaderElection(name),
         onStartedLeading: () => {
           this.leading = true;
           void this.startControllers();
@@ -94,6 +128,30 @@ export class Manager {
     o: { namespace?: string; labelSelector?: string; fieldSelector?: string } = {},
   ): Informer<T> {
     return this.informers.informerFor<T>(apiVersion, kind, o);
+  }
+
+  /**
+   * An informer of a kind that shards split (stackflux's own kinds, the Flux objects it manages,
+   * CAPI Clusters): the given selector AND this manager's shard selector.
+   */
+  shardedInformer<T extends KubeObject = KubeObject>(
+    apiVersion: string,
+    kind: string,
+    o: { namespace?: string; labelSelector?: string; fieldSelector?: string } = {},
+  ): Informer<T> {
+    return this.informer<T>(apiVersion, kind, {
+      ...o,
+      labelSelector: joinSelectors(o.labelSelector, shardSelector(this.shard)),
+    });
+  }
+
+  /** obj with this manager's shard label (objects it creates stay in its shard); unchanged unsharded. */
+  withShardLabel<T extends KubeObject>(obj: T): T {
+    if (!this.shard) return obj;
+    return {
+      ...obj,
+      metadata: { ...obj.metadata, labels: { ...obj.metadata.labels, [SHARD_LABEL]: this.shard } },
+    };
   }
 
   addController(opts: Omit<ControllerOptions, 'metrics' | 'clock'>): Controller {
@@ -212,7 +270,8 @@ export class Manager {
         this.log.warn('in-flight reconciles did not finish in time; aborting them');
         await Promise.all(this.controllers.map((c) => c.stop({ abort: true })));
       }
-      // 2. release the lease (after no reconcile runs any more).
+      // 2. write pending event series, release the lease (after no reconcile runs any more).
+      await this.events.flush();
       await this.elector?.stop();
       // 3. informers and servers.
       await this.informers.stop();
