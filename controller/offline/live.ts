@@ -112,6 +112,12 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
   return snapshot;
 }
 
+/** When the controller last listed the ClusterStack's source (its status), if it has. */
+function lastListedTime(cs: ClusterStack): string | undefined {
+  const t = cs.status?.source?.lastListedTime;
+  return typeof t === 'string' && t !== '' ? t : undefined;
+}
+
 /** Lists every ClusterStack source and fetches the trees of the releases that exist or would be created. */
 async function listSources(client: KubeClient, snapshot: Snapshot, cacheDir: string): Promise<void> {
   const stacks = [...snapshot.objects.values()].filter(
@@ -129,7 +135,15 @@ async function listSources(client: KubeClient, snapshot: Snapshot, cacheDir: str
       if (secret !== undefined) creds = await secretCredentials(client, ns, secret.name);
       if (source === undefined) {
         const tags = await listTags(url, creds);
-        source = { key: `source-${byUrl.size + 1}`, url, listing: { ok: true, tags }, trees: new Map() };
+        // The listing diff just did stands in for the controller's last one, and so does its time:
+        // otherwise every ClusterStack's status.source.lastListedTime would show up as a change.
+        const listedAt = lastListedTime(cs);
+        source = {
+          key: `source-${byUrl.size + 1}`,
+          url,
+          listing: { ok: true, tags, ...(listedAt !== undefined ? { listedAt } : {}) },
+          trees: new Map(),
+        };
         byUrl.set(url, source);
       }
     } catch (err) {

@@ -3,9 +3,7 @@
 // A release repo is built from stacks/docker-ferrol-1-30 (and -1-31); tags are pushed as the
 // steps need them. The steps share state and run in order (acceptance 1–7 of issue 4).
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -16,170 +14,55 @@ import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/ru
 import { signBody } from '../../controller/sources/webhook.ts';
 import { installCrds } from '../../hack/lib/crds.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
+import {
+  CAPI,
+  ControllerProcess,
+  cond,
+  cutRelease,
+  e2eEnv,
+  freePort,
+  git,
+  initRepo,
+  push,
+  sleep,
+  tagHead,
+  waitFor,
+} from '../support/e2e.ts';
 import { eventually, uniqueName } from '../support/env.ts';
 
-/** eventually() with room for a busy shared test environment (Flux intervals, other suites). */
-function waitFor<T>(
-  what: string,
-  fn: () => Promise<T | undefined>,
-  o: { timeoutMs?: number; intervalMs?: number } = {},
-): Promise<T> {
-  return eventually(what, fn, { timeoutMs: 300_000, ...o });
-}
-
-// Only the endpoints this test needs (testEnv() also insists on variables it does not use, such as
-// CAPI_CRDS, which an environment started by an older hack/testenv does not export).
-function required(name: string): string {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: source the env.sh of a running hack/testenv`);
-  return v;
-}
-const env = {
-  kubeconfig: required('KUBECONFIG'),
-  gitServerUrl: required('GIT_SERVER_URL'),
-  gitServerAuthUrl: required('GIT_SERVER_AUTH_URL'),
-  gitServerUser: required('GIT_SERVER_USER'),
-  gitServerPassword: required('GIT_SERVER_PASSWORD'),
-};
+const env = e2eEnv();
 const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
 const ns = uniqueName('release-pipeline');
 const work = mkdtempSync(join(tmpdir(), 'stackflux-release-pipeline-'));
 const repoDir = join(work, 'repo');
 const hookDir = join(work, 'hook');
 const cacheDir = join(work, 'cache');
-const root = join(import.meta.dirname, '..', '..');
 const WEBHOOK_SECRET = 'e2e-webhook-secret';
-const CAPI = 'cluster.x-k8s.io/v1beta2';
 
 type CSK = ClusterStack & KubeObject;
 type CSKR = ClusterStackRelease & KubeObject;
-interface Cond {
-  type: string;
-  status: string;
-  reason?: string;
-  message?: string;
-}
-
-function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', args, {
-    cwd,
-    encoding: 'utf8',
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: 'test',
-      GIT_AUTHOR_EMAIL: 't@e.st',
-      GIT_COMMITTER_NAME: 'test',
-      GIT_COMMITTER_EMAIL: 't@e.st',
-    },
-  }).trim();
-}
-
-/** Rewrites the stack folder `folder` (copied from stacks/<example>) for a release and tags it. */
-function cutRelease(
-  dir: string,
-  folder: string,
-  o: { example: string; name?: string; k8s: string; version: string; stackYamlK8s?: string },
-): string {
-  const target = join(dir, folder);
-  rmSync(target, { recursive: true, force: true });
-  cpSync(join(root, 'stacks', o.example), target, { recursive: true });
-  const name = o.name ?? 'ferrol';
-  const exampleClass = `docker-ferrol-${o.k8s}-v1`;
-  const className = `docker-${name}-${o.k8s}-${o.version}`;
-  const stackFile = join(target, 'stack.yaml');
-  let stack = readFileSync(stackFile, 'utf8')
-    .replace(/^version: v1$/m, `version: ${o.version}`)
-    .replace(/^name: ferrol$/m, `name: ${name}`);
-  if (o.stackYamlK8s !== undefined)
-    stack = stack.replace(/^kubernetesVersion: .*$/m, `kubernetesVersion: ${o.stackYamlK8s}`);
-  writeFileSync(stackFile, stack);
-  const classFile = join(target, 'cluster-class', 'cluster-class.yaml');
-  writeFileSync(classFile, readFileSync(classFile, 'utf8').replaceAll(exampleClass, className));
-  git(dir, 'add', '-A');
-  git(dir, 'commit', '-q', '--allow-empty', '-m', className);
-  const tag = className;
-  git(dir, 'tag', tag);
-  return tag;
-}
-
-function push(dir: string, url: string, ...tags: string[]): void {
-  git(dir, 'push', '-q', url, 'main', ...tags);
-}
-
-/** A lightweight tag at HEAD (look-alikes and other stacks' tags that need no content). */
-function tagHead(dir: string, ...tags: string[]): void {
-  for (const t of tags) git(dir, 'tag', t);
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 // --- the controller subprocess ---------------------------------------------------------------
-let controller: ChildProcess | undefined;
-const logLines: string[] = [];
+let controller: ControllerProcess | undefined;
 let webhookUrl = '';
 
-function logTail(n = 80): string {
-  return logLines.slice(-n).join('\n');
-}
-
 async function startController(): Promise<void> {
-  const [metrics, health, webhook] = await Promise.all([freePort(), freePort(), freePort()]);
-  webhookUrl = `http://127.0.0.1:${webhook}/hooks/push`;
-  controller = spawn(
-    join(root, 'node_modules', '.bin', 'node'),
-    [
-      join(root, 'bin', 'stackflux.js'),
-      'run',
-      `--kubeconfig=${env.kubeconfig}`,
-      `--namespace=${ns}`,
-      `--metrics-addr=127.0.0.1:${metrics}`,
-      `--health-addr=127.0.0.1:${health}`,
-      `--webhook-addr=127.0.0.1:${webhook}`,
-      `--webhook-secret=${WEBHOOK_SECRET}`,
-      `--cache-dir=${cacheDir}`,
-      '--poll-interval=10m',
-      '--concurrency=2',
-      '--log-level=debug',
-    ],
-    { cwd: root, env: { ...process.env }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const collect = (chunk: Buffer): void => {
-    for (const line of chunk.toString('utf8').split('\n')) if (line.trim() !== '') logLines.push(line);
-    if (logLines.length > 5000) logLines.splice(0, logLines.length - 5000);
-  };
-  controller.stdout?.on('data', collect);
-  controller.stderr?.on('data', collect);
-  await eventually('controller /readyz', async () => {
-    if (controller?.exitCode !== null) throw new Error(`controller exited: ${logTail(20)}`);
-    const res = await fetch(`http://127.0.0.1:${health}/readyz`).catch(() => undefined);
-    return res?.ok ? true : undefined;
+  controller = await ControllerProcess.start({
+    kubeconfig: env.kubeconfig,
+    namespace: ns,
+    cacheDir,
+    webhookSecret: WEBHOOK_SECRET,
   });
+  webhookUrl = controller.webhookUrl;
 }
 
 /** Runs a step; on failure prints the controller's log tail. */
 async function step(fn: () => Promise<void>): Promise<void> {
-  try {
-    await fn();
-  } catch (err) {
-    process.stderr.write(`\n--- stackflux log tail ---\n${logTail()}\n--- end ---\n`);
-    throw err;
-  }
+  if (controller === undefined) throw new Error('the controller did not start');
+  await controller.step(fn);
 }
 
 // --- reading state ---------------------------------------------------------------------------
-const cond = (o: { status?: { conditions?: Cond[] } } | undefined, type: string): Cond | undefined =>
-  o?.status?.conditions?.find((c) => c.type === type);
-
 async function csk(name: string): Promise<CSK | undefined> {
   return client.get<CSK>(API_VERSION, 'ClusterStack', name, ns);
 }
@@ -228,8 +111,6 @@ async function postWebhook(body: string, signature: string): Promise<Response> {
   });
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 // --- the steps -------------------------------------------------------------------------------
 describe('release pipeline: ClusterStack → ClusterStackRelease → Flux', { timeout: 15 * 60_000 }, () => {
   let repoUrl = '';
@@ -241,10 +122,7 @@ describe('release pipeline: ClusterStack → ClusterStackRelease → Flux', { ti
     await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
     repoUrl = await createRepo(env as Endpoints, ns);
     hookUrl = await createRepo(env as Endpoints, `${ns}-hook`);
-    for (const dir of [repoDir, hookDir]) {
-      execFileSync('mkdir', ['-p', dir]);
-      git(dir, 'init', '-q', '-b', 'main');
-    }
+    for (const dir of [repoDir, hookDir]) initRepo(dir);
     await startController();
   });
 
@@ -257,12 +135,7 @@ describe('release pipeline: ClusterStack → ClusterStackRelease → Flux', { ti
       async () => ((await client.get('v1', 'Namespace', ns)) === undefined ? true : undefined),
       { timeoutMs: 120_000 },
     ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
-    if (controller && controller.exitCode === null) {
-      const exited = new Promise((r) => controller?.once('exit', r));
-      controller.kill('SIGTERM');
-      await Promise.race([exited, sleep(35_000)]);
-      if (controller.exitCode === null) controller.kill('SIGKILL');
-    }
+    await controller?.stop();
     client.close();
     rmSync(work, { recursive: true, force: true });
   });

@@ -1,0 +1,240 @@
+// Shared helpers of the end-to-end tests: `stackflux run` as a subprocess, release repositories
+// cut from stacks/<example>, and polling with room for a busy shared test environment.
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { eventually } from './env.ts';
+
+export const ROOT = join(import.meta.dirname, '..', '..');
+export const NODE = join(ROOT, 'node_modules', '.bin', 'node');
+export const STACKFLUX = join(ROOT, 'bin', 'stackflux.js');
+export const CAPI = 'cluster.x-k8s.io/v1beta2';
+
+/** The endpoints an e2e test of the release pipeline needs (not every variable testEnv() insists on). */
+export interface E2eEnv {
+  kubeconfig: string;
+  gitServerUrl: string;
+  gitServerAuthUrl: string;
+  gitServerUser: string;
+  gitServerPassword: string;
+}
+
+function required(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: source the env.sh of a running hack/testenv`);
+  return v;
+}
+
+export function e2eEnv(): E2eEnv {
+  return {
+    kubeconfig: required('KUBECONFIG'),
+    gitServerUrl: required('GIT_SERVER_URL'),
+    gitServerAuthUrl: required('GIT_SERVER_AUTH_URL'),
+    gitServerUser: required('GIT_SERVER_USER'),
+    gitServerPassword: required('GIT_SERVER_PASSWORD'),
+  };
+}
+
+/** eventually() with room for a busy shared test environment (Flux intervals, other suites). */
+export function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined>,
+  o: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<T> {
+  return eventually(what, fn, { timeoutMs: 300_000, ...o });
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export interface Cond {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+
+export const cond = (o: { status?: { conditions?: Cond[] } } | undefined, type: string): Cond | undefined =>
+  o?.status?.conditions?.find((c) => c.type === type);
+
+// --- git ---------------------------------------------------------------------------------------
+export function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', args, {
+    cwd,
+    encoding: 'utf8',
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: 'test',
+      GIT_AUTHOR_EMAIL: 't@e.st',
+      GIT_COMMITTER_NAME: 'test',
+      GIT_COMMITTER_EMAIL: 't@e.st',
+    },
+  }).trim();
+}
+
+/** An empty repository with branch main. */
+export function initRepo(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  git(dir, 'init', '-q', '-b', 'main');
+}
+
+/** Rewrites the stack folder `folder` (copied from stacks/<example>) for a release and tags it. */
+export function cutRelease(
+  dir: string,
+  folder: string,
+  o: { example: string; name?: string; k8s: string; version: string; stackYamlK8s?: string },
+): string {
+  const target = join(dir, folder);
+  rmSync(target, { recursive: true, force: true });
+  cpSync(join(ROOT, 'stacks', o.example), target, { recursive: true });
+  const name = o.name ?? 'ferrol';
+  const exampleClass = `docker-ferrol-${o.k8s}-v1`;
+  const className = `docker-${name}-${o.k8s}-${o.version}`;
+  const stackFile = join(target, 'stack.yaml');
+  let stack = readFileSync(stackFile, 'utf8')
+    .replace(/^version: v1$/m, `version: ${o.version}`)
+    .replace(/^name: ferrol$/m, `name: ${name}`);
+  if (o.stackYamlK8s !== undefined)
+    stack = stack.replace(/^kubernetesVersion: .*$/m, `kubernetesVersion: ${o.stackYamlK8s}`);
+  writeFileSync(stackFile, stack);
+  const classFile = join(target, 'cluster-class', 'cluster-class.yaml');
+  writeFileSync(classFile, readFileSync(classFile, 'utf8').replaceAll(exampleClass, className));
+  git(dir, 'add', '-A');
+  git(dir, 'commit', '-q', '--allow-empty', '-m', className);
+  const tag = className;
+  git(dir, 'tag', tag);
+  return tag;
+}
+
+export function push(dir: string, url: string, ...tags: string[]): void {
+  git(dir, 'push', '-q', url, 'main', ...tags);
+}
+
+/** A lightweight tag at HEAD (look-alikes and other stacks' tags that need no content). */
+export function tagHead(dir: string, ...tags: string[]): void {
+  for (const t of tags) git(dir, 'tag', t);
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const addr = s.address();
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+// --- the stackflux CLI -------------------------------------------------------------------------
+export interface CliResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `stackflux ARGS` to completion (env: the test's, with overrides; undefined removes a variable). */
+export function stackflux(args: string[], env: Record<string, string | undefined> = {}): CliResult {
+  const merged: Record<string, string> = {};
+  for (const [k, v] of Object.entries({ ...process.env, ...env })) if (v !== undefined) merged[k] = v;
+  const r = spawnSync(NODE, [STACKFLUX, ...args], {
+    cwd: ROOT,
+    env: merged,
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (r.error) throw r.error;
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+// --- the controller subprocess -----------------------------------------------------------------
+export interface ControllerOptions {
+  /** The only kubeconfig the controller gets ($KUBECONFIG is set to it too). */
+  kubeconfig: string;
+  namespace: string;
+  cacheDir: string;
+  /** Enables the push webhook with this secret. */
+  webhookSecret?: string;
+  extraArgs?: string[];
+  /** Environment overrides (undefined removes a variable). */
+  env?: Record<string, string | undefined>;
+}
+
+/** `stackflux run` as a subprocess; its log lines are kept for assertions and failure output. */
+export class ControllerProcess {
+  readonly logLines: string[] = [];
+  webhookUrl = '';
+  private child: ChildProcess | undefined;
+
+  static async start(o: ControllerOptions): Promise<ControllerProcess> {
+    const c = new ControllerProcess();
+    await c.run(o);
+    return c;
+  }
+
+  private async run(o: ControllerOptions): Promise<void> {
+    const [metrics, health, webhook] = await Promise.all([freePort(), freePort(), freePort()]);
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries({ ...process.env, KUBECONFIG: o.kubeconfig, ...o.env }))
+      if (v !== undefined) env[k] = v;
+    const args = [
+      STACKFLUX,
+      'run',
+      `--kubeconfig=${o.kubeconfig}`,
+      `--namespace=${o.namespace}`,
+      `--metrics-addr=127.0.0.1:${metrics}`,
+      `--health-addr=127.0.0.1:${health}`,
+      `--cache-dir=${o.cacheDir}`,
+      '--poll-interval=10m',
+      '--concurrency=2',
+      '--log-level=debug',
+    ];
+    if (o.webhookSecret !== undefined) {
+      this.webhookUrl = `http://127.0.0.1:${webhook}/hooks/push`;
+      args.push(`--webhook-addr=127.0.0.1:${webhook}`, `--webhook-secret=${o.webhookSecret}`);
+    }
+    args.push(...(o.extraArgs ?? []));
+    const child = spawn(NODE, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = child;
+    const collect = (chunk: Buffer): void => {
+      for (const line of chunk.toString('utf8').split('\n')) if (line.trim() !== '') this.logLines.push(line);
+      if (this.logLines.length > 20_000) this.logLines.splice(0, this.logLines.length - 20_000);
+    };
+    child.stdout?.on('data', collect);
+    child.stderr?.on('data', collect);
+    await eventually('controller /readyz', async () => {
+      if (child.exitCode !== null) throw new Error(`controller exited: ${this.logTail(20)}`);
+      const res = await fetch(`http://127.0.0.1:${health}/readyz`).catch(() => undefined);
+      return res?.ok ? true : undefined;
+    });
+  }
+
+  get running(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  logTail(n = 80): string {
+    return this.logLines.slice(-n).join('\n');
+  }
+
+  /** Runs a test step; on failure prints the controller's log tail. */
+  async step(fn: () => Promise<void>): Promise<void> {
+    try {
+      await fn();
+    } catch (err) {
+      process.stderr.write(`\n--- stackflux log tail ---\n${this.logTail()}\n--- end ---\n`);
+      throw err;
+    }
+  }
+
+  /** SIGTERM, then SIGKILL if it has not exited within graceMs. */
+  async stop(graceMs = 35_000): Promise<void> {
+    const child = this.child;
+    if (child === undefined || !this.running) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await Promise.race([exited, sleep(graceMs)]);
+    if (this.running) child.kill('SIGKILL');
+  }
+}
