@@ -3,7 +3,7 @@
 // Arguments narrow the run to some test files. A running environment named by
 // STACKFLUX_TESTENV_DIR is reused and left running (fast local loop). Files named
 // *.disruptive.test.ts (they restart shared components) run last, one at a time.
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, globSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,12 +38,15 @@ try {
   status = 0;
   for (const [concurrency, files] of runs) {
     if (files.length === 0) continue;
-    const result = spawnSync(
+    // Asynchronous, so this process keeps reaping the environment's processes (a test that
+    // restarts a component kills one of our children) while the tests run.
+    const child = spawn(
       process.execPath,
       ['--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000', ...files],
       { stdio: 'inherit', env },
     );
-    if (result.status !== 0) status = result.status ?? 1;
+    const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+    if (code !== 0) status = code;
   }
 } catch (err) {
   log(`test environment failed: ${err instanceof Error ? err.message : String(err)}`);

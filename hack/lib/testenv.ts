@@ -79,9 +79,16 @@ async function freePort(): Promise<number> {
 function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  // A killed child of a still-running parent stays a zombie until the parent reaps it; it
+  // answers signal 0 but is gone (its port is free, it will never serve again).
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return true;
   }
 }
 
