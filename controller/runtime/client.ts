@@ -6,33 +6,17 @@ import { existsSync } from 'node:fs';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
+import type { ObjectMeta as ApiObjectMeta, OwnerReference } from '../api/meta.ts';
 import { type Clock, realClock, sleep } from './clock.ts';
 import { BucketRateLimiter } from './workqueue.ts';
 
 export const FIELD_MANAGER = 'stackflux';
 
-export interface OwnerReference {
-  apiVersion: string;
-  kind: string;
-  name: string;
-  uid: string;
-  controller?: boolean;
-  blockOwnerDeletion?: boolean;
-}
+export type { OwnerReference };
 
-export interface ObjectMeta {
-  name?: string;
+/** metav1.ObjectMeta as the API server returns it: api/meta.ts's fields, all optional, and the rest. */
+export interface ObjectMeta extends Partial<ApiObjectMeta> {
   generateName?: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  generation?: number;
-  creationTimestamp?: string;
-  deletionTimestamp?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  finalizers?: string[];
-  ownerReferences?: OwnerReference[];
   managedFields?: unknown[];
   [key: string]: unknown;
 }

@@ -4,9 +4,7 @@
 // applies the rendered addons from the fleet repo INTO the workload cluster. The steps share
 // state and run in order (acceptance 1, 2, 4, 5, 6, 7 of issue 5).
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -15,20 +13,23 @@ import type { ClusterStackRelease } from '../../controller/api/clusterstackrelea
 import type { Kustomization } from '../../controller/api/flux.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
-import { installCrds } from '../../hack/lib/crds.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
+import {
+  CAPI,
+  ControllerProcess,
+  cond,
+  createTestNamespace,
+  cutRelease,
+  e2eEnv,
+  git,
+  initRepo,
+  push,
+  required,
+  sleep,
+} from '../support/e2e.ts';
 import { eventually, uniqueName } from '../support/env.ts';
 
-function required(name: string): string {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: source the env.sh of a running hack/testenv`);
-  return v;
-}
-const env = {
-  kubeconfig: required('KUBECONFIG'),
-  workloadKubeconfig: required('WORKLOAD_KUBECONFIG'),
-  gitServerUrl: required('GIT_SERVER_URL'),
-};
+const env = { ...e2eEnv(), workloadKubeconfig: required('WORKLOAD_KUBECONFIG') };
 const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }), { qps: 200, burst: 200 });
 const workload = new KubeClient(loadKubeConfig({ kubeconfig: env.workloadKubeconfig }));
 const workloadKubeconfigText = readFileSync(env.workloadKubeconfig, 'utf8');
@@ -36,124 +37,42 @@ const ns = uniqueName('addons');
 const work = mkdtempSync(join(tmpdir(), 'stackflux-addons-'));
 const repoDir = join(work, 'release');
 const cacheDir = join(work, 'cache');
-const root = join(import.meta.dirname, '..', '..');
-const CAPI = 'cluster.x-k8s.io/v1beta2';
 const KUSTOMIZE = 'kustomize.toolkit.fluxcd.io/v1';
 const tag = (v: string) => `docker-ferrol-1-30-${v}`;
 
 type CA = ClusterAddon & KubeObject;
-interface Cond {
-  type: string;
-  status: string;
-  reason?: string;
-  message?: string;
-}
 interface ConfigMap extends KubeObject {
   data?: Record<string, string>;
 }
 
-function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', args, {
-    cwd,
-    encoding: 'utf8',
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: 'test',
-      GIT_AUTHOR_EMAIL: 't@e.st',
-      GIT_COMMITTER_NAME: 'test',
-      GIT_COMMITTER_EMAIL: 't@e.st',
-    },
-  }).trim();
-}
-
-/** Copies the example stack into `stack/` for release `version` (optionally edited) and tags it. */
-function cutRelease(version: string, edit?: (dir: string) => void): void {
-  const target = join(repoDir, 'stack');
-  rmSync(target, { recursive: true, force: true });
-  cpSync(join(root, 'stacks', 'docker-ferrol-1-30'), target, { recursive: true });
-  const stackFile = join(target, 'stack.yaml');
-  writeFileSync(stackFile, readFileSync(stackFile, 'utf8').replace(/^version: v1$/m, `version: ${version}`));
-  const classFile = join(target, 'cluster-class', 'cluster-class.yaml');
-  writeFileSync(classFile, readFileSync(classFile, 'utf8').replaceAll(tag('v1'), tag(version)));
-  edit?.(target);
-  git(repoDir, 'add', '-A');
-  git(repoDir, 'commit', '-q', '--allow-empty', '-m', tag(version));
-  git(repoDir, 'tag', tag(version));
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
+/** Cuts release `version` of stacks/docker-ferrol-1-30 into `stack/` (optionally edited) and tags it. */
+function cutAddonsRelease(version: string, edit?: (dir: string) => void): void {
+  cutRelease(repoDir, 'stack', { example: 'docker-ferrol-1-30', k8s: '1-30', version, edit });
 }
 
 // --- the controller subprocess ---------------------------------------------------------------
-let controller: ChildProcess | undefined;
-const logLines: string[] = [];
-
-function logTail(n = 80): string {
-  return logLines.slice(-n).join('\n');
-}
+let controller: ControllerProcess | undefined;
 
 const crashMarker = join(work, 'crash-after-fleet-commit');
 
 async function startController(fleetUrl: string): Promise<void> {
-  const [metrics, health] = await Promise.all([freePort(), freePort()]);
-  controller = spawn(
-    join(root, 'node_modules', '.bin', 'node'),
-    [
-      join(root, 'bin', 'stackflux.js'),
-      'run',
-      `--kubeconfig=${env.kubeconfig}`,
-      `--namespace=${ns}`,
-      `--metrics-addr=127.0.0.1:${metrics}`,
-      `--health-addr=127.0.0.1:${health}`,
-      `--cache-dir=${cacheDir}`,
-      '--poll-interval=10m',
-      '--concurrency=4',
-      '--log-level=debug',
-      `--fleet-url=${fleetUrl}`,
-      '--fleet-branch=main',
-      '--fleet-batch-window=2s',
-    ],
-    {
-      cwd: root,
-      env: { ...process.env, STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT: crashMarker },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  const collect = (chunk: Buffer): void => {
-    for (const line of chunk.toString('utf8').split('\n')) if (line.trim() !== '') logLines.push(line);
-    if (logLines.length > 5000) logLines.splice(0, logLines.length - 5000);
-  };
-  controller.stdout?.on('data', collect);
-  controller.stderr?.on('data', collect);
-  await eventually('controller /readyz', async () => {
-    if (controller?.exitCode !== null) throw new Error(`controller exited: ${logTail(20)}`);
-    const res = await fetch(`http://127.0.0.1:${health}/readyz`).catch(() => undefined);
-    return res?.ok ? true : undefined;
+  controller = await ControllerProcess.start({
+    kubeconfig: env.kubeconfig,
+    namespace: ns,
+    cacheDir,
+    concurrency: 4,
+    extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-branch=main', '--fleet-batch-window=2s'],
+    env: { STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT: crashMarker },
   });
 }
 
+/** Runs a step; on failure prints the controller's log tail. */
 async function step(fn: () => Promise<void>): Promise<void> {
-  try {
-    await fn();
-  } catch (err) {
-    process.stderr.write(`\n--- stackflux log tail ---\n${logTail()}\n--- end ---\n`);
-    throw err;
-  }
+  if (controller === undefined) throw new Error('the controller did not start');
+  await controller.step(fn);
 }
 
 // --- reading state ---------------------------------------------------------------------------
-const cond = (o: { status?: { conditions?: Cond[] } } | undefined, type: string): Cond | undefined =>
-  o?.status?.conditions?.find((c) => c.type === type);
-
 async function caddon(name: string): Promise<CA | undefined> {
   return client.get<CA>(API_VERSION, 'ClusterAddon', name, ns);
 }
@@ -210,22 +129,18 @@ async function mergePatchCluster(name: string, patch: unknown): Promise<void> {
   await client.mergePatch(CAPI, 'Cluster', name, ns, patch);
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 // --- the steps -------------------------------------------------------------------------------
 describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux → workload cluster', {
   timeout: 20 * 60_000,
 }, () => {
   before(async () => {
-    await installCrds(client);
-    await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+    await createTestNamespace(client, ns);
     const repoUrl = await createRepo(env as Endpoints, `${ns}-release`);
     fleetUrl = await createRepo(env as Endpoints, `${ns}-fleet`);
-    mkdirSync(repoDir, { recursive: true });
-    git(repoDir, 'init', '-q', '-b', 'main');
-    cutRelease('v1');
+    initRepo(repoDir);
+    cutAddonsRelease('v1');
     // v2: the cni template reads a field no Cluster has.
-    cutRelease('v2', (dir) => {
+    cutAddonsRelease('v2', (dir) => {
       const f = join(dir, 'cluster-addon', 'cni', 'config.yaml.hbs');
       writeFileSync(
         f,
@@ -235,7 +150,7 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
         ),
       );
     });
-    git(repoDir, 'push', '-q', '--tags', repoUrl, 'main');
+    push(repoDir, repoUrl, tag('v1'), tag('v2'));
     await startController(fleetUrl);
     await client.create({
       apiVersion: API_VERSION,
@@ -267,12 +182,7 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
   });
 
   after(async () => {
-    if (controller && controller.exitCode === null) {
-      const exited = new Promise((r) => controller?.once('exit', r));
-      controller.kill('SIGTERM');
-      await Promise.race([exited, sleep(35_000)]);
-      if (controller.exitCode === null) controller.kill('SIGKILL');
-    }
+    await controller?.stop();
     // Without the controller nobody removes the fleet-cleanup and release in-use finalizers: drop
     // them; addon Kustomizations are orphaned so Flux does not try to prune through kubeconfig
     // Secrets that go away with the namespace.
@@ -465,7 +375,7 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
     step(async () => {
       const before = fleetCommits();
       writeFileSync(crashMarker, 'crash once\n');
-      const exited = new Promise<number | null>((r) => controller?.once('exit', (code) => r(code)));
+      const exited = controller?.exited();
       await mergePatchCluster('c1', {
         spec: { clusterNetwork: { pods: { cidrBlocks: ['10.251.0.0/16'] } } },
       });

@@ -2,13 +2,13 @@
 // applies it INTO the workload cluster through a Cluster API-style kubeconfig Secret, prunes
 // on the next tag, and kube-controller-manager garbage-collects owned objects.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ApiException, type KubernetesObject, PatchStrategy } from '@kubernetes/client-node';
 import { createRepo, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
+import { git } from '../support/e2e.ts';
 import { clients, eventually, testEnv, uniqueName } from '../support/env.ts';
 
 interface FluxStatus {
@@ -23,20 +23,6 @@ const { mgmt, workload } = clients(env);
 const ns = uniqueName('foundation');
 const workloadNs = `${ns}-apps`;
 const work = mkdtempSync(join(tmpdir(), 'stackflux-foundation-'));
-
-function git(...args: string[]): string {
-  return execFileSync('git', args, {
-    cwd: work,
-    encoding: 'utf8',
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: 'test',
-      GIT_AUTHOR_EMAIL: 't@e.st',
-      GIT_COMMITTER_NAME: 'test',
-      GIT_COMMITTER_EMAIL: 't@e.st',
-    },
-  }).trim();
-}
 
 function configMapYaml(name: string): string {
   return `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\n  namespace: ${workloadNs}\ndata:\n  from: stackflux-foundation\n`;
@@ -85,7 +71,7 @@ describe('test environment: Flux applies Git tags into the workload cluster', ()
     // Cluster API stores a workload cluster's admin kubeconfig as <cluster>-kubeconfig, key "value".
     const secret = workloadKubeconfigSecret(ns, 'wl', readFileSync(env.workloadKubeconfig, 'utf8'));
     await mgmt.create(secret as KubernetesObject);
-    git('init', '-q', '-b', 'main');
+    git(work, 'init', '-q', '-b', 'main');
   });
 
   after(async () => {
@@ -99,11 +85,11 @@ describe('test environment: Flux applies Git tags into the workload cluster', ()
       `apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ${workloadNs}\n`,
     );
     writeFileSync(join(work, 'a.yaml'), configMapYaml('a'));
-    git('add', '.');
-    git('commit', '-q', '-m', 'v1');
-    git('tag', 'v1');
-    git('push', '-q', repoUrl, 'main', 'v1');
-    const commit = git('rev-parse', 'HEAD');
+    git(work, 'add', '.');
+    git(work, 'commit', '-q', '-m', 'v1');
+    git(work, 'tag', 'v1');
+    git(work, 'push', '-q', repoUrl, 'main', 'v1');
+    const commit = git(work, 'rev-parse', 'HEAD');
 
     await mgmt.create({
       ...gitRepository,
@@ -138,13 +124,13 @@ describe('test environment: Flux applies Git tags into the workload cluster', ()
   });
 
   it('moves to tag v2: prunes the removed object and applies the new one', async () => {
-    git('rm', '-q', 'a.yaml');
+    git(work, 'rm', '-q', 'a.yaml');
     writeFileSync(join(work, 'b.yaml'), configMapYaml('b'));
-    git('add', '.');
-    git('commit', '-q', '-m', 'v2');
-    git('tag', 'v2');
-    git('push', '-q', repoUrl, 'main', 'v2');
-    const commit = git('rev-parse', 'HEAD');
+    git(work, 'add', '.');
+    git(work, 'commit', '-q', '-m', 'v2');
+    git(work, 'tag', 'v2');
+    git(work, 'push', '-q', repoUrl, 'main', 'v2');
+    const commit = git(work, 'rev-parse', 'HEAD');
 
     await mgmt.patch(
       { ...gitRepository, spec: { ref: { tag: 'v2' } } } as KubernetesObject,

@@ -8,18 +8,20 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
-import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
   CAPI,
   ControllerProcess,
+  type CSKR,
   cond,
-  cutRelease,
+  deleteTestNamespace,
   e2eEnv,
+  gone,
   initRepo,
-  push,
+  releaseFerrol130,
+  releaseReaders,
   sleep,
   stackflux,
   waitFor,
@@ -35,29 +37,15 @@ const saKubeconfig = join(work, 'kubeconfig');
 const FIELD_MANAGER = 'stackflux-test';
 const tag = (v: string) => `docker-ferrol-1-30-${v}`;
 
-type CSKR = ClusterStackRelease & KubeObject;
-
 /** Log lines that show the API server refusing the controller. */
 function forbidden(lines: readonly string[]): string[] {
   return lines.filter((l) => /\b403\b|forbidden/i.test(l));
 }
 
-async function cskr(name: string): Promise<CSKR | undefined> {
-  return admin.get<CSKR>(API_VERSION, 'ClusterStackRelease', name, ns);
-}
-async function releaseReady(name: string): Promise<CSKR | undefined> {
-  const r = await cskr(name);
-  return cond(r, 'Ready')?.status === 'True' ? r : undefined;
-}
+const { cskr, releaseReady, clusterClass } = releaseReaders(admin, ns);
 async function releases(): Promise<string[]> {
   const list = await admin.list<CSKR>(API_VERSION, 'ClusterStackRelease', { namespace: ns });
   return list.items.map((r) => r.metadata.name ?? '').sort();
-}
-async function clusterClass(name: string): Promise<KubeObject | undefined> {
-  return admin.get(CAPI, 'ClusterClass', name, ns);
-}
-async function gone(what: string, get: () => Promise<unknown>): Promise<void> {
-  await waitFor(what, async () => ((await get()) === undefined ? true : undefined));
 }
 
 /** Applies the install manifests (not the Deployment: no pods run here); returns the ServiceAccount name. */
@@ -171,12 +159,7 @@ describe('the controller with only the generated RBAC', { timeout: 15 * 60_000 }
 
   after(async () => {
     // The controller (still running) removes the release-in-use finalizers; then the namespace goes.
-    await admin.delete('v1', 'Namespace', ns).catch(() => undefined);
-    await eventually(
-      'test namespace deleted',
-      async () => ((await admin.get('v1', 'Namespace', ns)) === undefined ? true : undefined),
-      { timeoutMs: 120_000 },
-    ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
+    await deleteTestNamespace(admin, ns);
     await controller?.stop();
     for (const obj of clusterScoped)
       await admin.delete(obj.apiVersion, obj.kind, obj.metadata.name ?? '').catch(() => undefined);
@@ -186,9 +169,7 @@ describe('the controller with only the generated RBAC', { timeout: 15 * 60_000 }
 
   it('autoSubscribe: the latest release becomes Ready and Flux applies its ClusterClass', () =>
     step(async () => {
-      cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v1' });
-      cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v2' });
-      push(repoDir, repoUrl, tag('v1'), tag('v2'));
+      releaseFerrol130(repoDir, repoUrl, 'v1', 'v2');
       await admin.create({
         apiVersion: API_VERSION,
         kind: 'ClusterStack',
@@ -216,8 +197,7 @@ describe('the controller with only the generated RBAC', { timeout: 15 * 60_000 }
 
   it('a new tag v3 becomes Ready and v2 is garbage-collected', () =>
     step(async () => {
-      cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v3' });
-      push(repoDir, repoUrl, tag('v3'));
+      releaseFerrol130(repoDir, repoUrl, 'v3');
       await waitFor('v3 Ready', () => releaseReady(tag('v3')));
       await gone('v2 garbage-collected', () => cskr(tag('v2')));
       assert.deepEqual(await releases(), [tag('v3')]);
@@ -235,8 +215,7 @@ describe('the controller with only the generated RBAC', { timeout: 15 * 60_000 }
       await waitFor('v3 counts its Cluster', async () =>
         (await cskr(tag('v3')))?.status?.clusters === 1 ? true : undefined,
       );
-      cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v4' });
-      push(repoDir, repoUrl, tag('v4'));
+      releaseFerrol130(repoDir, repoUrl, 'v4');
       await waitFor('v4 Ready', () => releaseReady(tag('v4')));
       await sleep(6_000); // a few ClusterStack reconciles (interval 5s) with v4 Ready
       const v3 = await cskr(tag('v3'));

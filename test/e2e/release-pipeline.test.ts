@@ -8,27 +8,31 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
-import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { signBody } from '../../controller/sources/webhook.ts';
-import { installCrds } from '../../hack/lib/crds.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
   CAPI,
   ControllerProcess,
+  type CSKR,
   cond,
+  createTestNamespace,
   cutRelease,
+  deleteTestNamespace,
   e2eEnv,
   freePort,
   git,
+  gone,
   initRepo,
   push,
+  releaseFerrol130,
+  releaseReaders,
   sleep,
   tagHead,
   waitFor,
 } from '../support/e2e.ts';
-import { eventually, uniqueName } from '../support/env.ts';
+import { uniqueName } from '../support/env.ts';
 
 const env = e2eEnv();
 const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
@@ -40,7 +44,6 @@ const cacheDir = join(work, 'cache');
 const WEBHOOK_SECRET = 'e2e-webhook-secret';
 
 type CSK = ClusterStack & KubeObject;
-type CSKR = ClusterStackRelease & KubeObject;
 
 // --- the controller subprocess ---------------------------------------------------------------
 let controller: ControllerProcess | undefined;
@@ -66,25 +69,13 @@ async function step(fn: () => Promise<void>): Promise<void> {
 async function csk(name: string): Promise<CSK | undefined> {
   return client.get<CSK>(API_VERSION, 'ClusterStack', name, ns);
 }
-async function cskr(name: string): Promise<CSKR | undefined> {
-  return client.get<CSKR>(API_VERSION, 'ClusterStackRelease', name, ns);
-}
+const { cskr, releaseReady, clusterClass } = releaseReaders(client, ns);
 async function releasesOf(stack: string): Promise<string[]> {
   const list = await client.list<CSKR>(API_VERSION, 'ClusterStackRelease', { namespace: ns });
   return list.items
     .filter((r) => r.spec.clusterStack === stack)
     .map((r) => r.metadata.name ?? '')
     .sort();
-}
-async function releaseReady(name: string): Promise<CSKR | undefined> {
-  const r = await cskr(name);
-  return cond(r, 'Ready')?.status === 'True' ? r : undefined;
-}
-async function clusterClass(name: string): Promise<KubeObject | undefined> {
-  return client.get(CAPI, 'ClusterClass', name, ns);
-}
-async function gone(what: string, get: () => Promise<unknown>, timeoutMs = 300_000): Promise<void> {
-  await waitFor(what, async () => ((await get()) === undefined ? true : undefined), { timeoutMs });
 }
 
 function clusterStack(
@@ -118,8 +109,7 @@ describe('release pipeline: ClusterStack → ClusterStackRelease → Flux', { ti
   const tag = (v: string) => `docker-ferrol-1-30-${v}`;
 
   before(async () => {
-    await installCrds(client);
-    await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+    await createTestNamespace(client, ns);
     repoUrl = await createRepo(env as Endpoints, ns);
     hookUrl = await createRepo(env as Endpoints, `${ns}-hook`);
     for (const dir of [repoDir, hookDir]) initRepo(dir);
@@ -129,12 +119,7 @@ describe('release pipeline: ClusterStack → ClusterStackRelease → Flux', { ti
   after(async () => {
     // Delete the namespace while the controller still runs: it removes the release-in-use
     // finalizers (no Cluster uses the releases any more), so the namespace can go away.
-    await client.delete('v1', 'Namespace', ns).catch(() => undefined);
-    await eventually(
-      'test namespace deleted',
-      async () => ((await client.get('v1', 'Namespace', ns)) === undefined ? true : undefined),
-      { timeoutMs: 120_000 },
-    ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
+    await deleteTestNamespace(client, ns);
     await controller?.stop();
     client.close();
     rmSync(work, { recursive: true, force: true });
@@ -187,8 +172,7 @@ describe('release pipeline: ClusterStack → ClusterStackRelease → Flux', { ti
 
   it('2. a new tag v3 becomes Ready; v2 is removed only after that, and Flux prunes its ClusterClass', () =>
     step(async () => {
-      cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v3' });
-      push(repoDir, repoUrl, tag('v3'));
+      releaseFerrol130(repoDir, repoUrl, 'v3');
       // Observe: v2 must never be gone while v3 is not Ready (read v2 first, then v3).
       const violations: string[] = [];
       await waitFor(
@@ -222,8 +206,7 @@ describe('release pipeline: ClusterStack → ClusterStackRelease → Flux', { ti
       await waitFor('v3 counts its Cluster', async () =>
         (await cskr(tag('v3')))?.status?.clusters === 1 ? true : undefined,
       );
-      cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v4' });
-      push(repoDir, repoUrl, tag('v4'));
+      releaseFerrol130(repoDir, repoUrl, 'v4');
       await waitFor('v4 Ready', () => releaseReady(tag('v4')));
       // Give the ClusterStack a few reconciles with v4 Ready: v3 must stay (in use).
       await waitFor('ClusterStack sees v4 Ready', async () => {

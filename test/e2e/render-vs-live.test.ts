@@ -23,20 +23,20 @@ import { renderSnapshot } from '../../controller/offline/render.ts';
 import { readSnapshot, type SnapshotObject } from '../../controller/offline/snapshot.ts';
 import { loadFluxTemplates } from '../../controller/releases/flux-templates.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
-import { installCrds } from '../../hack/lib/crds.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
   CAPI,
   ControllerProcess,
   cond,
-  cutRelease,
+  createTestNamespace,
+  deleteTestNamespace,
   e2eEnv,
   initRepo,
-  push,
+  releaseFerrol130,
   stackflux,
   waitFor,
 } from '../support/e2e.ts';
-import { eventually, uniqueName } from '../support/env.ts';
+import { uniqueName } from '../support/env.ts';
 
 const env = e2eEnv();
 const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
@@ -130,13 +130,10 @@ describe('render over a live snapshot = what the live controller did', { timeout
   let now = '';
 
   before(async () => {
-    await installCrds(client);
-    await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+    await createTestNamespace(client, ns);
     const repoUrl = await createRepo(env as Endpoints, ns);
     initRepo(repoDir);
-    cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v1' });
-    cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v2' });
-    push(repoDir, repoUrl, tag('v1'), tag('v2'));
+    releaseFerrol130(repoDir, repoUrl, 'v1', 'v2');
     controller = await ControllerProcess.start({ kubeconfig: env.kubeconfig, namespace: ns, cacheDir });
     await controller.step(async () => {
       // Pinned v1 plus the latest (v2); a Cluster uses v1.
@@ -191,12 +188,7 @@ describe('render over a live snapshot = what the live controller did', { timeout
       namespace: ns,
       cacheDir,
     }).catch(() => undefined);
-    await client.delete('v1', 'Namespace', ns).catch(() => undefined);
-    await eventually(
-      'test namespace deleted',
-      async () => ((await client.get('v1', 'Namespace', ns)) === undefined ? true : undefined),
-      { timeoutMs: 120_000 },
-    ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
+    await deleteTestNamespace(client, ns);
     await cleaner?.stop();
     client.close();
     rmSync(work, { recursive: true, force: true });

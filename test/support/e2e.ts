@@ -4,6 +4,10 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_pr
 import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
+import { API_VERSION } from '../../controller/api/meta.ts';
+import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts';
+import { installCrds } from '../../hack/lib/crds.ts';
 import { eventually } from './env.ts';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
@@ -20,7 +24,7 @@ export interface E2eEnv {
   gitServerPassword: string;
 }
 
-function required(name: string): string {
+export function required(name: string): string {
   const v = process.env[name];
   if (!v) throw new Error(`${name} is not set: source the env.sh of a running hack/testenv`);
   return v;
@@ -57,6 +61,46 @@ export interface Cond {
 export const cond = (o: { status?: { conditions?: Cond[] } } | undefined, type: string): Cond | undefined =>
   o?.status?.conditions?.find((c) => c.type === type);
 
+// --- the test namespace ------------------------------------------------------------------------
+/** Installs the CRDs and creates the test's namespace. */
+export async function createTestNamespace(client: KubeClient, ns: string): Promise<void> {
+  await installCrds(client);
+  await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+}
+
+/** Deletes the test's namespace and waits (2 min) for it to go; a timeout is only reported. */
+export async function deleteTestNamespace(client: KubeClient, ns: string): Promise<void> {
+  await client.delete('v1', 'Namespace', ns).catch(() => undefined);
+  await eventually(
+    'test namespace deleted',
+    async () => ((await client.get('v1', 'Namespace', ns)) === undefined ? true : undefined),
+    { timeoutMs: 120_000 },
+  ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
+}
+
+// --- reading releases --------------------------------------------------------------------------
+export type CSKR = ClusterStackRelease & KubeObject;
+
+/** Readers of the ClusterStackReleases and ClusterClasses in namespace ns. */
+export function releaseReaders(client: KubeClient, ns: string) {
+  const cskr = (name: string): Promise<CSKR | undefined> =>
+    client.get<CSKR>(API_VERSION, 'ClusterStackRelease', name, ns);
+  return {
+    cskr,
+    async releaseReady(name: string): Promise<CSKR | undefined> {
+      const r = await cskr(name);
+      return cond(r, 'Ready')?.status === 'True' ? r : undefined;
+    },
+    clusterClass: (name: string): Promise<KubeObject | undefined> =>
+      client.get(CAPI, 'ClusterClass', name, ns),
+  };
+}
+
+/** Waits until get() returns undefined. */
+export async function gone(what: string, get: () => Promise<unknown>, timeoutMs = 300_000): Promise<void> {
+  await waitFor(what, async () => ((await get()) === undefined ? true : undefined), { timeoutMs });
+}
+
 // --- git ---------------------------------------------------------------------------------------
 export function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', args, {
@@ -82,7 +126,15 @@ export function initRepo(dir: string): void {
 export function cutRelease(
   dir: string,
   folder: string,
-  o: { example: string; name?: string; k8s: string; version: string; stackYamlK8s?: string },
+  o: {
+    example: string;
+    name?: string;
+    k8s: string;
+    version: string;
+    stackYamlK8s?: string;
+    /** Edits the release's files (in the stack folder) before the commit. */
+    edit?: (dir: string) => void;
+  },
 ): string {
   const target = join(dir, folder);
   rmSync(target, { recursive: true, force: true });
@@ -99,6 +151,7 @@ export function cutRelease(
   writeFileSync(stackFile, stack);
   const classFile = join(target, 'cluster-class', 'cluster-class.yaml');
   writeFileSync(classFile, readFileSync(classFile, 'utf8').replaceAll(exampleClass, className));
+  o.edit?.(target);
   git(dir, 'add', '-A');
   git(dir, 'commit', '-q', '--allow-empty', '-m', className);
   const tag = className;
@@ -108,6 +161,14 @@ export function cutRelease(
 
 export function push(dir: string, url: string, ...tags: string[]): void {
   git(dir, 'push', '-q', url, 'main', ...tags);
+}
+
+/** Cuts releases `versions` of stacks/docker-ferrol-1-30 into folder ferrol-1-30, then pushes their tags. */
+export function releaseFerrol130(dir: string, url: string, ...versions: string[]): void {
+  const tags = versions.map((version) =>
+    cutRelease(dir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version }),
+  );
+  push(dir, url, ...tags);
 }
 
 /** A lightweight tag at HEAD (look-alikes and other stacks' tags that need no content). */
@@ -156,6 +217,8 @@ export interface ControllerOptions {
   cacheDir: string;
   /** Enables the push webhook with this secret. */
   webhookSecret?: string;
+  /** --concurrency (default 2). */
+  concurrency?: number;
   extraArgs?: string[];
   /** Environment overrides (undefined removes a variable). */
   env?: Record<string, string | undefined>;
@@ -187,7 +250,7 @@ export class ControllerProcess {
       `--health-addr=127.0.0.1:${health}`,
       `--cache-dir=${o.cacheDir}`,
       '--poll-interval=10m',
-      '--concurrency=2',
+      `--concurrency=${o.concurrency ?? 2}`,
       '--log-level=debug',
     ];
     if (o.webhookSecret !== undefined) {
@@ -207,6 +270,15 @@ export class ControllerProcess {
       if (child.exitCode !== null) throw new Error(`controller exited: ${this.logTail(20)}`);
       const res = await fetch(`http://127.0.0.1:${health}/readyz`).catch(() => undefined);
       return res?.ok ? true : undefined;
+    });
+  }
+
+  /** Resolves with the exit code when the process exits (register before causing the exit). */
+  exited(): Promise<number | null> {
+    const child = this.child;
+    return new Promise((r) => {
+      if (child === undefined || !this.running) r(child?.exitCode ?? null);
+      else child.once('exit', (code) => r(code));
     });
   }
 
