@@ -11,25 +11,6 @@ export const clusterAddonSpecSchema = schema({
     cluster: { type: 'string', description: 'Name of the Cluster API Cluster in this namespace.' },
     clusterStack: { type: 'string', description: 'The ClusterStack whose release the Cluster uses.' },
     release: { type: 'string', description: 'The ClusterStackRelease (tag) the Cluster uses.' },
-    addons: {
-      type: 'array',
-      description: 'Per-cluster enable/disable of addons (default: as on the ClusterStack).',
-      items: {
-        type: 'object',
-        required: ['name', 'enabled'],
-        properties: {
-          name: { type: 'string', pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', maxLength: 63 },
-          enabled: { type: 'boolean' },
-        },
-      },
-      'x-kubernetes-list-type': 'map',
-      'x-kubernetes-list-map-keys': ['name'],
-    },
-    values: {
-      type: 'object',
-      description: 'Per-cluster addon values (below the ClusterStack central values).',
-      'x-kubernetes-preserve-unknown-fields': true,
-    },
   },
 });
 export type ClusterAddonSpec = FromSchema<typeof clusterAddonSpecSchema>;

@@ -8,8 +8,8 @@
 //   `stackfluxAddonValues` (a mapping keyed by addon name): they live in the one manifest users
 //   already write per cluster and survive a re-created ClusterAddon (which is generated and owned
 //   by the Cluster). The stack's ClusterClass declares the variable (type object,
-//   x-kubernetes-preserve-unknown-fields) so Cluster API accepts it. ClusterAddon spec.values and
-//   spec.addons are NOT read: one source per setting.
+//   x-kubernetes-preserve-unknown-fields) so Cluster API accepts it. The ClusterAddon (generated)
+//   carries no values of its own: one source per setting.
 // - Disable per cluster: annotation `stackflux.io/disabled-addons: "a,b"` on the Cluster; for every
 //   cluster: ClusterStack spec.addons[{name, enabled: false}]. A disabled addon's dependents
 //   depend on what it depended on (transitively), so no Kustomization waits for a missing one.

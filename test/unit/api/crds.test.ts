@@ -171,8 +171,6 @@ describe('schemas and TypeScript types agree', () => {
     spec: {
       cluster: 'prod',
       release: 'docker-ferrol-1-30-v2',
-      addons: [{ name: 'cni', enabled: true }],
-      values: {},
     },
     status: {
       release: 'r',
