@@ -5,7 +5,7 @@
 // then cuts a second release and shows the rollout and the old release's garbage collection.
 // Leaves nothing running unless --keep is given.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -187,7 +187,6 @@ async function main(): Promise<void> {
       `--webhook-addr=127.0.0.1:${webhook}`,
       `--webhook-secret=${webhookSecret}`,
       `--cache-dir=${join(stateDir, 'controller-cache')}`,
-      '--poll-interval=5s',
       `--fleet-url=${fleetRepo}`,
       '--fleet-branch=main',
       '--fleet-batch-window=1s',
@@ -225,7 +224,8 @@ async function main(): Promise<void> {
           channel: 'stable',
           autoSubscribe: true,
           source: { git: { url: releaseRepo }, path: 'docker-ferrol-1-30' },
-          interval: '5s',
+          // Long on purpose: the second release arrives through the push webhook.
+          interval: '10m',
         },
       },
       { force: true },
@@ -281,6 +281,20 @@ async function main(): Promise<void> {
       version: 'v2',
     });
     say(`Cutting a second release: git tag ${v2.tag} && git push --tags`);
+    // What a Git host sends on push: the webhook re-lists the repository at once instead of
+    // waiting for the ClusterStack's 10m interval.
+    const body = JSON.stringify({ ref: `refs/tags/${v2.tag}`, repository: { clone_url: releaseRepo } });
+    const signature = `sha256=${createHmac('sha256', webhookSecret).update(body).digest('hex')}`;
+    const hook = await fetch(`http://127.0.0.1:${webhook}/hooks/push`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-github-event': 'push',
+        'x-hub-signature-256': signature,
+      },
+      body,
+    });
+    note(`push webhook → HTTP ${hook.status} (signed with X-Hub-Signature-256)`);
     await waitFor(
       `ClusterStackRelease ${v2.tag} Ready`,
       async () => (ready(await release(v2.tag)).ok ? true : undefined),
