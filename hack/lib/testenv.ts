@@ -682,7 +682,7 @@ export async function down(stateDir: string, log: Log): Promise<void> {
   while (Date.now() < deadline && procs.some((p) => pidAlive(p.pid))) await sleep(100);
   for (const p of procs) {
     if (pidAlive(p.pid)) {
-      log(`${p.name} (pid ${p.pid}) ignored SIGTERM; killing`);
+      log(`${p.name} (pid ${p.pid}) still running 5 s after SIGTERM; sending SIGKILL`);
       try {
         process.kill(-p.pid, 'SIGKILL');
       } catch {
