@@ -2,9 +2,19 @@
 // environment. A release repo is built from stacks/docker-ferrol-1-30; Clusters (v1beta2) with
 // their <name>-kubeconfig Secret point at the second kube-apiserver (the workload cluster). Flux
 // applies the rendered addons from the fleet repo INTO the workload cluster. The steps share
-// state and run in order (acceptance 1, 2, 4, 5, 6, 7 of issue 5).
+// state and run in order (acceptance 1, 2, 4, 5, 3, 6, 7, 8 of issue 5: step 3 leaves c1 on release v3,
+// so it runs after the steps that count c1's three v1 addons and before other Clusters share the
+// workload cluster's objects).
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -150,7 +160,31 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
         ),
       );
     });
-    push(repoDir, repoUrl, tag('v1'), tag('v2'));
+    // v3: the cni addon no longer ships its ServiceAccount, and a new addon `dns` follows (after
+    // cni only: a longer dependsOn chain slows c1's Ready while step 6's Clusters keep Flux busy).
+    cutAddonsRelease('v3', (dir) => {
+      rmSync(join(dir, 'cluster-addon', 'cni', 'serviceaccount.yaml'));
+      mkdirSync(join(dir, 'cluster-addon', 'dns'));
+      writeFileSync(join(dir, 'cluster-addon', 'dns', 'values.yaml'), 'clusterDomain: cluster.local\n');
+      writeFileSync(
+        join(dir, 'cluster-addon', 'dns', 'config.yaml.hbs'),
+        [
+          'apiVersion: v1',
+          'kind: ConfigMap',
+          'metadata:',
+          '  name: ferrol-dns',
+          'data:',
+          '  clusterName: {{quote Cluster.metadata.name}}',
+          '  clusterDomain: {{quote Values.clusterDomain}}',
+          '',
+        ].join('\n'),
+      );
+      appendFileSync(
+        join(dir, 'stack.yaml'),
+        '  - name: dns\n    targetNamespace: kube-system\n    dependsOn: [cni]\n',
+      );
+    });
+    push(repoDir, repoUrl, tag('v1'), tag('v2'), tag('v3'));
     await startController(fleetUrl);
     await client.create({
       apiVersion: API_VERSION,
@@ -161,14 +195,14 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
         name: 'ferrol',
         kubernetesVersion: '1.30',
         autoSubscribe: false,
-        versions: ['v1', 'v2'],
+        versions: ['v1', 'v2', 'v3'],
         // Also the Flux interval of the addon Kustomizations: with many Clusters a short one keeps
         // some of them "Reconciliation in progress" at any moment.
         interval: '2m',
         source: { git: { url: repoUrl }, path: 'stack' },
       },
     });
-    for (const v of ['v1', 'v2']) {
+    for (const v of ['v1', 'v2', 'v3']) {
       await eventually(`release ${tag(v)} resolved`, async () => {
         const r = await client.get<ClusterStackRelease & KubeObject>(
           API_VERSION,
@@ -327,6 +361,58 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
       // Back to the good release.
       await mergePatchCluster('c1', { spec: { topology: { classRef: { name: tag('v1') } } } });
       await eventually('ClusterAddon c1 Ready again', () => caddonReady('c1'));
+    }));
+
+  it('3. a release where cni drops an object and a new addon appears: dropped object pruned, new one applied', () =>
+    step(async () => {
+      const serviceAccount = () => workload.get('v1', 'ServiceAccount', 'ferrol-cni', 'kube-system');
+      assert.ok(await serviceAccount(), 'v1 applied the cni ServiceAccount');
+      // A previous run against the same test environment leaves its (orphaned) objects behind.
+      await workload.delete('v1', 'ConfigMap', 'ferrol-dns', 'kube-system').catch(() => undefined);
+      await eventually('no dns ConfigMap before the move', async () =>
+        (await workloadConfigMap('ferrol-dns')) === undefined ? true : undefined,
+      );
+
+      await mergePatchCluster('c1', { spec: { topology: { classRef: { name: tag('v3') } } } });
+      await eventually('cni ServiceAccount pruned from the workload cluster', async () =>
+        (await serviceAccount()) === undefined ? true : undefined,
+      );
+      const dns = await eventually('dns ConfigMap in the workload cluster', () =>
+        workloadConfigMap('ferrol-dns'),
+      );
+      assert.equal(dns.data?.clusterName, 'c1');
+      assert.equal(dns.data?.clusterDomain, 'cluster.local');
+      assert.ok(
+        await workload.get('rbac.authorization.k8s.io/v1', 'ClusterRole', 'ferrol-cni'),
+        'cni keeps the rest',
+      );
+
+      const ca = await eventually('ClusterAddon c1 Ready on v3 with four addons', async () => {
+        const c = await caddonReady('c1');
+        return c?.status?.release === tag('v3') && c.status.addons?.length === 4 ? c : undefined;
+      });
+      assert.deepEqual(
+        ca.status?.addons?.map((a) => [a.name, a.ready, a.release]),
+        [
+          ['cloud-config', true, tag('v3')],
+          ['cni', true, tag('v3')],
+          ['dns', true, tag('v3')],
+          ['metrics-server', true, tag('v3')],
+        ],
+      );
+
+      const ks = new Map((await kustomizationsOf('c1')).map((k) => [k.metadata.name, k]));
+      assert.deepEqual([...ks.keys()].sort(), ['c1.cloud-config', 'c1.cni', 'c1.dns', 'c1.metrics-server']);
+      const dnsK = ks.get('c1.dns');
+      assert.equal(dnsK?.metadata.labels?.['stackflux.io/addon'], 'dns');
+      assert.equal(dnsK?.metadata.labels?.['stackflux.io/release'], tag('v3'));
+      assert.deepEqual(dnsK?.spec.dependsOn, [{ name: 'c1.cni' }]);
+      assert.equal(ks.get('c1.cni')?.metadata.labels?.['stackflux.io/release'], tag('v3'));
+
+      const dir = fleetClone();
+      assert.equal(existsSync(join(dir, ns, 'c1', 'cni', 'serviceaccount.yaml')), false);
+      assert.ok(existsSync(join(dir, ns, 'c1', 'dns', 'config.yaml')));
+      assert.match(git(dir, 'log', '-1', '--format=%B'), new RegExp(`${ns}/c1: release ${tag('v3')}`));
     }));
 
   it('6. many Clusters at once: far fewer fleet commits than Clusters, all Ready', () =>

@@ -59,7 +59,7 @@ export function clients(env = testEnv()): {
 export async function eventually<T>(
   what: string,
   fn: () => Promise<T | undefined>,
-  { timeoutMs = 120_000, intervalMs = 500 }: { timeoutMs?: number; intervalMs?: number } = {},
+  { timeoutMs = 300_000, intervalMs = 500 }: { timeoutMs?: number; intervalMs?: number } = {},
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
