@@ -284,6 +284,9 @@ export class Informer<T extends KubeObject = KubeObject> {
     this.watchAbort = abort;
     const onStop = (): void => abort.abort();
     this.stopController.signal.addEventListener('abort', onStop, { once: true });
+    // stop() may have run between the relist and here: its abort event has already fired, and
+    // without this check the watch would live until its server timeout (5–10 minutes).
+    if (this.stopController.signal.aborted) abort.abort();
     const watchdogMs = this.opts.watchdogMs ?? 150_000;
     let timer: TimerHandle | undefined;
     let watchdogFired = false;

@@ -134,6 +134,24 @@ describe('Informer against the real API server', () => {
     await inf.stop();
   });
 
+  it('stop() right after sync ends at once, within the 30 s shutdown budget, not at the watch timeout', async () => {
+    // stop() can land between the relist and the watch request; the watch must still end.
+    for (let i = 0; i < 5; i++) {
+      const inf = new Informer<ConfigMap>({ client, apiVersion: 'v1', kind: 'ConfigMap', namespace: ns });
+      inf.start();
+      await inf.waitForSync();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const outcome = await Promise.race([
+        inf.stop().then(() => 'stopped'),
+        new Promise<string>((r) => {
+          timer = setTimeout(() => r('still running after 30 s'), 30_000);
+        }),
+      ]);
+      clearTimeout(timer);
+      assert.equal(outcome, 'stopped', `round ${i}`);
+    }
+  });
+
   it('indexes objects and keeps indexes up to date on update and delete', async (t) => {
     const inf = new Informer<ConfigMap>({
       client,
