@@ -1,7 +1,7 @@
 // ClusterAddon (caddon): one per Cluster API Cluster whose topology names a ClusterClass of a
 // cluster stack release; owned by the Cluster. Records which release and addons were rendered
 // into the fleet repo and their readiness in the workload cluster (from Flux).
-import { type API_VERSION, conditionsSchema, type ObjectMeta } from './meta.ts';
+import { type API_VERSION, conditionsSchema, type ObjectMeta, readyPrinterColumns } from './meta.ts';
 import { type FromSchema, schema } from './schema.ts';
 
 export const clusterAddonSpecSchema = schema({
@@ -66,8 +66,6 @@ export const clusterAddonCrd = {
   printerColumns: [
     { name: 'Cluster', type: 'string', jsonPath: '.spec.cluster' },
     { name: 'Release', type: 'string', jsonPath: '.status.release' },
-    { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
-    { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
-    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ...readyPrinterColumns,
   ],
 } as const;

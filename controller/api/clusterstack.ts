@@ -8,6 +8,7 @@ import {
   durationSchema,
   localObjectReferenceSchema,
   type ObjectMeta,
+  readyPrinterColumns,
 } from './meta.ts';
 import { type FromSchema, schema } from './schema.ts';
 
@@ -258,8 +259,6 @@ export const clusterStackCrd = {
     { name: 'Channel', type: 'string', jsonPath: '.spec.channel', priority: 1 },
     { name: 'Latest', type: 'string', jsonPath: '.status.latestRelease' },
     { name: 'Usable', type: 'string', jsonPath: '.status.usableVersions' },
-    { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
-    { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
-    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ...readyPrinterColumns,
   ],
 } as const;

@@ -7,6 +7,7 @@ import {
   durationSchema,
   localObjectReferenceSchema,
   type ObjectMeta,
+  readyPrinterColumns,
 } from './meta.ts';
 import { type FromSchema, schema } from './schema.ts';
 
@@ -71,8 +72,6 @@ export const clusterStackReleaseCrd = {
     { name: 'ClusterStack', type: 'string', jsonPath: '.spec.clusterStack' },
     { name: 'K8s', type: 'string', jsonPath: '.status.kubernetesVersion' },
     { name: 'Commit', type: 'string', jsonPath: '.status.commit', priority: 1 },
-    { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
-    { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
-    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ...readyPrinterColumns,
   ],
 } as const;

@@ -97,3 +97,10 @@ export const ConditionType = {
   Stalled: 'Stalled',
   SourceReady: 'SourceReady',
 } as const;
+
+/** Printer columns every stackflux kind ends with: the Ready condition, its reason, the age. */
+export const readyPrinterColumns = [
+  { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
+  { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+] as const;

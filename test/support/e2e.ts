@@ -4,6 +4,7 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_pr
 import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts';
@@ -94,6 +95,35 @@ export function releaseReaders(client: KubeClient, ns: string) {
     clusterClass: (name: string): Promise<KubeObject | undefined> =>
       client.get(CAPI, 'ClusterClass', name, ns),
   };
+}
+
+/**
+ * Waits until the ClusterStack's status records a reconcile that saw `latest` Ready and kept
+ * `inUse` because a Cluster uses it (the same reconcile would have deleted it otherwise), then
+ * checks the in-use release still exists and is not being deleted.
+ */
+export async function keptWhileInUse(
+  client: KubeClient,
+  ns: string,
+  clusterStack: string,
+  inUse: string,
+  latest: string,
+): Promise<CSKR> {
+  await waitFor(
+    `ClusterStack ${clusterStack} reconciled with ${latest} Ready and ${inUse} in use`,
+    async () => {
+      const c = await client.get<ClusterStack & KubeObject>(API_VERSION, 'ClusterStack', clusterStack, ns);
+      const summary = c?.status?.summary ?? [];
+      const kept = summary.find((s) => s.name === inUse)?.inUse === true;
+      const latestReady = summary.find((s) => s.name === latest)?.ready === true;
+      return c?.status?.latestRelease === latest && kept && latestReady ? true : undefined;
+    },
+  );
+  const release = await client.get<CSKR>(API_VERSION, 'ClusterStackRelease', inUse, ns);
+  if (release === undefined) throw new Error(`${inUse} was deleted although a Cluster uses it`);
+  if (release.metadata.deletionTimestamp !== undefined)
+    throw new Error(`${inUse} is being deleted although in use`);
+  return release;
 }
 
 /** Waits until get() returns undefined. */
