@@ -1,7 +1,13 @@
 // ClusterAddon (caddon): one per Cluster API Cluster whose topology names a ClusterClass of a
 // cluster stack release; owned by the Cluster. Records which release and addons were rendered
 // into the fleet repo and their readiness in the workload cluster (from Flux).
-import { type API_VERSION, conditionsSchema, type ObjectMeta, readyPrinterColumns } from './meta.ts';
+import {
+  type API_VERSION,
+  conditionsSchema,
+  lastHandledReconcileAtSchema,
+  type ObjectMeta,
+  readyPrinterColumns,
+} from './meta.ts';
 import { type FromSchema, schema } from './schema.ts';
 
 export const clusterAddonSpecSchema = schema({
@@ -43,6 +49,7 @@ export const clusterAddonStatusSchema = schema({
       'x-kubernetes-list-type': 'map',
       'x-kubernetes-list-map-keys': ['name'],
     },
+    lastHandledReconcileAt: lastHandledReconcileAtSchema,
     conditions: conditionsSchema,
   },
 });

@@ -6,9 +6,11 @@ import {
   type API_VERSION,
   conditionsSchema,
   durationSchema,
+  lastHandledReconcileAtSchema,
   localObjectReferenceSchema,
   type ObjectMeta,
   readyPrinterColumns,
+  suspendedPrinterColumn,
 } from './meta.ts';
 import { type FromSchema, schema } from './schema.ts';
 
@@ -136,7 +138,9 @@ export const clusterStackSpecSchema = schema({
     },
     suspend: {
       type: 'boolean',
-      description: 'Stop discovering releases and changing ClusterStackReleases; existing ones stay.',
+      description:
+        'Stop listing the source and creating or deleting ClusterStackReleases; existing ones stay ' +
+        '(`stackflux suspend|resume clusterstack`, like `flux suspend`).',
       default: false,
     },
     addons: {
@@ -232,6 +236,7 @@ export const clusterStackStatusSchema = schema({
       'x-kubernetes-list-map-keys': ['name'],
     },
     source: sourceStatusSchema,
+    lastHandledReconcileAt: lastHandledReconcileAtSchema,
     conditions: conditionsSchema,
   },
 });
@@ -259,6 +264,7 @@ export const clusterStackCrd = {
     { name: 'Channel', type: 'string', jsonPath: '.spec.channel', priority: 1 },
     { name: 'Latest', type: 'string', jsonPath: '.status.latestRelease' },
     { name: 'Usable', type: 'string', jsonPath: '.status.usableVersions' },
+    suspendedPrinterColumn,
     ...readyPrinterColumns,
   ],
 } as const;

@@ -12,6 +12,13 @@ export const LABEL_RELEASE = 'stackflux.io/release';
 export const LABEL_CLUSTER = 'stackflux.io/cluster';
 export const LABEL_ADDON = 'stackflux.io/addon';
 
+/**
+ * Flux's reconcile request annotation (fluxcd/pkg apis/meta ReconcileRequestAnnotation): its value
+ * is a token (`flux reconcile` writes an RFC 3339 time); any change requests a reconcile now,
+ * outside the interval. The controller acknowledges it in status.lastHandledReconcileAt.
+ */
+export const RECONCILE_REQUEST_ANNOTATION = 'reconcile.fluxcd.io/requestedAt';
+
 /** Finalizer that keeps a ClusterStackRelease while a Cluster uses its ClusterClass. */
 export const FINALIZER_RELEASE_IN_USE = 'stackflux.io/release-in-use';
 
@@ -96,6 +103,21 @@ export const ConditionType = {
   Reconciling: 'Reconciling',
   Stalled: 'Stalled',
   SourceReady: 'SourceReady',
+} as const;
+
+/** meta.ReconcileRequestStatus of Flux, the field `flux reconcile` and Flux's tooling wait on. */
+export const lastHandledReconcileAtSchema = schema({
+  type: 'string',
+  description:
+    'The value of the most recent reconcile.fluxcd.io/requestedAt annotation handled, so a change ' +
+    'of the annotation value can be detected (Flux meta.ReconcileRequestStatus).',
+});
+
+/** Printer column showing spec.suspend, the SUSPENDED column of `flux get`. */
+export const suspendedPrinterColumn = {
+  name: 'Suspended',
+  type: 'boolean',
+  jsonPath: '.spec.suspend',
 } as const;
 
 /** Printer columns every stackflux kind ends with: the Ready condition, its reason, the age. */

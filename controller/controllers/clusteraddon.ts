@@ -34,6 +34,7 @@ import {
   reconcileClusterAddon,
 } from '../reconcilers/clusteraddon.ts';
 import { clusterUse } from '../reconcilers/clusterstack.ts';
+import { reconcileRequested } from '../reconcilers/reconcilerequest.ts';
 import { type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { tagForClusterClassName } from '../releases/tags.ts';
 import type { PlainObject } from '../rendering/index.ts';
@@ -46,6 +47,7 @@ import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { fetchReleaseTree, type GitCredentials } from '../sources/git.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials } from './common.ts';
+import { requestFluxSourcesFetch } from './reconcilerequest.ts';
 import { servedClusterApiVersion } from './releasepipeline.ts';
 
 /** Name of the fleet GitRepository in every namespace with Clusters. */
@@ -430,6 +432,9 @@ export async function setupClusterAddonController(
     const name = ctx.name;
     const cluster = clusters.get(key);
     const existing = clusterAddons.get(key);
+    // ---- issue 12 (conventions): a requested reconcile re-reads the fleet before re-rendering. BEGIN
+    if (existing !== undefined && reconcileRequested(existing)) state = undefined;
+    // ---- issue 12 (conventions). END
     const snap = await fleetState();
     const prefix = `${namespace}/${name}/`;
     const folders = new Map([...snap.folders].filter(([f]) => f.startsWith(prefix)));
@@ -541,6 +546,18 @@ export async function setupClusterAddonController(
         signal: ctx.signal,
       });
     }
+
+    // ---- issue 12 (conventions): pass the request on to the Flux sources of its Kustomizations. BEGIN
+    if (current !== undefined) {
+      await requestFluxSourcesFetch(
+        client,
+        current,
+        kustomizations.byIndex(CLUSTER_INDEX, key),
+        ctx.log,
+        ctx.signal,
+      );
+    }
+    // ---- issue 12 (conventions). END
 
     // 4. Status.
     if (current !== undefined && !sameJson(result.status, current.status ?? {})) {

@@ -18,6 +18,7 @@ import type { Informer } from '../runtime/informer.ts';
 import type { SourcePollers, SourceRef } from '../sources/poller.ts';
 import { needsApply, sameJson } from './common.ts';
 import { parseDuration } from './duration.ts';
+import { listSourceOnRequest } from './reconcilerequest.ts';
 
 export const NAMESPACE_INDEX = 'namespace';
 
@@ -65,6 +66,7 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
     } else {
       pollers.unsubscribe(key);
     }
+    await listSourceOnRequest(pollers, key, cs, ctx.log);
     const listing = pollers.listing(key);
     const releases = deps.releases.byIndex(NAMESPACE_INDEX, namespace);
     const clusters: ClusterUse[] = (deps.clusters?.byIndex(NAMESPACE_INDEX, namespace) ?? []).flatMap((c) => {

@@ -66,6 +66,7 @@ import {
   removeCondition,
 } from '../runtime/conditions.ts';
 import { clusterUse } from './clusterstack.ts';
+import { acknowledgeReconcileRequest } from './reconcilerequest.ts';
 
 /** Finalizer on the ClusterAddon: its fleet folders must be removed before it goes. */
 export const FINALIZER_FLEET_CLEANUP = 'stackflux.io/fleet-cleanup';
@@ -318,7 +319,15 @@ function renderFailureReason(failure: RenderFailure): string {
     : Reason.RenderFailed;
 }
 
+// ---- issue 12 (conventions): Flux's reconcile request on a ClusterAddon. BEGIN
+/** reconcileClusterAddonOnce, with a reconcile.fluxcd.io/requestedAt request acknowledged in the status. */
 export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonResult | undefined {
+  const result = reconcileClusterAddonOnce(input);
+  return result === undefined ? undefined : acknowledgeReconcileRequest(result, input.clusterAddon);
+}
+// ---- issue 12 (conventions). END
+
+function reconcileClusterAddonOnce(input: ClusterAddonInput): ClusterAddonResult | undefined {
   const { now, fleet, fleetSettings } = input;
   const namespace = input.namespace;
   const name = input.name;

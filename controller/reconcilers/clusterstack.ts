@@ -26,8 +26,9 @@ import {
   removeCondition,
   setCondition,
 } from '../runtime/conditions.ts';
+import { lastHandledReconcileAt } from './reconcilerequest.ts';
 
-/** What the source's poller last returned for the ClusterStack's repository. */
+/** What the source's poller last returned for the ClusterStack's repository (undefined while suspended). */
 export type SourceListing =
   | {
       ok: true;
@@ -310,14 +311,18 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
   const latestReady = readyReleases.at(-1);
 
   const previous = cs.status;
-  const source: SourceStatus = {
-    url: sourceUrl(cs),
-    ...(listing?.ok === true
-      ? { lastListedTime: listing.listedAt }
-      : listing?.lastListedAt !== undefined
-        ? { lastListedTime: listing.lastListedAt }
-        : {}),
-  };
+  // Suspended: nothing is listed, so what the last listing returned stays as it was.
+  const source: SourceStatus =
+    suspended && previous?.source !== undefined
+      ? { ...previous.source, url: sourceUrl(cs) }
+      : {
+          url: sourceUrl(cs),
+          ...(listing?.ok === true
+            ? { lastListedTime: listing.listedAt }
+            : listing?.lastListedAt !== undefined
+              ? { lastListedTime: listing.lastListedAt }
+              : {}),
+        };
   if (classified !== undefined && listing?.ok === true) {
     source.tags = new Set(listing.tags).size;
     source.matching = classified.releases.length;
@@ -325,7 +330,7 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
     source.malformed = classified.malformed.length;
     if (classified.malformed.length > 0)
       source.malformedTags = classified.malformed.slice(0, MAX_MALFORMED_IN_STATUS);
-  } else if (previous?.source !== undefined) {
+  } else if (previous?.source !== undefined && !suspended) {
     // Keep the counts of the last good listing.
     const { tags, matching, ignored, malformed, malformedTags } = previous.source;
     Object.assign(source, {
@@ -346,8 +351,10 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
     ...(generation !== undefined ? { observedGeneration: generation } : {}),
   });
 
-  // Source condition.
-  if (listing === undefined) {
+  // Source condition (left as it was while suspended: the source is not listed).
+  if (suspended) {
+    // unchanged
+  } else if (listing === undefined) {
     conditions = setCondition(
       conditions,
       {
@@ -404,7 +411,11 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       {
         type: ConditionType.Ready,
         status: findCondition(conditions, ConditionType.Ready)?.status ?? 'Unknown',
-        ...mark(Reason.Suspended, 'reconciliation is suspended'),
+        ...mark(
+          Reason.Suspended,
+          'suspended: the source is not listed and no ClusterStackRelease is created or deleted ' +
+            `(resume with: stackflux resume clusterstack ${cs.metadata.name} -n ${namespace})`,
+        ),
       },
       now,
     );
@@ -478,6 +489,8 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
     ...(readyReleases.length > 0 ? { usableVersions: readyReleases.map((s) => s.version).join(', ') } : {}),
     summary,
     source,
+    // A suspended ClusterStack handles no reconcile request (as Flux's controllers skip suspended objects).
+    ...lastHandledReconcileAt(cs, !suspended),
     conditions,
   };
   return { apply: apply.sort(byName), delete: del.sort(), status };

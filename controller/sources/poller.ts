@@ -220,6 +220,27 @@ export class SourcePollers {
     return n;
   }
 
+  /**
+   * Lists the subscriber's source now, outside the interval (a reconcile request on a subscriber),
+   * and resolves once a listing that started after this call has finished: listing(subscriber) is
+   * then fresh. A listing already running is followed by one more. A rate-limited source is not
+   * listed before its limit resets (its last result stays). Subscribers of the same source are
+   * notified as usual when the listing changed.
+   */
+  async refresh(subscriber: string): Promise<void> {
+    const key = this.subscriptions.get(subscriber);
+    const p = key === undefined ? undefined : this.pollers.get(key);
+    if (p === undefined || p.stopped || this.stopped) return;
+    if (p.retryAt !== undefined && p.retryAt > this.clock.now()) return;
+    // A listing already running started before this request: wait for it and the one after it.
+    let waits = p.running === undefined ? 1 : 2;
+    this.listNow(p);
+    while (waits > 0 && p.running !== undefined) {
+      waits -= 1;
+      await p.running;
+    }
+  }
+
   /** Resolves once no listing is running (tests). */
   async idle(): Promise<void> {
     for (;;) {

@@ -68,12 +68,13 @@ describe('CRDs', () => {
     }
   });
 
-  it('ClusterStack has the printer columns of issue 4', () => {
+  it('ClusterStack has the printer columns of issues 4 and 12 (Suspended from spec.suspend)', () => {
     const def = kinds.find((k) => k.kind === 'ClusterStack');
     assert.deepEqual(
       def?.printerColumns.map((c) => c.name),
-      ['Provider', 'Stack', 'K8s', 'Channel', 'Latest', 'Usable', 'Ready', 'Reason', 'Age'],
+      ['Provider', 'Stack', 'K8s', 'Channel', 'Latest', 'Usable', 'Suspended', 'Ready', 'Reason', 'Age'],
     );
+    assert.equal(def?.printerColumns.find((c) => c.name === 'Suspended')?.jsonPath, '.spec.suspend');
   });
 
   it('schemas are structural: every node has a type (or preserves unknown fields)', () => {

@@ -375,6 +375,44 @@ describe('reconcileClusterStack', () => {
     assert.equal(cond(r, 'Ready')?.reason, 'Suspended');
   });
 
+  it('suspend keeps what the last listing returned (SourceReady, source counts): nothing is listed', () => {
+    const before = run({ listing: ok(['docker-ferrol-1-30-v2', 'docker-ferrol-1-30-vX']) });
+    const suspended = stack({ suspend: true }, { generation: 2 });
+    suspended.status = before.status;
+    const r = run({
+      clusterStack: suspended,
+      listing: undefined,
+      releases: [release('docker-ferrol-1-30-v2', true)],
+    });
+    assert.deepEqual(r.status.source, before.status.source);
+    assert.deepEqual(cond(r, 'SourceReady'), cond(before, 'SourceReady'));
+    assert.equal(cond(r, 'Ready')?.reason, 'Suspended');
+    assert.equal(cond(r, 'Ready')?.observedGeneration, 2);
+    assert.equal(r.status.observedGeneration, 2);
+    assert.match(cond(r, 'Ready')?.message ?? '', /stackflux resume clusterstack ferrol -n team/);
+  });
+
+  it('acknowledges reconcile.fluxcd.io/requestedAt in status.lastHandledReconcileAt (Flux meta.ReconcileRequestStatus)', () => {
+    const requested = stack(
+      {},
+      { annotations: { 'reconcile.fluxcd.io/requestedAt': '2025-01-02T03:04:00.123456789Z' } },
+    );
+    const r = run({ clusterStack: requested, listing: ok(['docker-ferrol-1-30-v2']) });
+    assert.equal(r.status.lastHandledReconcileAt, '2025-01-02T03:04:00.123456789Z');
+    // Without an annotation there is nothing to acknowledge; a previous value is kept.
+    assert.equal(run({}).status.lastHandledReconcileAt, undefined);
+    const handled = stack();
+    handled.status = { lastHandledReconcileAt: 'earlier' };
+    assert.equal(run({ clusterStack: handled }).status.lastHandledReconcileAt, 'earlier');
+  });
+
+  it('a suspended ClusterStack does not acknowledge a reconcile request (as Flux skips suspended objects)', () => {
+    const cs = stack({ suspend: true }, { annotations: { 'reconcile.fluxcd.io/requestedAt': 'new' } });
+    cs.status = { lastHandledReconcileAt: 'old' };
+    const r = run({ clusterStack: cs, listing: undefined });
+    assert.equal(r.status.lastHandledReconcileAt, 'old');
+  });
+
   it('leaves releases of other ClusterStacks alone', () => {
     const foreign = release('docker-ferrol-1-30-v1', true);
     foreign.metadata.ownerReferences = [

@@ -166,6 +166,62 @@ describe('SourcePollers', () => {
     assert.equal(maxRunning, 1);
   });
 
+  it('refresh() lists the source at once, outside the interval, and resolves with the new listing', async () => {
+    const h = harness({ [URL_A]: [t('docker-ferrol-1-30-v1')] });
+    h.pollers.subscribe('ns/a', { url: URL_A, namespace: 'ns', intervalMs: 60 * MIN });
+    h.pollers.subscribe('ns/b', { url: URL_A, namespace: 'ns', intervalMs: 60 * MIN });
+    await h.pollers.idle();
+    h.tags.set(URL_A, [t('docker-ferrol-1-30-v1'), t('docker-ferrol-1-30-v2')]);
+    h.clock.advance(1 * MIN); // far from the 60 min interval
+    await h.pollers.refresh('ns/a');
+    assert.equal(h.calls.length, 2);
+    const listing = h.pollers.listing('ns/a');
+    assert.deepEqual(listing?.ok === true ? listing.tags : [], [
+      'docker-ferrol-1-30-v1',
+      'docker-ferrol-1-30-v2',
+    ]);
+    // The source is shared: both subscribers are told the listing changed.
+    assert.deepEqual(h.changes.at(-1), ['ns/a', 'ns/b']);
+    // Unknown subscribers list nothing.
+    await h.pollers.refresh('ns/unknown');
+    assert.equal(h.calls.length, 2);
+  });
+
+  it('refresh() during a running listing waits for a listing started after the request', async () => {
+    const releases: Array<() => void> = [];
+    let calls = 0;
+    let served = ['docker-ferrol-1-30-v1'];
+    const pollers = new SourcePollers({
+      clock: new FakeClock(),
+      lister: async () => {
+        calls += 1;
+        const tags = served.map((x) => t(x));
+        await new Promise<void>((r) => releases.push(r));
+        return tags;
+      },
+      onChange: () => {},
+    });
+    pollers.subscribe('ns/a', { url: URL_A, namespace: 'ns', intervalMs: MIN });
+    await Promise.resolve();
+    assert.equal(calls, 1, 'the first listing runs (it read the tags before the push)');
+    served = ['docker-ferrol-1-30-v1', 'docker-ferrol-1-30-v2'];
+    let done = false;
+    const refreshed = pollers.refresh('ns/a').then(() => {
+      done = true;
+    });
+    releases.shift()?.();
+    await new Promise((r) => setImmediate(r));
+    assert.equal(done, false, 'the listing that started before the request does not count');
+    assert.equal(calls, 2);
+    releases.shift()?.();
+    await refreshed;
+    const listing = pollers.listing('ns/a');
+    assert.deepEqual(listing?.ok === true ? listing.tags : [], [
+      'docker-ferrol-1-30-v1',
+      'docker-ferrol-1-30-v2',
+    ]);
+  });
+
   it('unsubscribing the last subscriber stops the poller', async () => {
     const h = harness();
     h.pollers.subscribe('ns/a', { url: URL_A, namespace: 'ns', intervalMs: MIN });
