@@ -19,6 +19,10 @@ export type FlagValues = Record<string, string | boolean | undefined>;
 export interface Command {
   name: string;
   summary: string;
+  /** What follows "stackflux " in the usage line (default: "<name> [flags]"). */
+  usage?: string;
+  /** Lines shown under "Examples:" in --help. */
+  examples?: string[];
   flags: Record<string, FlagSpec>;
   /** Returns the process exit code. */
   run: (flags: FlagValues, positionals: string[], io: CommandIO) => Promise<number>;
@@ -61,7 +65,10 @@ export function parseFlags(
 }
 
 export function commandHelp(command: Command): string {
-  const lines = [`Usage: stackflux ${command.name} [flags]`, '', command.summary, '', 'Flags:'];
+  const lines = [`Usage: stackflux ${command.usage ?? `${command.name} [flags]`}`, '', command.summary, ''];
+  if (command.examples !== undefined && command.examples.length > 0)
+    lines.push('Examples:', ...command.examples.map((e) => `  ${e}`), '');
+  lines.push('Flags:');
   const entries = Object.entries(command.flags);
   const label = (name: string, spec: FlagSpec) =>
     `  ${spec.short ? `-${spec.short}, ` : '    '}--${name}${spec.type === 'string' ? ' string' : ''}`;

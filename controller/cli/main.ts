@@ -1,6 +1,8 @@
 import { type Command, type CommandIO, commandHelp, parseFlags, UsageError } from './command.ts';
 import { diffCommand } from './diff.ts';
+import { getCommand } from './get.ts';
 import { installCommand } from './install.ts';
+import { reconcileCommand, resumeCommand, suspendCommand } from './reconcile.ts';
 import { renderCommand } from './render.ts';
 import { inputResourcesCommand, outputResourcesCommand } from './resources.ts';
 import { runCommand } from './run.ts';
@@ -12,6 +14,10 @@ export const commands: Command[] = [
   renderCommand,
   diffCommand,
   statusCommand,
+  getCommand,
+  reconcileCommand,
+  suspendCommand,
+  resumeCommand,
   installCommand,
   inputResourcesCommand,
   outputResourcesCommand,

@@ -5,8 +5,9 @@ import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import type { Condition } from '../api/meta.ts';
 import { API_VERSION } from '../api/meta.ts';
-import { KubeClient, type KubeObject, loadKubeConfig } from '../runtime/client.ts';
+import type { KubeObject } from '../runtime/client.ts';
 import type { Command } from './command.ts';
+import { clientFromFlags, kubeFlags, namespaceFlag } from './kube.ts';
 
 export interface StatusInput {
   clusterStacks: ClusterStack[];
@@ -145,26 +146,14 @@ export const statusCommand: Command = {
   name: 'status',
   summary: 'Show ClusterStacks → releases → clusters → addons with READY and the reason',
   flags: {
-    kubeconfig: {
-      type: 'string',
-      description: 'path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config)',
-    },
-    context: { type: 'string', description: 'kubeconfig context to use' },
-    namespace: { type: 'string', short: 'n', description: 'namespace', default: 'default' },
+    ...kubeFlags,
     'all-namespaces': { type: 'boolean', short: 'A', description: 'every namespace', default: false },
   },
   run: async (flags, _positionals, io) => {
-    const kubeconfig = typeof flags.kubeconfig === 'string' ? flags.kubeconfig : '';
-    const context = typeof flags.context === 'string' ? flags.context : '';
-    const client = new KubeClient(
-      loadKubeConfig({ ...(kubeconfig ? { kubeconfig } : {}), ...(context ? { context } : {}) }),
-      { userAgent: 'stackflux-status' },
-    );
+    const client = clientFromFlags(flags, 'stackflux-status');
     try {
       const all = flags['all-namespaces'] === true;
-      const scope = all
-        ? {}
-        : { namespace: typeof flags.namespace === 'string' && flags.namespace ? flags.namespace : 'default' };
+      const scope = all ? {} : { namespace: namespaceFlag(flags) };
       const list = async <T>(kind: string): Promise<T[]> =>
         (await client.listAll<KubeObject>(API_VERSION, kind, scope)).items as unknown as T[];
       const input: StatusInput = {
