@@ -79,6 +79,30 @@ export async function deleteTestNamespace(client: KubeClient, ns: string): Promi
   ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
 }
 
+/**
+ * Deletes a namespace with ClusterAddons after the controller stopped: nobody removes the
+ * fleet-cleanup and release in-use finalizers any more, so they are dropped; addon Kustomizations
+ * are orphaned so Flux does not prune through kubeconfig Secrets that go away with the namespace.
+ */
+export async function releaseAddonNamespace(client: KubeClient, ns: string): Promise<void> {
+  for (const kind of ['ClusterAddon', 'ClusterStackRelease']) {
+    const left = await client.list(API_VERSION, kind, { namespace: ns }).catch(() => undefined);
+    for (const o of left?.items ?? [])
+      await client
+        .mergePatch(API_VERSION, kind, o.metadata.name ?? '', ns, { metadata: { finalizers: null } })
+        .catch(() => undefined);
+  }
+  const kustomize = 'kustomize.toolkit.fluxcd.io/v1';
+  const ks = await client.list(kustomize, 'Kustomization', { namespace: ns }).catch(() => undefined);
+  for (const k of ks?.items ?? [])
+    await client
+      .mergePatch(kustomize, 'Kustomization', k.metadata.name ?? '', ns, {
+        spec: { deletionPolicy: 'Orphan' },
+      })
+      .catch(() => undefined);
+  await client.delete('v1', 'Namespace', ns).catch(() => undefined);
+}
+
 // --- reading releases --------------------------------------------------------------------------
 export type CSKR = ClusterStackRelease & KubeObject;
 
@@ -124,6 +148,20 @@ export async function keptWhileInUse(
   if (release.metadata.deletionTimestamp !== undefined)
     throw new Error(`${inUse} is being deleted although in use`);
   return release;
+}
+
+/** A ClusterStack of the docker/ferrol stack for Kubernetes 1.30 (spec fields override). */
+export function ferrolClusterStack(
+  ns: string,
+  name: string,
+  spec: Partial<ClusterStack['spec']> & { source: ClusterStack['spec']['source'] },
+): ClusterStack & KubeObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'ClusterStack',
+    metadata: { name, namespace: ns },
+    spec: { provider: 'docker', name: 'ferrol', kubernetesVersion: '1.30', ...spec },
+  };
 }
 
 /** Waits until get() returns undefined. */
