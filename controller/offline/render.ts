@@ -17,7 +17,13 @@ import {
 import type { Condition } from '../api/meta.ts';
 import { API_VERSION, GROUP, LABEL_CLUSTER } from '../api/meta.ts';
 import type { ReleaseTree, StackManifest } from '../api/release.ts';
-import { groupOf, isDeclaredOutput, kindInfo, requiredPermission } from '../api/resources.ts';
+import {
+  groupOf,
+  isDeclaredOutput,
+  isProviderObjectKind,
+  kindInfo,
+  requiredPermission,
+} from '../api/resources.ts';
 import { needsApply, sameJson } from '../controllers/common.ts';
 import {
   type ClusterAddonResult,
@@ -236,7 +242,7 @@ class Renderer {
     const group = groupOf(m.apiVersion);
     const { plural } = kindInfo(m.apiVersion, m.kind);
     const perm = requiredPermission(m.verb, plural);
-    if (!isDeclaredOutput(group, perm.resource, perm.verb)) {
+    if (!isDeclaredOutput(group, perm.resource, perm.verb) && !isProviderObjectKind(m.apiVersion, m.kind)) {
       throw new RenderError(
         `${describeMutation(m)}: ${perm.verb} on ${group || 'core'}/${perm.resource} is not a declared output resource (controller/api/resources.ts)`,
       );

@@ -66,6 +66,7 @@ import {
   removeCondition,
 } from '../runtime/conditions.ts';
 import { clusterUse } from './clusterstack.ts';
+import { ProviderReason, releaseProviderBlock } from './provider.ts';
 
 /** Finalizer on the ClusterAddon: its fleet folders must be removed before it goes. */
 export const FINALIZER_FLEET_CLEANUP = 'stackflux.io/fleet-cleanup';
@@ -478,6 +479,9 @@ export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonRes
   if (release === undefined) {
     return waiting(Reason.ReleaseNotFound, `waiting for ClusterStackRelease ${releaseName}`);
   }
+  // A release whose provider object is not ready is not usable (issue 15): what runs stays.
+  const providerBlock = releaseProviderBlock(release);
+  if (providerBlock !== undefined) return waiting(ProviderReason.WaitingForProvider, providerBlock);
   if (tree === undefined) {
     return waiting(Reason.ReleaseNotFetched, `waiting for the files of release ${releaseName} to be fetched`);
   }

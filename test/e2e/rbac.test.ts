@@ -175,6 +175,7 @@ describe('the controller with only the generated RBAC', { timeout: 15 * 60_000 }
         kind: 'ClusterStack',
         metadata: { name: 'ferrol', namespace: ns },
         spec: {
+          noProvider: true,
           provider: 'docker',
           name: 'ferrol',
           kubernetesVersion: '1.30',
