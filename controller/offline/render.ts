@@ -40,10 +40,12 @@ import {
   sourceUrl,
 } from '../reconcilers/clusterstack.ts';
 import { commitOfRevision, reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
+import { providerConfig } from '../reconcilers/provider.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readRelease, type ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import type { KubeObject } from '../runtime/client.ts';
+import { snapshotReleaseProvider, snapshotTemplate } from './provider.ts';
 import { objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
 import { World } from './world.ts';
 import { compareStrings, isRecord } from './yaml.ts';
@@ -315,11 +317,15 @@ class Renderer {
         return use !== undefined ? [use] : [];
       });
       this.current = this.outcome('clusterstack', namespace, cs.metadata.name);
+      const provider = providerConfig(cs);
       const result = this.reconcilers.clusterStack({
         clusterStack: cs,
         listing,
         releases,
         clusters,
+        ...(provider.mode === 'ref'
+          ? { providerTemplate: snapshotTemplate(w, provider.ref, namespace) }
+          : {}),
         now: this.options.now,
       });
       const r = 'clusterstack';
@@ -403,8 +409,10 @@ class Renderer {
         if (tree !== undefined) stack = readRelease(tree, parsed.value);
       }
       this.current = this.outcome('clusterstackrelease', namespace, name);
+      const provider = snapshotReleaseProvider(w, release);
       const result = this.reconcilers.clusterStackRelease({
         release,
+        ...(provider !== undefined ? { provider } : {}),
         ...(gitRepository !== undefined ? { gitRepository } : {}),
         ...(kustomization !== undefined ? { kustomization } : {}),
         ...(stack !== undefined ? { stack } : {}),
@@ -441,6 +449,16 @@ class Renderer {
             reconciler: r,
             ...ids(result.gitRepository),
             body: result.gitRepository,
+          });
+      }
+      if (result.providerObject !== undefined) {
+        const existing = provider?.object.state === 'found' ? provider.object.object : undefined;
+        if (needsApply(existing as KubeObject | undefined, result.providerObject as KubeObject))
+          this.mutate({
+            verb: 'apply',
+            reconciler: r,
+            ...ids(result.providerObject),
+            body: result.providerObject,
           });
       }
       if (result.kustomization !== undefined && (!deleting || kustomization !== undefined)) {
