@@ -78,7 +78,7 @@ export function controllerClusterRoles(): Record<string, unknown>[] {
       aggregationRule: {
         clusterRoleSelectors: [{ matchLabels: { [LABEL_AGGREGATE_TO_CONTROLLER]: 'true' } }],
       },
-      rules: [],
+      // No rules: kube-controller-manager owns them; a re-apply of these manifests must not reset them.
     },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
