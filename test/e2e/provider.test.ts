@@ -259,4 +259,27 @@ describe('providerRef: provider objects gate a release (issue 15)', { timeout: 1
       assert.equal(res.status, 200, 'an unserved provider kind does not make the controller unready');
       assert.deepEqual(await releases(), [tag('v2')], 'the other stacks did not touch ferrol');
     }));
+
+  it('stackflux diff on the settled namespace reports no changes (provider kinds are in the live snapshot)', async () => {
+    // Settled: stop the controller so the snapshot is not taken in the middle of a write; a new one
+    // starts afterwards for the cleanup (release finalizers).
+    await controller?.stop();
+    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    const snapDir = join(work, 'snapshot');
+    const r = stackflux([
+      'diff',
+      `--kubeconfig=${env.kubeconfig}`,
+      `--namespace=${ns}`,
+      `--cache-dir=${join(work, 'cache')}`,
+      `--export-snapshot=${snapDir}`,
+      `--now=${now}`,
+    ]);
+    controller = await ControllerProcess.start({
+      kubeconfig: env.kubeconfig,
+      namespace: ns,
+      cacheDir: join(work, 'cache'),
+    });
+    assert.equal(r.status, 0, `diff found changes:\n${r.stdout}\n${r.stderr}`);
+    assert.equal(r.stdout, '');
+  });
 });
