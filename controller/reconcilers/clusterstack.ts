@@ -219,8 +219,15 @@ function providerPhase(
     const c = { status: 'False' as const, reason: config.reason, message: config.message };
     return { hold: { problem: true, reason: c.reason, message: c.message }, condition: c };
   }
-  const c = templateCondition(config.ref, lookup, cs.metadata.namespace ?? 'default');
+  const namespace = cs.metadata.namespace ?? 'default';
+  const c = templateCondition(config.ref, lookup, namespace);
   if (c.status === 'True') return { ref: config.ref, condition: c };
+  // Not known yet (e.g. the cache of the kind syncing after a restart) but found before, for this
+  // same ref: carry on as found rather than flap Ready (the template's content is not read here).
+  const found = templateCondition(config.ref, { state: 'found', object: {} as ProviderTemplate }, namespace);
+  const previous = findCondition(cs.status?.conditions, ConditionType.ProviderTemplateReady);
+  if (c.status === 'Unknown' && previous?.status === 'True' && previous.message === found.message)
+    return { ref: config.ref, condition: found };
   return { hold: { problem: c.status === 'False', reason: c.reason, message: c.message }, condition: c };
 }
 

@@ -242,6 +242,20 @@ export function providerGate(
   input: ReleaseProviderInput | undefined,
   commit: string | undefined,
 ): ProviderGate {
+  const gate = evaluateGate(release, input, commit);
+  // Not known yet (a cache syncing, e.g. after a restart): keep the last verdict instead of flapping.
+  const previous = findCondition(release.status?.conditions, ConditionType.ProviderReady);
+  if (gate.reason === ProviderReason.ProviderPending && previous?.status === 'True') {
+    return { ready: true, reason: previous.reason, message: previous.message, problem: false };
+  }
+  return gate;
+}
+
+function evaluateGate(
+  release: ClusterStackRelease,
+  input: ReleaseProviderInput | undefined,
+  commit: string | undefined,
+): ProviderGate {
   const ref = providerObjectRef(release);
   const namespace = release.metadata.namespace ?? 'default';
   const templateRef = release.spec.providerRef;
@@ -256,8 +270,11 @@ export function providerGate(
   const what = `${ref.kind} ${namespace}/${ref.name}`;
   const template = input?.template ?? { state: 'pending', message: `looking up ${templateRef.kind}` };
   const object = input?.object ?? { state: 'pending', message: `looking up ${ref.kind}` };
+  // Written only when the object's current state is known (its cache synced).
   const apply =
-    template.state === 'found' && commit !== undefined
+    template.state === 'found' &&
+    commit !== undefined &&
+    (object.state === 'found' || object.state === 'notFound')
       ? desiredProviderObject(template.object, release, commit)
       : undefined;
   if (object.state === 'found') {

@@ -252,6 +252,27 @@ describe('reconcileClusterStackRelease with a providerRef', () => {
     assert.ok(kept.kustomization !== undefined);
   });
 
+  it('caches not synced yet (e.g. after a restart): a release that was provider-ready stays Ready', () => {
+    const pending = { state: 'pending', message: 'waiting for the cache' } as const;
+    const first = reconcileRelease({ object: found(providerObject({ ready: true })) });
+    const again = reconcileClusterStackRelease({
+      release: { ...release(true), status: first.status },
+      stack: { ok: true, value: manifest },
+      commit: COMMIT,
+      clusters: [],
+      provider: { template: pending, object: pending },
+      templates,
+      now,
+    });
+    assert.ok(again.kustomization !== undefined, 'the Kustomization is still applied');
+    assert.equal(again.providerObject, undefined, 'nothing written while its state is unknown');
+    assert.deepEqual(again.status.conditions, first.status.conditions);
+    // Never provider-ready before: it waits.
+    const fresh = reconcileRelease({ object: pending, templateLookup: pending });
+    assert.equal(fresh.kustomization, undefined);
+    assert.equal(cond(fresh.status.conditions, 'Ready')?.reason, 'ProviderPending');
+  });
+
   it('without providerRef nothing changes: no object, no ProviderReady condition', () => {
     const r = reconcileClusterStackRelease({
       release: release(false),
@@ -323,6 +344,21 @@ describe('reconcileClusterStack with a providerRef', () => {
     assert.deepEqual(r.delete, []);
     assert.deepEqual(r.apply, []);
     assert.equal(cond(r.status.conditions, 'Reconciling')?.status, 'True');
+  });
+
+  it('a template found before and not known yet (cache syncing) does not flap: releases go on', () => {
+    const first = run(clusterStack({ providerRef: REF }), found(template));
+    const cs = { ...clusterStack({ providerRef: REF }), status: first.status };
+    const r = run(cs, { state: 'pending', message: 'waiting for the cache' });
+    assert.deepEqual(r.apply, first.apply);
+    assert.deepEqual(r.delete, first.delete);
+    assert.deepEqual(
+      cond(r.status.conditions, 'ProviderTemplateReady'),
+      cond(first.status.conditions, 'ProviderTemplateReady'),
+    );
+    // A different ref found before does not count.
+    const other = { ...clusterStack({ providerRef: { ...REF, name: 'other' } }), status: first.status };
+    assert.deepEqual(run(other, { state: 'pending', message: 'x' }).apply, []);
   });
 
   it('a ClusterStack being deleted still deletes its unused releases despite a provider problem', () => {
