@@ -192,6 +192,14 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       const desired = result.providerObject as KubeObject;
       if (needsApply(existing as KubeObject | undefined, desired)) {
         await client.apply(shardLabel(desired), { force: true, signal: ctx.signal });
+        if (existing === undefined)
+          void recorder.event(
+            release,
+            'Normal',
+            'ProviderObjectCreated',
+            'Create',
+            `created ${desired.kind} ${desired.metadata.name}; its ClusterClass is applied once the provider sets status.ready`,
+          );
       }
     }
     if (result.kustomization !== undefined && (!deleting || kustomization !== undefined)) {
