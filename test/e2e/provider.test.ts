@@ -258,6 +258,12 @@ describe('providerRef: provider objects gate a release (issue 15)', { timeout: 1
       const res = await fetch(controller?.readyzUrl ?? '');
       assert.equal(res.status, 200, 'an unserved provider kind does not make the controller unready');
       assert.deepEqual(await releases(), [tag('v2')], 'the other stacks did not touch ferrol');
+      // Gone again before the diff step: ClusterStacks sharing one repository URL record listing times
+      // of their own, and a snapshot holds one listing per URL.
+      for (const name of ['neither', 'unserved']) {
+        await client.delete(API_VERSION, 'ClusterStack', name, ns);
+        await gone(`ClusterStack ${name} deleted`, () => csk(name));
+      }
     }));
 
   it('stackflux diff on the settled namespace reports no changes (provider kinds are in the live snapshot)', async () => {
