@@ -218,6 +218,7 @@ async function main(): Promise<void> {
         kind: 'ClusterStack',
         metadata: { name: 'ferrol', namespace: ns },
         spec: {
+          noProvider: true,
           provider: 'docker',
           name: 'ferrol',
           kubernetesVersion: '1.30',

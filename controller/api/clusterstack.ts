@@ -111,18 +111,21 @@ export const clusterStackSpecSchema = schema({
     noProvider: {
       type: 'boolean',
       description:
-        'Kept for cluster-stack-operator compatibility: stackflux has no provider-specific ' +
-        'release objects, so this is accepted and has no effect.',
+        'true: releases of this stack need no provider-specific object (no providerRef). One of ' +
+        'noProvider and providerRef must be set, as in the cluster-stack-operator.',
       default: false,
     },
     providerRef: {
       type: 'object',
-      description: 'Kept for cluster-stack-operator compatibility; recorded, not used.',
+      description:
+        'The <Provider>ClusterStackReleaseTemplate (in this namespace) whose spec.template.spec is the ' +
+        'spec of the <Provider>ClusterStackRelease created for every release. The release is usable ' +
+        'only once that object is ready (status.ready or a Ready condition). Ignored with noProvider.',
       properties: {
         apiVersion: { type: 'string' },
         kind: { type: 'string' },
         name: { type: 'string' },
-        namespace: { type: 'string' },
+        namespace: { type: 'string', description: 'Ignored: the template is read from this namespace.' },
       },
     },
     source: clusterStackSourceSchema,

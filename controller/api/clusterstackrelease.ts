@@ -30,6 +30,18 @@ export const clusterStackReleaseSpecSchema = schema({
         path: { type: 'string' },
       },
     },
+    providerRef: {
+      type: 'object',
+      description:
+        'Copied from the ClusterStack: the <Provider>ClusterStackReleaseTemplate the provider object ' +
+        '(its kind without "Template", named after this release) is made from. Absent: no provider object.',
+      required: ['apiVersion', 'kind', 'name'],
+      properties: {
+        apiVersion: { type: 'string' },
+        kind: { type: 'string' },
+        name: { type: 'string' },
+      },
+    },
     interval: durationSchema,
     timeout: durationSchema,
     suspend: { type: 'boolean' },
@@ -48,6 +60,17 @@ export const clusterStackReleaseStatusSchema = schema({
     gitRepository: { type: 'string', description: 'Name of the owned Flux GitRepository.' },
     kustomization: { type: 'string', description: 'Name of the owned Flux Kustomization.' },
     clusters: { type: 'integer', minimum: 0, description: 'Clusters that use the ClusterClass.' },
+    provider: {
+      type: 'object',
+      description: 'The provider object of this release and whether its provider has made it ready.',
+      required: ['apiVersion', 'kind', 'name', 'ready'],
+      properties: {
+        apiVersion: { type: 'string' },
+        kind: { type: 'string' },
+        name: { type: 'string' },
+        ready: { type: 'boolean' },
+      },
+    },
     conditions: conditionsSchema,
   },
 });

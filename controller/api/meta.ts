@@ -18,6 +18,14 @@ export const LABEL_ADDON = 'stackflux.io/addon';
  * outside the interval. The controller acknowledges it in status.lastHandledReconcileAt.
  */
 export const RECONCILE_REQUEST_ANNOTATION = 'reconcile.fluxcd.io/requestedAt';
+/** Annotations on a provider object: where its release's files are (the same tree stackflux read). */
+export const ANNOTATION_SOURCE_URL = 'stackflux.io/source-url';
+export const ANNOTATION_SOURCE_PATH = 'stackflux.io/source-path';
+export const ANNOTATION_TAG = 'stackflux.io/tag';
+export const ANNOTATION_COMMIT = 'stackflux.io/commit';
+
+/** Label of ClusterRoles aggregated into stackflux's controller role (Cluster API's pattern). */
+export const LABEL_AGGREGATE_TO_CONTROLLER = 'stackflux.io/aggregate-to-controller';
 
 /** Finalizer that keeps a ClusterStackRelease while a Cluster uses its ClusterClass. */
 export const FINALIZER_RELEASE_IN_USE = 'stackflux.io/release-in-use';
@@ -103,6 +111,10 @@ export const ConditionType = {
   Reconciling: 'Reconciling',
   Stalled: 'Stalled',
   SourceReady: 'SourceReady',
+  /** ClusterStack: its providerRef names a template of a served kind that exists. */
+  ProviderTemplateReady: 'ProviderTemplateReady',
+  /** ClusterStackRelease: its provider object exists and its provider made it ready. */
+  ProviderReady: 'ProviderReady',
 } as const;
 
 /** meta.ReconcileRequestStatus of Flux, the field `flux reconcile` and Flux's tooling wait on. */

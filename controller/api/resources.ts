@@ -85,6 +85,13 @@ export function kindInfo(apiVersion: string, kind: string): { plural: string; na
 const FLUX_SOURCE = 'source.toolkit.fluxcd.io';
 const FLUX_KUSTOMIZE = 'kustomize.toolkit.fluxcd.io';
 const CAPI = 'cluster.x-k8s.io';
+/**
+ * The group of the cluster-stack-operator's providers (OpenStack, Docker, Hetzner):
+ * <Provider>ClusterStackReleaseTemplate / <Provider>ClusterStackRelease. Granted by default so their
+ * providerRef works unchanged; providers in other groups add a ClusterRole labelled
+ * LABEL_AGGREGATE_TO_CONTROLLER (it is aggregated into the controller's role).
+ */
+export const CSO_PROVIDER_GROUP = 'infrastructure.clusterstack.x-k8s.io';
 
 /** What the controller reads (informer caches and direct GETs). */
 export const INPUT_RESOURCES: readonly ResourceDeclaration[] = [
@@ -143,6 +150,14 @@ export const INPUT_RESOURCES: readonly ResourceDeclaration[] = [
     resource: '*',
     verbs: ['get', 'list', 'watch'],
     purpose: 'the object spec.infrastructureRef points at (template input InfraCluster)',
+  },
+  {
+    group: CSO_PROVIDER_GROUP,
+    version: '*',
+    resource: '*',
+    verbs: ['get', 'list', 'watch'],
+    purpose:
+      'provider templates (ClusterStack providerRef) and provider objects of releases; other groups: aggregated ClusterRoles',
   },
   {
     group: '',
@@ -233,6 +248,14 @@ export const OUTPUT_RESOURCES: readonly ResourceDeclaration[] = [
     purpose: 'release and addon Kustomizations; deletionPolicy patches; removed addons',
   },
   {
+    group: CSO_PROVIDER_GROUP,
+    version: '*',
+    resource: '*',
+    verbs: ['create', 'patch'],
+    purpose:
+      'one <Provider>ClusterStackRelease per release (server-side apply); GC deletes it with the release',
+  },
+  {
     group: '',
     version: 'v1',
     resource: 'events',
@@ -267,6 +290,16 @@ export function requiredPermission(
   if (verb === 'applyStatus') return { resource: `${resource}/status`, verb: 'patch' };
   if (verb === 'delete') return { resource, verb: 'delete' };
   return { resource, verb: 'patch' };
+}
+
+/**
+ * A provider object (<Provider>ClusterStackRelease of a group other than stackflux's): written with
+ * the permissions a provider's ClusterRole aggregates into the controller's role.
+ */
+export function isProviderObjectKind(apiVersion: string, kind: string): boolean {
+  return (
+    groupOf(apiVersion) !== GROUP && kind.endsWith('ClusterStackRelease') && kind !== 'ClusterStackRelease'
+  );
 }
 
 /** Whether OUTPUT_RESOURCES allows verb on group/resource. */

@@ -2,6 +2,7 @@
 // `kubectl apply -f -` or commit to a Flux repository. The CRDs come from the same definitions as
 // crds/ (controller/api/crds.ts) and the RBAC is generated from controller/api/resources.ts.
 import { allCrds } from '../api/crds.ts';
+import { LABEL_AGGREGATE_TO_CONTROLLER } from '../api/meta.ts';
 import {
   INPUT_RESOURCES,
   LEADER_ELECTION_RESOURCES,
@@ -59,6 +60,35 @@ export function policyRules(declarations: readonly ResourceDeclaration[]): Polic
     .map(([, r]) => ({ ...r, resources: r.resources.sort(compareStrings) }));
 }
 
+/** Name of the ClusterRole holding the generated rules (aggregated into the bound role NAME). */
+export const RULES_ROLE = `${NAME}-rules`;
+
+/**
+ * The Cluster API pattern: the bound ClusterRole NAME is an aggregated role (its rules are filled
+ * in by kube-controller-manager from every ClusterRole labelled LABEL_AGGREGATE_TO_CONTROLLER=true):
+ * the generated least-privilege rules come in through RULES_ROLE, and a provider's install adds
+ * access to its kinds with its own labelled ClusterRole.
+ */
+export function controllerClusterRoles(): Record<string, unknown>[] {
+  return [
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: NAME, labels: LABELS },
+      aggregationRule: {
+        clusterRoleSelectors: [{ matchLabels: { [LABEL_AGGREGATE_TO_CONTROLLER]: 'true' } }],
+      },
+      // No rules: kube-controller-manager owns them; a re-apply of these manifests must not reset them.
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: RULES_ROLE, labels: { ...LABELS, [LABEL_AGGREGATE_TO_CONTROLLER]: 'true' } },
+      rules: policyRules([...INPUT_RESOURCES, ...OUTPUT_RESOURCES]),
+    },
+  ];
+}
+
 export function installObjects(o: InstallOptions): Record<string, unknown>[] {
   const ns = o.namespace;
   const meta = (name: string, namespaced = true) => ({
@@ -71,12 +101,7 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
     objects.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: LABELS } });
   objects.push(...allCrds().map((crd) => ({ ...crd })));
   objects.push({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(NAME) });
-  objects.push({
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRole',
-    metadata: meta(NAME, false),
-    rules: policyRules([...INPUT_RESOURCES, ...OUTPUT_RESOURCES]),
-  });
+  objects.push(...controllerClusterRoles());
   objects.push({
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRoleBinding',

@@ -42,6 +42,20 @@ const byNsName = (
   b: { metadata: { namespace?: string; name: string } },
 ) => cmp(a.metadata.namespace ?? '', b.metadata.namespace ?? '') || cmp(a.metadata.name, b.metadata.name);
 
+/** The release's provider object (providerRef), with its ProviderReady reason and message. */
+function providerRow(r: ClusterStackRelease, depth: string): Row | undefined {
+  const p = r.status?.provider;
+  if (p === undefined) return undefined;
+  const c = r.status?.conditions?.find((x) => x.type === 'ProviderReady');
+  return {
+    namespace: r.metadata.namespace ?? '',
+    name: `${depth}provider/${p.kind}/${p.name}`,
+    revision: '',
+    ready: c?.status ?? (p.ready ? 'True' : 'False'),
+    message: c !== undefined ? `${c.reason}: ${c.message}` : '',
+  };
+}
+
 /** The rows of the status table: stack → releases → cluster addons → addons (tree-indented names). */
 export function statusRows(input: StatusInput): Row[] {
   const rows: Row[] = [];
@@ -91,6 +105,8 @@ export function statusRows(input: StatusInput): Row[] {
         revision: r.status?.lastAppliedRevision ?? r.status?.revision ?? r.spec.tag,
         ...readyOf(r.status?.conditions),
       });
+      const provider = providerRow(r, '    ');
+      if (provider !== undefined) rows.push(provider);
       addonRows(ns, r.metadata.name, '    ');
     }
   }

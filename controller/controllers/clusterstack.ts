@@ -10,6 +10,7 @@ import {
   reconcileClusterStack,
   sourceUrl,
 } from '../reconcilers/clusterstack.ts';
+import { providerConfig } from '../reconcilers/provider.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
@@ -18,6 +19,7 @@ import type { Informer } from '../runtime/informer.ts';
 import type { SourcePollers, SourceRef } from '../sources/poller.ts';
 import { needsApply, sameJson } from './common.ts';
 import { parseDuration } from './duration.ts';
+import type { ProviderKinds } from './provider.ts';
 import { listSourceOnRequest } from './reconcilerequest.ts';
 
 export const NAMESPACE_INDEX = 'namespace';
@@ -36,6 +38,8 @@ export interface ClusterStackDeps {
   recorder?: Recorder;
   /** Adds the manager's shard label to created objects (default: unchanged). */
   withShardLabel?: <T extends KubeObject>(obj: T) => T;
+  /** Caches of provider kinds (providerRef); without it a providerRef stays "looking up". */
+  providers?: ProviderKinds;
 }
 
 export function sourceRefOf(cs: ClusterStack): SourceRef {
@@ -73,11 +77,17 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
       const use = clusterUse(c);
       return use !== undefined ? [use] : [];
     });
+    const provider = providerConfig(cs);
+    const providerTemplate =
+      provider.mode === 'ref' && deps.providers !== undefined
+        ? await deps.providers.template(provider.ref, namespace)
+        : undefined;
     const result = reconcileClusterStack({
       clusterStack: cs,
       listing,
       releases,
       clusters,
+      ...(providerTemplate !== undefined ? { providerTemplate } : {}),
       now: new Date(deps.clock.now()),
     });
 

@@ -8,6 +8,7 @@ import type { GitRepository, Kustomization } from '../api/flux.ts';
 import { API_VERSION } from '../api/meta.ts';
 import type { StackManifest } from '../api/release.ts';
 import { commitOfRevision, reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
+import { providerObjectRef, type ReleaseProviderInput } from '../reconcilers/provider.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readRelease, type ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag } from '../releases/tags.ts';
@@ -19,6 +20,7 @@ import type { Informer } from '../runtime/informer.ts';
 import { type fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
 import type { SourcePollers, SourceRef, TagLister } from '../sources/poller.ts';
 import { needsApply, readyCondition, sameJson } from './common.ts';
+import type { ProviderKinds } from './provider.ts';
 
 export const CLASS_INDEX = 'clusterclass';
 
@@ -39,6 +41,29 @@ export interface ClusterStackReleaseDeps {
   recorder?: Recorder;
   /** Adds the manager's shard label to created objects (default: unchanged). */
   withShardLabel?: <T extends KubeObject>(obj: T) => T;
+  /** Caches of provider kinds (spec.providerRef). */
+  providers?: ProviderKinds;
+}
+
+const PROVIDER_RECHECK_MS = 30_000;
+
+function isWaitingOnCluster(l: { state: string }): boolean {
+  return l.state === 'notServed' || l.state === 'pending';
+}
+
+/** The release's template and provider object from the provider caches (undefined without providerRef). */
+async function lookUpProvider(
+  providers: ProviderKinds | undefined,
+  release: ClusterStackRelease,
+): Promise<ReleaseProviderInput | undefined> {
+  const templateRef = release.spec.providerRef;
+  const objectRef = providerObjectRef(release);
+  if (providers === undefined || templateRef === undefined || objectRef === undefined) return undefined;
+  const namespace = release.metadata.namespace ?? 'default';
+  return {
+    template: await providers.template(templateRef, namespace),
+    object: await providers.object(objectRef, namespace),
+  };
 }
 
 const MAX_CACHED_VALIDATIONS = 1000;
@@ -118,8 +143,10 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       }
     }
 
+    const provider = await lookUpProvider(deps.providers, release);
     const result = reconcileClusterStackRelease({
       release,
+      ...(provider !== undefined ? { provider } : {}),
       ...(gitRepository !== undefined ? { gitRepository } : {}),
       ...(kustomization !== undefined ? { kustomization } : {}),
       ...(stack !== undefined ? { stack } : {}),
@@ -158,6 +185,21 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
           force: true,
           signal: ctx.signal,
         });
+      }
+    }
+    if (result.providerObject !== undefined) {
+      const existing = provider?.object.state === 'found' ? provider.object.object : undefined;
+      const desired = result.providerObject as KubeObject;
+      if (needsApply(existing as KubeObject | undefined, desired)) {
+        await client.apply(shardLabel(desired), { force: true, signal: ctx.signal });
+        if (existing === undefined)
+          void recorder.event(
+            release,
+            'Normal',
+            'ProviderObjectCreated',
+            'Create',
+            `created ${desired.kind} ${desired.metadata.name}; its ClusterClass is applied once the provider sets status.ready`,
+          );
       }
     }
     if (result.kustomization !== undefined && (!deleting || kustomization !== undefined)) {
@@ -207,6 +249,12 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       );
     }
     if (fetchError !== undefined) throw fetchError;
+    // A provider kind not served (yet) or a cache not synced: look again (CRDs may be installed later).
+    if (
+      provider !== undefined &&
+      (isWaitingOnCluster(provider.template) || isWaitingOnCluster(provider.object))
+    )
+      return { requeueAfter: PROVIDER_RECHECK_MS };
     return undefined;
   };
 }

@@ -11,6 +11,7 @@ import {
 } from '../api/flux.ts';
 import { API_VERSION } from '../api/meta.ts';
 import { clusterUse } from '../reconcilers/clusterstack.ts';
+import { providerObjectKind } from '../reconcilers/provider.ts';
 import { type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import type { KubeObject } from '../runtime/client.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
@@ -24,6 +25,7 @@ import { SourcePollers, type TagLister } from '../sources/poller.ts';
 import { clusterStackReconciler, NAMESPACE_INDEX } from './clusterstack.ts';
 import { CLASS_INDEX, clusterStackReleaseReconciler } from './clusterstackrelease.ts';
 import { ownerKey, secretCredentials } from './common.ts';
+import { ProviderKinds } from './provider.ts';
 
 export const CLUSTER_API_VERSIONS = ['cluster.x-k8s.io/v1beta2', 'cluster.x-k8s.io/v1beta1'];
 
@@ -142,6 +144,13 @@ export async function setupReleasePipeline(
     },
   });
 
+  // Provider kinds (providerRef): caches created on first use; see ./provider.ts.
+  const providers = new ProviderKinds({
+    manager,
+    clock,
+    ...(opts.namespace ? { namespace: opts.namespace } : {}),
+  });
+
   const clusterStackController = manager.addController({
     name: 'clusterstack',
     kind: 'ClusterStack',
@@ -156,6 +165,7 @@ export async function setupReleasePipeline(
       defaultIntervalMs: opts.defaultPollIntervalMs,
       recorder: manager.events,
       withShardLabel: (o) => manager.withShardLabel(o),
+      providers,
     }),
   });
   csController = clusterStackController;
@@ -179,8 +189,10 @@ export async function setupReleasePipeline(
       listTags: lister,
       recorder: manager.events,
       withShardLabel: (o) => manager.withShardLabel(o),
+      providers,
     }),
   });
+  watchProviderKinds(providers, clusterStacks, releases, clusterStackController, releaseController);
 
   // ClusterStack controller: its own objects, its releases (by owner), Clusters of the namespace.
   manager.watch(clusterStackController, clusterStacks);
@@ -234,4 +246,44 @@ export async function setupReleasePipeline(
     .catch((err: unknown) => log.error(errorFields(err), 'stopping pollers'));
 
   return { pollers, clusterStackController, releaseController, clusterApiVersion };
+}
+
+/**
+ * Provider objects → their release (owner); templates → the ClusterStacks and releases of the
+ * namespace that name them (cost: the ClusterStacks/releases of one namespace).
+ */
+function watchProviderKinds(
+  providers: ProviderKinds,
+  clusterStacks: Informer<ClusterStack & KubeObject>,
+  releases: Informer<ClusterStackRelease & KubeObject>,
+  clusterStackController: Controller,
+  releaseController: Controller,
+): void {
+  providers.subscribe((o) => {
+    const ns = o.metadata.namespace;
+    if (ns === undefined) return;
+    const owner = ownerKey(o, 'ClusterStackRelease');
+    if (owner !== undefined) {
+      releaseController.enqueue(owner);
+      return;
+    }
+    const names = (ref: { kind?: string; name?: string; apiVersion?: string } | undefined): boolean =>
+      ref !== undefined &&
+      ref.kind === o.kind &&
+      ref.name === o.metadata.name &&
+      ref.apiVersion === o.apiVersion;
+    for (const cs of clusterStacks.byIndex(NAMESPACE_INDEX, ns))
+      if (names(cs.spec.providerRef)) clusterStackController.enqueue(`${ns}/${cs.metadata.name}`);
+    for (const r of releases.byIndex(NAMESPACE_INDEX, ns))
+      if (names(r.spec.providerRef)) releaseController.enqueue(`${ns}/${r.metadata.name}`);
+  });
+  // A cache that just synced turns "looking up" into found/not found for everyone naming the kind.
+  providers.subscribeSynced((apiVersion, kind) => {
+    const key = (o: KubeObject) => `${o.metadata.namespace}/${o.metadata.name}`;
+    const uses = (ref: { apiVersion?: string; kind?: string } | undefined): boolean =>
+      ref?.apiVersion === apiVersion && (ref.kind === kind || providerObjectKind(ref.kind ?? '') === kind);
+    for (const cs of clusterStacks.list())
+      if (uses(cs.spec.providerRef)) clusterStackController.enqueue(key(cs));
+    for (const r of releases.list()) if (uses(r.spec.providerRef)) releaseController.enqueue(key(r));
+  });
 }

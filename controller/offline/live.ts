@@ -7,9 +7,11 @@ import { join } from 'node:path';
 import { simpleGit } from 'simple-git';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import { FLUX_KUSTOMIZE_API_VERSION, FLUX_SOURCE_API_VERSION } from '../api/flux.ts';
-import { API_VERSION } from '../api/meta.ts';
+import { API_VERSION, GROUP } from '../api/meta.ts';
+import { groupOf } from '../api/resources.ts';
 import { secretCredentials } from '../controllers/common.ts';
 import { sourceUrl } from '../reconcilers/clusterstack.ts';
+import { providerConfig, providerObjectKind } from '../reconcilers/provider.ts';
 import { MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { classifyTags, formatReleaseTag } from '../releases/tags.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
@@ -60,6 +62,7 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
   };
   for (const kind of ['ClusterStack', 'ClusterStackRelease', 'ClusterAddon'])
     for (const o of (await client.listAll(API_VERSION, kind, scope)).items) add(o);
+  await addProviderKinds(client, snapshot, scope.namespace, add);
   for (const [v, kind] of [
     [FLUX_SOURCE_API_VERSION, 'GitRepository'],
     [FLUX_KUSTOMIZE_API_VERSION, 'Kustomization'],
@@ -110,6 +113,41 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
     snapshot.fleet = await readFleet(url, branch, opts.fleet.credentials);
   }
   return snapshot;
+}
+
+/**
+ * The provider kinds the ClusterStacks name (templates and provider objects) with their CRDs, so the
+ * renderer knows which kinds the server serves (offline/provider.ts). A kind the server does not
+ * serve is left out; so is a CRD the caller may not read (then only existing objects show it served).
+ */
+async function addProviderKinds(
+  client: KubeClient,
+  snapshot: Snapshot,
+  namespace: string | undefined,
+  add: (o: KubeObject) => void,
+): Promise<void> {
+  const kinds = new Map<string, { apiVersion: string; kind: string }>();
+  for (const o of snapshot.objects.values()) {
+    if (o.kind !== 'ClusterStack' || groupOf(o.apiVersion) !== GROUP) continue;
+    const config = providerConfig(o as unknown as ClusterStack);
+    if (config.mode !== 'ref') continue;
+    const { apiVersion, kind } = config.ref;
+    for (const k of [kind, providerObjectKind(kind)])
+      kinds.set(`${apiVersion}/${k}`, { apiVersion, kind: k });
+  }
+  for (const { apiVersion, kind } of kinds.values()) {
+    const res = await client.resource(apiVersion, kind).catch(() => undefined);
+    if (res === undefined) continue;
+    const crd = await client
+      .get<KubeObject>('apiextensions.k8s.io/v1', 'CustomResourceDefinition', `${res.plural}.${res.group}`)
+      .catch(() => undefined);
+    if (crd !== undefined)
+      add({ ...crd, apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition' });
+    const list = await client
+      .listAll(apiVersion, kind, namespace ? { namespace } : {})
+      .catch(() => undefined);
+    for (const o of list?.items ?? []) add({ ...o, apiVersion, kind });
+  }
 }
 
 /** When the controller last listed the ClusterStack's source (its status), if it has. */

@@ -17,7 +17,13 @@ import {
 import type { Condition } from '../api/meta.ts';
 import { API_VERSION, GROUP, LABEL_CLUSTER } from '../api/meta.ts';
 import type { ReleaseTree, StackManifest } from '../api/release.ts';
-import { groupOf, isDeclaredOutput, kindInfo, requiredPermission } from '../api/resources.ts';
+import {
+  groupOf,
+  isDeclaredOutput,
+  isProviderObjectKind,
+  kindInfo,
+  requiredPermission,
+} from '../api/resources.ts';
 import { needsApply, sameJson } from '../controllers/common.ts';
 import {
   type ClusterAddonResult,
@@ -34,10 +40,12 @@ import {
   sourceUrl,
 } from '../reconcilers/clusterstack.ts';
 import { commitOfRevision, reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
+import { providerConfig } from '../reconcilers/provider.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readRelease, type ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import type { KubeObject } from '../runtime/client.ts';
+import { snapshotReleaseProvider, snapshotTemplate } from './provider.ts';
 import { objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
 import { World } from './world.ts';
 import { compareStrings, isRecord } from './yaml.ts';
@@ -236,7 +244,7 @@ class Renderer {
     const group = groupOf(m.apiVersion);
     const { plural } = kindInfo(m.apiVersion, m.kind);
     const perm = requiredPermission(m.verb, plural);
-    if (!isDeclaredOutput(group, perm.resource, perm.verb)) {
+    if (!isDeclaredOutput(group, perm.resource, perm.verb) && !isProviderObjectKind(m.apiVersion, m.kind)) {
       throw new RenderError(
         `${describeMutation(m)}: ${perm.verb} on ${group || 'core'}/${perm.resource} is not a declared output resource (controller/api/resources.ts)`,
       );
@@ -309,11 +317,15 @@ class Renderer {
         return use !== undefined ? [use] : [];
       });
       this.current = this.outcome('clusterstack', namespace, cs.metadata.name);
+      const provider = providerConfig(cs);
       const result = this.reconcilers.clusterStack({
         clusterStack: cs,
         listing,
         releases,
         clusters,
+        ...(provider.mode === 'ref'
+          ? { providerTemplate: snapshotTemplate(w, provider.ref, namespace) }
+          : {}),
         now: this.options.now,
       });
       const r = 'clusterstack';
@@ -397,8 +409,10 @@ class Renderer {
         if (tree !== undefined) stack = readRelease(tree, parsed.value);
       }
       this.current = this.outcome('clusterstackrelease', namespace, name);
+      const provider = snapshotReleaseProvider(w, release);
       const result = this.reconcilers.clusterStackRelease({
         release,
+        ...(provider !== undefined ? { provider } : {}),
         ...(gitRepository !== undefined ? { gitRepository } : {}),
         ...(kustomization !== undefined ? { kustomization } : {}),
         ...(stack !== undefined ? { stack } : {}),
@@ -435,6 +449,16 @@ class Renderer {
             reconciler: r,
             ...ids(result.gitRepository),
             body: result.gitRepository,
+          });
+      }
+      if (result.providerObject !== undefined) {
+        const existing = provider?.object.state === 'found' ? provider.object.object : undefined;
+        if (needsApply(existing as KubeObject | undefined, result.providerObject as KubeObject))
+          this.mutate({
+            verb: 'apply',
+            reconciler: r,
+            ...ids(result.providerObject),
+            body: result.providerObject,
           });
       }
       if (result.kustomization !== undefined && (!deleting || kustomization !== undefined)) {

@@ -66,6 +66,7 @@ import {
   removeCondition,
 } from '../runtime/conditions.ts';
 import { clusterUse } from './clusterstack.ts';
+import { ProviderReason, releaseProviderBlock } from './provider.ts';
 import { acknowledgeReconcileRequest } from './reconcilerequest.ts';
 
 /** Finalizer on the ClusterAddon: its fleet folders must be removed before it goes. */
@@ -487,6 +488,9 @@ function reconcileClusterAddonOnce(input: ClusterAddonInput): ClusterAddonResult
   if (release === undefined) {
     return waiting(Reason.ReleaseNotFound, `waiting for ClusterStackRelease ${releaseName}`);
   }
+  // A release whose provider object is not ready is not usable (issue 15): what runs stays.
+  const providerBlock = releaseProviderBlock(release);
+  if (providerBlock !== undefined) return waiting(ProviderReason.WaitingForProvider, providerBlock);
   if (tree === undefined) {
     return waiting(Reason.ReleaseNotFetched, `waiting for the files of release ${releaseName} to be fetched`);
   }

@@ -26,6 +26,13 @@ import {
   removeCondition,
   setCondition,
 } from '../runtime/conditions.ts';
+import {
+  type ProviderLookup,
+  type ProviderRef,
+  type ProviderTemplate,
+  providerConfig,
+  templateCondition,
+} from './provider.ts';
 import { lastHandledReconcileAt } from './reconcilerequest.ts';
 
 /** What the source's poller last returned for the ClusterStack's repository (undefined while suspended). */
@@ -99,6 +106,11 @@ export interface ClusterStackInput {
   /** ClusterStackReleases in the namespace (those of other ClusterStacks are ignored). */
   releases: readonly ClusterStackRelease[];
   clusters: readonly ClusterUse[];
+  /**
+   * The template spec.providerRef names, as the controller found it (ignored with noProvider);
+   * undefined: not looked up yet.
+   */
+  providerTemplate?: ProviderLookup<ProviderTemplate>;
   now: Date;
 }
 
@@ -159,7 +171,7 @@ export function releaseReady(release: ClusterStackRelease): boolean {
   return gen === undefined || observed === undefined || observed >= gen;
 }
 
-function desiredRelease(cs: ClusterStack, tag: ReleaseTag): ClusterStackRelease {
+function desiredRelease(cs: ClusterStack, tag: ReleaseTag, providerRef?: ProviderRef): ClusterStackRelease {
   const secretRef = sourceSecretRef(cs);
   const path = cs.spec.source.path ?? '';
   return {
@@ -182,10 +194,42 @@ function desiredRelease(cs: ClusterStack, tag: ReleaseTag): ClusterStackRelease 
         ...(secretRef !== undefined ? { secretRef: { name: secretRef.name } } : {}),
         ...(path !== '' ? { path } : {}),
       },
+      ...(providerRef !== undefined ? { providerRef: { ...providerRef } } : {}),
       interval: cs.spec.interval ?? '5m',
       timeout: cs.spec.timeout ?? '5m',
     },
   };
+}
+
+/**
+ * The provider phase: the template ref to copy into releases, or why releases must not change
+ * (a configuration problem, or the template not known yet), and the ProviderTemplateReady condition.
+ */
+function providerPhase(
+  cs: ClusterStack,
+  lookup: ProviderLookup<ProviderTemplate> | undefined,
+): {
+  ref?: ProviderRef;
+  /** Releases are neither created nor deleted (fail closed). */
+  hold?: { problem: boolean; reason: string; message: string };
+  condition?: { status: Condition['status']; reason: string; message: string };
+} {
+  const config = providerConfig(cs);
+  if (config.mode === 'none') return {};
+  if (config.mode === 'invalid') {
+    const c = { status: 'False' as const, reason: config.reason, message: config.message };
+    return { hold: { problem: true, reason: c.reason, message: c.message }, condition: c };
+  }
+  const namespace = cs.metadata.namespace ?? 'default';
+  const c = templateCondition(config.ref, lookup, namespace);
+  if (c.status === 'True') return { ref: config.ref, condition: c };
+  // Not known yet (e.g. the cache of the kind syncing after a restart) but found before, for this
+  // same ref: carry on as found rather than flap Ready (the template's content is not read here).
+  const found = templateCondition(config.ref, { state: 'found', object: {} as ProviderTemplate }, namespace);
+  const previous = findCondition(cs.status?.conditions, ConditionType.ProviderTemplateReady);
+  if (c.status === 'Unknown' && previous?.status === 'True' && previous.message === found.message)
+    return { ref: config.ref, condition: found };
+  return { hold: { problem: c.status === 'False', reason: c.reason, message: c.message }, condition: c };
 }
 
 function byName<T extends { metadata: { name: string } }>(a: T, b: T): number {
@@ -239,6 +283,9 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
   const deleting = cs.metadata.deletionTimestamp !== undefined;
   const suspended = cs.spec.suspend === true;
   const autoSubscribe = cs.spec.autoSubscribe ?? true;
+  const provider = providerPhase(cs, input.providerTemplate);
+  // A provider problem freezes the releases as they are (deletion of the ClusterStack goes on).
+  const frozen = suspended || (provider.hold !== undefined && !deleting);
 
   // Desired set (tags). Without a listing, keep what exists (never delete on a source error).
   const desired = new Set<string>();
@@ -265,12 +312,12 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
 
   const apply: ClusterStackRelease[] = [];
   const del: string[] = [];
-  if (!suspended) {
+  if (!frozen) {
     if (!deleting && classified !== undefined) {
       for (const tagName of [...desired].sort()) {
         const tag = available.get(tagName);
         // A desired release whose tag is gone (e.g. in use, tag deleted) keeps its current object.
-        if (tag !== undefined) apply.push(desiredRelease(cs, tag));
+        if (tag !== undefined) apply.push(desiredRelease(cs, tag, provider.ref));
       }
     }
     if (classified !== undefined || deleting) {
@@ -386,6 +433,20 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
     );
   }
 
+  // Provider template condition (absent with noProvider).
+  conditions =
+    provider.condition === undefined
+      ? removeCondition(conditions, ConditionType.ProviderTemplateReady)
+      : setCondition(
+          conditions,
+          {
+            type: ConditionType.ProviderTemplateReady,
+            status: provider.condition.status,
+            ...mark(provider.condition.reason, provider.condition.message),
+          },
+          now,
+        );
+
   // Summary conditions (Ready / Reconciling / Stalled), the most important problem first.
   const desiredSummaries = summary.filter((s) => desired.has(s.name));
   const failed = desiredSummaries.filter(
@@ -420,6 +481,18 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       now,
     );
     conditions = removeCondition(conditions, ConditionType.Reconciling);
+  } else if (provider.hold?.problem === true) {
+    conditions = markNotReady(
+      conditions,
+      mark(
+        provider.hold.reason,
+        `${provider.hold.message}; no release is created or deleted until this is fixed`,
+      ),
+      now,
+    );
+    conditions = removeCondition(conditions, ConditionType.Reconciling);
+  } else if (provider.hold !== undefined) {
+    conditions = markReconciling(conditions, mark(provider.hold.reason, provider.hold.message), now);
   } else if (listing === undefined) {
     conditions = markReconciling(conditions, mark(Reason.Progressing, `listing ${source.url}`), now);
   } else if (!listing.ok) {

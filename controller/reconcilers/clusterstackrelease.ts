@@ -25,6 +25,13 @@ import {
   removeCondition,
   setCondition,
 } from '../runtime/conditions.ts';
+import {
+  type ProviderGate,
+  type ProviderObject,
+  providerGate,
+  providerObjectKind,
+  type ReleaseProviderInput,
+} from './provider.ts';
 
 export interface ClusterStackReleaseInput {
   release: ClusterStackRelease;
@@ -41,6 +48,8 @@ export interface ClusterStackReleaseInput {
   commit?: string;
   /** Names of Clusters whose topology names this release's ClusterClass. */
   clusters: readonly string[];
+  /** The template and provider object (read only when the release has spec.providerRef). */
+  provider?: ReleaseProviderInput;
   templates: FluxTemplates;
   now: Date;
 }
@@ -49,6 +58,8 @@ export interface ClusterStackReleaseResult {
   gitRepository: GitRepository;
   /** undefined: do not apply a Kustomization (an existing one is left as it is). */
   kustomization?: Kustomization;
+  /** The provider object to apply (server-side apply); undefined: leave it as it is. */
+  providerObject?: ProviderObject;
   /** The release's finalizers as they should be. */
   finalizers: string[];
   status: ClusterStackReleaseStatus;
@@ -63,6 +74,8 @@ export const Reason = {
   RevisionMismatch: 'RevisionMismatch',
   InUse: 'InUse',
   Suspended: 'Suspended',
+  /** A provider object that was ready is not any more; the applied ClusterClass is kept. */
+  ProviderNotReady: 'ProviderNotReady',
 } as const;
 
 /** "<tag>@sha1:<commit>" → commit, if the revision is of this tag. */
@@ -110,6 +123,11 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
   let conditions: Condition[] = [...(release.status?.conditions ?? [])];
   let kustomization: Kustomization | undefined;
   const stack = input.stack;
+  // The provider gate, once the release tree is valid (the provider object names its commit).
+  const gate: ProviderGate | undefined =
+    stack?.ok === true && release.spec.providerRef !== undefined
+      ? providerGate(release, input.provider, commit)
+      : undefined;
 
   if (stack === undefined) {
     conditions = markReconciling(
@@ -130,6 +148,8 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
       now,
     );
     conditions = removeCondition(conditions, ConditionType.Reconciling);
+  } else if (gate !== undefined && !gate.ready) {
+    conditions = providerNotReady(conditions, gate, input.kustomization !== undefined, applied, mark, now);
   } else {
     kustomization = desired.kustomization;
     const ready = kustomizationReady(input.kustomization);
@@ -189,6 +209,8 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     }
   }
 
+  conditions = providerCondition(conditions, release, gate, mark, now);
+
   if (deleting && clusters.length > 0) {
     conditions = setCondition(
       conditions,
@@ -217,12 +239,88 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     gitRepository: desired.gitRepository.metadata.name,
     kustomization: desired.kustomization.metadata.name,
     clusters: clusters.length,
+    ...providerStatus(release, gate),
     conditions,
   };
   return {
     gitRepository: desired.gitRepository,
     ...(kustomization !== undefined ? { kustomization } : {}),
+    ...(gate?.apply !== undefined && !deleting ? { providerObject: gate.apply } : {}),
     finalizers,
     status,
+  };
+}
+
+type MarkFn = (
+  reason: string,
+  message: string,
+) => { reason: string; message: string; observedGeneration?: number };
+
+/**
+ * The gate is closed. Nothing applied yet: the Kustomization is not created and the release waits
+ * (Ready=False, Reconciling while the provider works, not while a user must fix something). Applied
+ * before: the Kustomization is left exactly as it is (what runs keeps running) and Ready=False says
+ * why the release is not usable any more.
+ */
+function providerNotReady(
+  conditions: Condition[],
+  gate: ProviderGate,
+  wasApplied: boolean,
+  applied: string | undefined,
+  mark: MarkFn,
+  now: Date,
+): Condition[] {
+  if (wasApplied) {
+    const out = markNotReady(
+      conditions,
+      mark(
+        Reason.ProviderNotReady,
+        `${gate.message}; the ClusterClass applied${applied !== undefined ? ` at ${applied}` : ''} keeps running, the release is not offered to Clusters`,
+      ),
+      now,
+    );
+    return removeCondition(out, ConditionType.Reconciling);
+  }
+  const m = mark(gate.reason, `${gate.message}; the ClusterClass is applied once it is ready`);
+  if (gate.problem) return removeCondition(markNotReady(conditions, m, now), ConditionType.Reconciling);
+  const out = setCondition(conditions, { type: ConditionType.Reconciling, status: 'True', ...m }, now);
+  return setCondition(out, { type: ConditionType.Ready, status: 'False', ...m }, now);
+}
+
+/** ProviderReady: absent without providerRef; kept as it was while the gate was not evaluated. */
+function providerCondition(
+  conditions: Condition[],
+  release: ClusterStackRelease,
+  gate: ProviderGate | undefined,
+  mark: MarkFn,
+  now: Date,
+): Condition[] {
+  if (release.spec.providerRef === undefined) return removeCondition(conditions, ConditionType.ProviderReady);
+  if (gate === undefined) return conditions;
+  return setCondition(
+    conditions,
+    {
+      type: ConditionType.ProviderReady,
+      status: gate.ready ? 'True' : 'False',
+      ...mark(gate.reason, gate.message),
+    },
+    now,
+  );
+}
+
+function providerStatus(
+  release: ClusterStackRelease,
+  gate: ProviderGate | undefined,
+): Pick<ClusterStackReleaseStatus, 'provider'> {
+  const ref = release.spec.providerRef;
+  if (ref === undefined) return {};
+  const previous = release.status?.provider;
+  return {
+    provider: {
+      apiVersion: ref.apiVersion,
+      kind: providerObjectKind(ref.kind),
+      name: release.metadata.name,
+      ready: gate !== undefined ? gate.ready : (previous?.ready ?? false),
+    },
   };
 }

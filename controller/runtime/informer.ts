@@ -425,6 +425,8 @@ export class Informer<T extends KubeObject = KubeObject> {
 /** One informer per (apiVersion, kind, namespace, selectors), shared by every controller. */
 export class SharedInformers {
   private readonly informers = new Map<string, Informer<KubeObject>>();
+  /** Informers created on demand for kinds found at run time (they do not gate readiness). */
+  private readonly optional = new Set<Informer<KubeObject>>();
   private readonly defaults: Omit<InformerOptions<KubeObject>, 'apiVersion' | 'kind'>;
   private started = false;
 
@@ -435,8 +437,9 @@ export class SharedInformers {
   informerFor<T extends KubeObject = KubeObject>(
     apiVersion: string,
     kind: string,
-    o: { namespace?: string; labelSelector?: string; fieldSelector?: string } = {},
+    o: { namespace?: string; labelSelector?: string; fieldSelector?: string; optional?: boolean } = {},
   ): Informer<T> {
+    const { optional, ...selectors } = o;
     const key = JSON.stringify([
       apiVersion,
       kind,
@@ -446,9 +449,12 @@ export class SharedInformers {
     ]);
     let inf = this.informers.get(key);
     if (!inf) {
-      inf = new Informer<KubeObject>({ ...this.defaults, ...o, apiVersion, kind });
+      inf = new Informer<KubeObject>({ ...this.defaults, ...selectors, apiVersion, kind });
       this.informers.set(key, inf);
+      if (optional === true) this.optional.add(inf);
       if (this.started) inf.start();
+    } else if (optional !== true) {
+      this.optional.delete(inf);
     }
     return inf as unknown as Informer<T>;
   }
@@ -458,13 +464,19 @@ export class SharedInformers {
     for (const inf of this.informers.values()) inf.start();
   }
 
+  /**
+   * Every informer synced, except optional ones: a kind whose LIST keeps failing (not served any
+   * more, not allowed) must not keep the controller unready.
+   */
   hasSynced(): boolean {
-    for (const inf of this.informers.values()) if (!inf.hasSynced()) return false;
+    for (const inf of this.informers.values()) if (!this.optional.has(inf) && !inf.hasSynced()) return false;
     return true;
   }
 
   async waitForSync(signal?: AbortSignal): Promise<void> {
-    await Promise.all([...this.informers.values()].map((i) => i.waitForSync(signal)));
+    await Promise.all(
+      [...this.informers.values()].filter((i) => !this.optional.has(i)).map((i) => i.waitForSync(signal)),
+    );
   }
 
   async stop(): Promise<void> {

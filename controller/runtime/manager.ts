@@ -122,10 +122,11 @@ export class Manager {
     }
   }
 
+  /** A shared informer; `optional`: created at run time for a discovered kind, not gating /readyz. */
   informer<T extends KubeObject = KubeObject>(
     apiVersion: string,
     kind: string,
-    o: { namespace?: string; labelSelector?: string; fieldSelector?: string } = {},
+    o: { namespace?: string; labelSelector?: string; fieldSelector?: string; optional?: boolean } = {},
   ): Informer<T> {
     return this.informers.informerFor<T>(apiVersion, kind, o);
   }

@@ -507,7 +507,7 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
     `--kubeconfig=${kubeconfig}`,
     `--authentication-kubeconfig=${kubeconfig}`,
     `--authorization-kubeconfig=${kubeconfig}`,
-    '--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token',
+    '--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token,clusterrole-aggregation',
     `--service-account-private-key-file=${join(pki, 'sa.key')}`,
     `--root-ca-file=${join(pki, 'ca.crt')}`,
     '--leader-elect=false',

@@ -191,6 +191,7 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
       kind: 'ClusterStack',
       metadata: { name: 'ferrol', namespace: ns },
       spec: {
+        noProvider: true,
         provider: 'docker',
         name: 'ferrol',
         kubernetesVersion: '1.30',

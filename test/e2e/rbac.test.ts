@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
-import { API_VERSION } from '../../controller/api/meta.ts';
+import { API_VERSION, GROUP } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
@@ -16,13 +16,22 @@ import {
   ControllerProcess,
   type CSKR,
   cond,
+  cutRelease,
   deleteTestNamespace,
   e2eEnv,
   gone,
   initRepo,
+  installTestProviderCrds,
   keptWhileInUse,
+  PROVIDER_API_VERSION,
+  PROVIDER_GROUP,
+  PROVIDER_OBJECT_KIND,
+  PROVIDER_TEMPLATE_KIND,
+  providerTemplate,
+  push,
   releaseFerrol130,
   releaseReaders,
+  setProviderReady,
   stackflux,
   waitFor,
 } from '../support/e2e.ts';
@@ -77,6 +86,11 @@ async function installGenerated(): Promise<{ serviceAccount: string; clusterScop
     if (obj.kind === 'ClusterRole' || obj.kind === 'ClusterRoleBinding') clusterScoped.push(obj);
     await admin.apply(obj, { force: true, fieldManager: FIELD_MANAGER });
   }
+  // The bound ClusterRole is aggregated (Cluster API's pattern): kube-controller-manager fills its
+  // rules from the ClusterRoles labelled stackflux.io/aggregate-to-controller=true.
+  const aggregated = clusterScoped.filter((o) => o.kind === 'ClusterRole' && o.aggregationRule !== undefined);
+  assert.equal(aggregated.length, 1, 'install --export has one aggregated ClusterRole');
+  await aggregatedRulesInclude(aggregated[0]?.metadata.name ?? '', GROUP);
   for (const name of crds)
     await eventually(`CRD ${name} Established`, async () => {
       const got = await admin.get<
@@ -87,6 +101,18 @@ async function installGenerated(): Promise<{ serviceAccount: string; clusterScop
         : undefined;
     });
   return { serviceAccount, clusterScoped };
+}
+
+/** Waits until the aggregated ClusterRole carries a rule for apiGroup (aggregation is asynchronous). */
+async function aggregatedRulesInclude(name: string, apiGroup: string): Promise<void> {
+  await eventually(`aggregated ClusterRole ${name} has rules for ${apiGroup}`, async () => {
+    const role = await admin.get<KubeObject & { rules?: { apiGroups?: string[] }[] }>(
+      'rbac.authorization.k8s.io/v1',
+      'ClusterRole',
+      name,
+    );
+    return role?.rules?.some((r) => r.apiGroups?.includes(apiGroup)) ? true : undefined;
+  });
 }
 
 /** A kubeconfig with the same server and CA as $KUBECONFIG and a token of the ServiceAccount. */
@@ -175,6 +201,7 @@ describe('the controller with only the generated RBAC', { timeout: 15 * 60_000 }
         kind: 'ClusterStack',
         metadata: { name: 'ferrol', namespace: ns },
         spec: {
+          noProvider: true,
           provider: 'docker',
           name: 'ferrol',
           kubernetesVersion: '1.30',
@@ -223,5 +250,65 @@ describe('the controller with only the generated RBAC', { timeout: 15 * 60_000 }
       await admin.delete(CAPI, 'Cluster', 'c1', ns);
       await gone('v3 garbage-collected', () => cskr(tag('v3')));
       assert.deepEqual(await releases(), [tag('v4')]);
+    }));
+
+  it('a provider ClusterRole labelled for aggregation grants the provider kinds (issue 15)', () =>
+    step(async () => {
+      await installTestProviderCrds(admin);
+      // What a provider's install adds: a ClusterRole for its kinds, labelled for aggregation.
+      const providerRole: KubeObject = {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: { name: `test-provider-${ns}`, labels: { 'stackflux.io/aggregate-to-controller': 'true' } },
+        rules: [
+          {
+            apiGroups: [PROVIDER_GROUP],
+            resources: ['dockerclusterstackreleasetemplates', 'dockerclusterstackreleases'],
+            verbs: ['get', 'list', 'watch', 'create', 'patch'],
+          },
+        ],
+      };
+      await admin.create(providerRole);
+      clusterScoped.push(providerRole);
+      const bound = clusterScoped.find((o) => o.kind === 'ClusterRole' && o.aggregationRule !== undefined);
+      await aggregatedRulesInclude(bound?.metadata.name ?? '', PROVIDER_GROUP);
+      const sa = new KubeClient(loadKubeConfig({ kubeconfig: saKubeconfig }));
+      await eventually('the ServiceAccount may list the provider templates', async () =>
+        (await sa
+          .list(PROVIDER_API_VERSION, PROVIDER_TEMPLATE_KIND, { namespace: ns })
+          .catch(() => undefined))
+          ? true
+          : undefined,
+      );
+      sa.close();
+
+      await admin.create(providerTemplate('provided', ns, { nodeImages: ['ubuntu-2404'] }));
+      const providedTag = cutRelease(repoDir, 'provided-1-30', {
+        example: 'docker-ferrol-1-30',
+        name: 'provided',
+        k8s: '1-30',
+        version: 'v1',
+      });
+      push(repoDir, repoUrl, providedTag);
+      await admin.create({
+        apiVersion: API_VERSION,
+        kind: 'ClusterStack',
+        metadata: { name: 'provided', namespace: ns },
+        spec: {
+          provider: 'docker',
+          name: 'provided',
+          kubernetesVersion: '1.30',
+          interval: '5s',
+          providerRef: { apiVersion: PROVIDER_API_VERSION, kind: PROVIDER_TEMPLATE_KIND, name: 'provided' },
+          source: { git: { url: repoUrl }, path: 'provided-1-30' },
+        },
+      } as ClusterStack & KubeObject);
+      await waitFor('the provider object created under the generated RBAC', () =>
+        admin.get(PROVIDER_API_VERSION, PROVIDER_OBJECT_KIND, providedTag, ns),
+      );
+      // Playing the provider's controller (none runs here): the release is prepared.
+      await setProviderReady(admin, ns, providedTag, true);
+      await waitFor('release provided v1 Ready', () => releaseReady(providedTag));
+      assert.ok(await clusterClass(providedTag), 'its ClusterClass applied by Flux');
     }));
 });

@@ -87,7 +87,7 @@ function clusterStack(
     apiVersion: API_VERSION,
     kind: 'ClusterStack',
     metadata: { name, namespace: ns },
-    spec: { provider: 'docker', name: 'ferrol', kubernetesVersion: '1.30', ...spec },
+    spec: { provider: 'docker', name: 'ferrol', kubernetesVersion: '1.30', noProvider: true, ...spec },
   } as CSK;
 }
 

@@ -142,6 +142,7 @@ describe('render over a live snapshot = what the live controller did', { timeout
         kind: 'ClusterStack',
         metadata: { name: 'ferrol', namespace: ns },
         spec: {
+          noProvider: true,
           provider: 'docker',
           name: 'ferrol',
           kubernetesVersion: '1.30',

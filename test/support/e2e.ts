@@ -4,6 +4,7 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_pr
 import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
@@ -103,6 +104,60 @@ export async function releaseAddonNamespace(client: KubeClient, ns: string): Pro
   await client.delete('v1', 'Namespace', ns).catch(() => undefined);
 }
 
+// --- a TEST provider (issue 15): the CRD pair of test/e2e/fixtures/provider-crds.yaml ------------
+export const PROVIDER_GROUP = 'infrastructure.clusterstack.test.stackflux.io';
+export const PROVIDER_API_VERSION = `${PROVIDER_GROUP}/v1alpha1`;
+export const PROVIDER_TEMPLATE_KIND = 'DockerClusterStackReleaseTemplate';
+export const PROVIDER_OBJECT_KIND = 'DockerClusterStackRelease';
+
+/** Installs (idempotently) the test provider's CRDs and waits until they are Established. */
+export async function installTestProviderCrds(client: KubeClient): Promise<void> {
+  const text = readFileSync(join(ROOT, 'test', 'e2e', 'fixtures', 'provider-crds.yaml'), 'utf8');
+  const crds = parseAllDocuments(text).map((d) => d.toJS() as KubeObject);
+  for (const crd of crds) await client.apply(crd, { force: true, fieldManager: 'stackflux-test' });
+  for (const crd of crds)
+    await eventually(`CRD ${crd.metadata.name} Established`, async () => {
+      const got = await client.get<KubeObject & { status?: { conditions?: Cond[] } }>(
+        'apiextensions.k8s.io/v1',
+        'CustomResourceDefinition',
+        crd.metadata.name ?? '',
+      );
+      return cond(got, 'Established')?.status === 'True' ? true : undefined;
+    });
+}
+
+/** A template of the test provider: spec.template.spec is the provider object's spec. */
+export function providerTemplate(name: string, ns: string, spec: Record<string, unknown>): KubeObject {
+  return {
+    apiVersion: PROVIDER_API_VERSION,
+    kind: PROVIDER_TEMPLATE_KIND,
+    metadata: { name, namespace: ns },
+    spec: { template: { spec } },
+  };
+}
+
+/**
+ * Plays the provider's controller (none runs here): sets status.ready of a provider object, as
+ * the provider would once it prepared the release (e.g. uploaded node images).
+ */
+export async function setProviderReady(
+  client: KubeClient,
+  ns: string,
+  name: string,
+  ready: boolean,
+): Promise<void> {
+  await client.mergePatch(
+    PROVIDER_API_VERSION,
+    PROVIDER_OBJECT_KIND,
+    name,
+    ns,
+    { status: { ready } },
+    {
+      subresource: 'status',
+    },
+  );
+}
+
 // --- reading releases --------------------------------------------------------------------------
 export type CSKR = ClusterStackRelease & KubeObject;
 
@@ -160,7 +215,7 @@ export function ferrolClusterStack(
     apiVersion: API_VERSION,
     kind: 'ClusterStack',
     metadata: { name, namespace: ns },
-    spec: { provider: 'docker', name: 'ferrol', kubernetesVersion: '1.30', ...spec },
+    spec: { provider: 'docker', name: 'ferrol', kubernetesVersion: '1.30', noProvider: true, ...spec },
   };
 }
 
@@ -296,6 +351,8 @@ export interface ControllerOptions {
 export class ControllerProcess {
   readonly logLines: string[] = [];
   webhookUrl = '';
+  /** The controller's /readyz. */
+  readyzUrl = '';
   private child: ChildProcess | undefined;
 
   static async start(o: ControllerOptions): Promise<ControllerProcess> {
@@ -334,9 +391,10 @@ export class ControllerProcess {
     };
     child.stdout?.on('data', collect);
     child.stderr?.on('data', collect);
+    this.readyzUrl = `http://127.0.0.1:${health}/readyz`;
     await eventually('controller /readyz', async () => {
       if (child.exitCode !== null) throw new Error(`controller exited: ${this.logTail(20)}`);
-      const res = await fetch(`http://127.0.0.1:${health}/readyz`).catch(() => undefined);
+      const res = await fetch(this.readyzUrl).catch(() => undefined);
       return res?.ok ? true : undefined;
     });
   }

@@ -37,6 +37,7 @@ describe('stackflux diff', () => {
         kind: 'ClusterStack',
         metadata: { name: 'ferrol', namespace },
         spec: {
+          noProvider: true,
           provider: 'docker',
           name: 'ferrol',
           kubernetesVersion: '1.30',

@@ -66,6 +66,7 @@ describe('stackflux status', () => {
         kind: 'ClusterStack',
         metadata: { name: 'ferrol', namespace },
         spec: {
+          noProvider: true,
           provider: 'docker',
           name: 'ferrol',
           kubernetesVersion: '1.30',

@@ -4,11 +4,14 @@ import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Ajv } from 'ajv';
+import { parse } from 'yaml';
 import type { ClusterAddon } from '../../../controller/api/clusteraddon.ts';
 import type { ClusterStack, ClusterStackSpec } from '../../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../../controller/api/clusterstackrelease.ts';
 import { allCrds, kinds, objectSchema, renderCrdFiles } from '../../../controller/api/crds.ts';
+import { INPUT_RESOURCES, OUTPUT_RESOURCES } from '../../../controller/api/resources.ts';
 import type { JSONSchemaProps } from '../../../controller/api/schema.ts';
+import { providerConfig, providerObjectKind } from '../../../controller/reconcilers/provider.ts';
 
 // Reads crds/ (the generated files are what is checked here).
 const crdDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'crds');
@@ -214,5 +217,47 @@ describe('schemas and TypeScript types agree', () => {
     const copy = structuredClone(csk);
     copy.spec.source = { git: { url: 'ssh://git@git.example.com:2222/stacks.git' } };
     assert.equal(validator('ClusterStack')(copy), true);
+  });
+});
+
+describe('README migration example (issue 15)', () => {
+  // The README claims a cluster-stack-operator ClusterStack with providerRef moves over by changing
+  // apiVersion and adding source: the two documents of its migration section are checked here.
+  const readme = readFileSync(join(crdDir, '..', 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('### Migrating a ClusterStack'));
+  const docs = [...section.matchAll(/```yaml\n([\s\S]*?)```/g)]
+    .slice(0, 2)
+    .map((m) => parse(m[1] ?? '') as ClusterStack);
+
+  it("differs from the operator's ClusterStack only in apiVersion and source", () => {
+    const [cso, ours] = docs;
+    assert.ok(cso && ours, 'two YAML documents in the migration section');
+    assert.equal((cso as { apiVersion: string }).apiVersion, 'clusterstack.x-k8s.io/v1alpha1');
+    const strip = (d: ClusterStack) => {
+      const { apiVersion: _a, ...rest } = structuredClone(d);
+      const { source: _s, ...spec } = rest.spec;
+      return { ...rest, spec };
+    };
+    assert.deepEqual(strip(ours), strip(cso));
+  });
+
+  it('is a valid stackflux ClusterStack whose providerRef is used', () => {
+    const ours = docs[1];
+    assert.ok(ours);
+    const validate = validator('ClusterStack');
+    assert.ok(validate(ours), JSON.stringify(validate.errors));
+    const config = providerConfig(ours);
+    assert.equal(config.mode, 'ref');
+    assert.equal(
+      config.mode === 'ref' ? providerObjectKind(config.ref.kind) : '',
+      'OpenStackClusterStackRelease',
+    );
+    assert.ok(
+      INPUT_RESOURCES.some((r) => r.group === 'infrastructure.clusterstack.x-k8s.io') &&
+        OUTPUT_RESOURCES.some(
+          (r) => r.group === 'infrastructure.clusterstack.x-k8s.io' && r.verbs.includes('create'),
+        ),
+      "the operator providers' group is in the generated RBAC",
+    );
   });
 });

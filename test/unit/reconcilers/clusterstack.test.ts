@@ -24,6 +24,7 @@ function stack(
     kind: 'ClusterStack',
     metadata: { name: 'ferrol', namespace: 'team', uid: 'csk-uid', generation: 1, ...meta },
     spec: {
+      noProvider: true,
       provider: 'docker',
       name: 'ferrol',
       kubernetesVersion: '1.30',
