@@ -19,6 +19,14 @@ export const KUBERNETES_MINOR_PATTERN = '^[1-9][0-9]*\\.(0|[1-9][0-9]*)$';
 /** "v3" (stable) or "v0-sha.abc1234" / "v0-sha-abc1234" (custom channel). */
 export const STACK_VERSION_PATTERN = '^v(0|[1-9][0-9]*)(-[a-z0-9]+[.-][a-z0-9]+)?$';
 
+/**
+ * Release repository URLs: https, http or ssh (as Flux's GitRepository accepts), no credentials in
+ * the URL, and no user or host starting with "-" (git would read it as an option). RE2 and
+ * ECMAScript both accept this expression (CRD validation and sources/git.ts use it).
+ */
+export const REPO_URL_PATTERN =
+  '^(https?://[A-Za-z0-9\\[][^@/\\s]*/\\S+|ssh://([A-Za-z0-9._][A-Za-z0-9._-]*@)?[A-Za-z0-9\\[][^@/:\\s]*(:[0-9]+)?/\\S+)$';
+
 export const clusterStackSourceSchema = schema({
   type: 'object',
   description:
@@ -32,7 +40,7 @@ export const clusterStackSourceSchema = schema({
         url: {
           type: 'string',
           description: 'Repository URL; only https, http and ssh URLs. Credentials never go in the URL.',
-          pattern: '^(https?://[^@/]+/.+|ssh://([A-Za-z0-9._-]+@)?[^@/:]+(:[0-9]+)?/.+)$',
+          pattern: REPO_URL_PATTERN,
         },
         secretRef: {
           ...localObjectReferenceSchema,

@@ -109,12 +109,18 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
           validations.set(cacheKey, stack);
         }
       } catch (err) {
-        fetchError = err;
-        if (err instanceof SourceError && err.reason === 'TagMoved') deps.pollers.trigger([source.url]);
-        ctx.log.warn(
-          { err: { message: err instanceof Error ? err.message : String(err) } },
-          'reading the release failed',
-        );
+        if (err instanceof SourceError && err.reason === 'InvalidRelease') {
+          // The tree itself is bad (a symbolic link, a submodule, over a limit): that is a verdict
+          // on the commit, not a failure to fetch it, so the release reports it and is not retried.
+          stack = { ok: false, errors: [err.message] };
+        } else {
+          fetchError = err;
+          if (err instanceof SourceError && err.reason === 'TagMoved') deps.pollers.trigger([source.url]);
+          ctx.log.warn(
+            { err: { message: err instanceof Error ? err.message : String(err) } },
+            'reading the release failed',
+          );
+        }
       }
     }
 
