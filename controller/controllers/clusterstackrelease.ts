@@ -1,16 +1,17 @@
-// The live ClusterStackRelease controller: resolves the tag's commit (Flux artifact, else the
-// source poller, else ls-remote), reads the release tree at that commit (shallow fetch cached by
-// commit on disk, validation cached in memory), calls reconcileClusterStackRelease with `now`,
+// The live ClusterStackRelease controller: validates the release at its pinned commit (status.commit;
+// before a pin, the commit the source poller or ls-remote lists for the tag), reading the release
+// tree at that commit (fetched from Git objects, cached by commit on disk, validation cached in
+// memory), passes where the tag points now (moved-tag detection), calls reconcileClusterStackRelease with `now`,
 // and applies what it returns: the in-use finalizer, the owned GitRepository + Kustomization
 // (server-side apply; owner references let Kubernetes GC remove them with the release), status.
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import type { GitRepository, Kustomization } from '../api/flux.ts';
 import { API_VERSION } from '../api/meta.ts';
 import type { StackManifest } from '../api/release.ts';
-import { commitOfRevision, reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
+import { reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readRelease, type ValidationResult } from '../releases/stack.ts';
-import { parseReleaseTag } from '../releases/tags.ts';
+import { parseReleaseTag, type ReleaseTag } from '../releases/tags.ts';
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
@@ -74,10 +75,44 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       return creds;
     };
 
-    let commit =
-      deps.pollers.commitOf(ref, tag) ??
-      commitOfRevision(gitRepository?.status?.artifact?.revision, tag) ??
-      release.status?.commit;
+    /** stack.yaml validation of the tree at `at` (cached by commit; a bad tree is a verdict too). */
+    const validateAt = async (
+      at: string,
+      parsedTag: ReleaseTag,
+    ): Promise<ValidationResult<StackManifest>> => {
+      const cacheKey = `${source.url}\n${at}\n${source.path ?? ''}\n${tag}`;
+      const cached = validations.get(cacheKey);
+      if (cached !== undefined) return cached;
+      let result: ValidationResult<StackManifest>;
+      try {
+        const tree = await deps.fetchTree(
+          source.url,
+          tag,
+          at,
+          source.path ?? '',
+          deps.cacheDir,
+          await getCreds(),
+        );
+        result = readRelease(tree, parsedTag);
+      } catch (err) {
+        // A symbolic link, a submodule, a tree over a limit: a verdict on the commit, not a failure
+        // to fetch it, so the release reports it (InvalidRelease) and is not retried.
+        if (!(err instanceof SourceError && err.reason === 'InvalidRelease')) throw err;
+        result = { ok: false, errors: [err.message] };
+      }
+      if (validations.size >= MAX_CACHED_VALIDATIONS) {
+        const first = validations.keys().next().value;
+        if (first !== undefined) validations.delete(first);
+      }
+      validations.set(cacheKey, result);
+      return result;
+    };
+
+    // The release is pinned to the commit it was validated at (status.commit); the listing says
+    // where the tag points now. Only a release without a valid pin follows the tag.
+    const pinned = release.status?.commit;
+    let listed = deps.pollers.commitOf(ref, tag);
+    let commit = pinned ?? listed;
     let stack: ValidationResult<StackManifest> | undefined;
     let fetchError: unknown;
     const parsed = parseReleaseTag(tag);
@@ -86,41 +121,24 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     } else if (!deleting) {
       try {
         if (commit === undefined) {
-          commit = (await deps.listTags(source.url, await getCreds())).find((t) => t.tag === tag)?.commit;
-          if (commit === undefined)
+          listed = (await deps.listTags(source.url, await getCreds())).find((t) => t.tag === tag)?.commit;
+          if (listed === undefined)
             throw new SourceError('TagNotFound', `tag ${tag} not found in ${source.url}`);
+          commit = listed;
         }
-        const cacheKey = `${source.url}\n${commit}\n${source.path ?? ''}\n${tag}`;
-        stack = validations.get(cacheKey);
-        if (stack === undefined) {
-          const tree = await deps.fetchTree(
-            source.url,
-            tag,
-            commit,
-            source.path ?? '',
-            deps.cacheDir,
-            await getCreds(),
-          );
-          stack = readRelease(tree, parsed.value);
-          if (validations.size >= MAX_CACHED_VALIDATIONS) {
-            const first = validations.keys().next().value;
-            if (first !== undefined) validations.delete(first);
-          }
-          validations.set(cacheKey, stack);
+        stack = await validateAt(commit, parsed.value);
+        if (!stack.ok && listed !== undefined && listed !== commit) {
+          // Nothing of an invalid pinned commit was ever applied: the tag moved to fix it, follow it.
+          commit = listed;
+          stack = await validateAt(commit, parsed.value);
         }
       } catch (err) {
-        if (err instanceof SourceError && err.reason === 'InvalidRelease') {
-          // The tree itself is bad (a symbolic link, a submodule, over a limit): that is a verdict
-          // on the commit, not a failure to fetch it, so the release reports it and is not retried.
-          stack = { ok: false, errors: [err.message] };
-        } else {
-          fetchError = err;
-          if (err instanceof SourceError && err.reason === 'TagMoved') deps.pollers.trigger([source.url]);
-          ctx.log.warn(
-            { err: { message: err instanceof Error ? err.message : String(err) } },
-            'reading the release failed',
-          );
-        }
+        fetchError = err;
+        if (err instanceof SourceError && err.reason === 'TagMoved') deps.pollers.trigger([source.url]);
+        ctx.log.warn(
+          { err: { message: err instanceof Error ? err.message : String(err) } },
+          'reading the release failed',
+        );
       }
     }
 
@@ -130,6 +148,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       ...(kustomization !== undefined ? { kustomization } : {}),
       ...(stack !== undefined ? { stack } : {}),
       ...(commit !== undefined ? { commit } : {}),
+      ...(listed !== undefined ? { listedCommit: listed } : {}),
       clusters,
       templates: deps.templates,
       now: new Date(deps.clock.now()),
@@ -158,7 +177,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     // The in-use finalizer goes on before anything else is written ...
     if (adding && !(await setFinalizers())) return undefined;
 
-    if (!deleting || gitRepository !== undefined) {
+    if (result.gitRepository !== undefined && (!deleting || gitRepository !== undefined)) {
       if (needsApply(gitRepository, result.gitRepository as GitRepository & KubeObject)) {
         await client.apply(shardLabel(result.gitRepository as GitRepository & KubeObject), {
           force: true,

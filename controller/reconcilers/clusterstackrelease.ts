@@ -2,12 +2,14 @@
 // + the stack.yaml validation of the release tree + Clusters using its ClusterClass + now →
 // desired Flux objects, finalizers and status.
 //
-// - The GitRepository (release repo at the tag) is always desired: its artifact is what the
-//   release tree is read from.
+// - The release is pinned to the commit stackflux validated (status.commit): the GitRepository
+//   names the tag AND that commit, so Flux fetches exactly the validated content; before any
+//   commit validated there is no GitRepository at all. A tag that moves afterwards (the listing
+//   shows another commit) changes nothing that is applied: the release reports TagMoved.
 // - The Kustomization (cluster-class/ → management cluster) is desired only once stack.yaml is
 //   valid: a bad release never gets half-applied. If a release that was applied turns invalid,
 //   the existing Kustomization is left exactly as it is (last good state; nothing is pruned).
-// - Ready only when the Kustomization is Ready at THIS tag's revision "<tag>@sha1:<commit>".
+// - Ready only when the Kustomization is Ready at THIS tag's validated commit.
 // - The finalizer stackflux.io/release-in-use is kept while any Cluster uses the ClusterClass,
 //   also when the release is being deleted (by GC or by hand).
 
@@ -33,12 +35,14 @@ export interface ClusterStackReleaseInput {
   /** The owned Kustomization as it is in the cluster (for readiness). */
   kustomization?: Kustomization;
   /**
-   * readRelease() of the release tree at the tag; undefined while the tree is not available
-   * (artifact not fetched yet).
+   * readRelease() of the release tree at `commit`; undefined while the tree is not available
+   * (not fetched yet).
    */
   stack?: ValidationResult<StackManifest>;
-  /** Commit the tag resolves to per the source listing, if known (fallback before Flux has an artifact). */
+  /** The commit `stack` is the validation of (the release's pinned commit, or the listed one before a pin). */
   commit?: string;
+  /** The commit the tag points at in the latest listing, if known (to detect a moved tag). */
+  listedCommit?: string;
   /** Names of Clusters whose topology names this release's ClusterClass. */
   clusters: readonly string[];
   templates: FluxTemplates;
@@ -46,7 +50,8 @@ export interface ClusterStackReleaseInput {
 }
 
 export interface ClusterStackReleaseResult {
-  gitRepository: GitRepository;
+  /** undefined: no commit validated yet, so nothing for Flux to fetch (an existing one is left). */
+  gitRepository?: GitRepository;
   /** undefined: do not apply a Kustomization (an existing one is left as it is). */
   kustomization?: Kustomization;
   /** The release's finalizers as they should be. */
@@ -61,15 +66,19 @@ export const Reason = {
   InvalidRelease: 'InvalidRelease',
   KustomizationNotReady: 'KustomizationNotReady',
   RevisionMismatch: 'RevisionMismatch',
+  TagMoved: 'TagMoved',
   InUse: 'InUse',
   Suspended: 'Suspended',
 } as const;
 
-/** "<tag>@sha1:<commit>" → commit, if the revision is of this tag. */
+/**
+ * "<tag>@sha1:<commit>" or "refs/tags/<tag>@sha1:<commit>" (Flux's revision of a GitRepository
+ * pinned by ref.name + ref.commit) → commit, if the revision is of this tag.
+ */
 export function commitOfRevision(revision: string | undefined, tag: string): string | undefined {
   if (revision === undefined) return undefined;
-  const prefix = `${tag}@sha1:`;
-  if (!revision.startsWith(prefix)) return undefined;
+  const prefix = [`${tag}@sha1:`, `refs/tags/${tag}@sha1:`].find((p) => revision.startsWith(p));
+  if (prefix === undefined) return undefined;
   const commit = revision.slice(prefix.length);
   return /^[0-9a-f]{40}$/.test(commit) ? commit : undefined;
 }
@@ -88,14 +97,22 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
   const { release, now } = input;
   const tag = release.spec.tag;
   const generation = release.metadata.generation;
-  const desired = releaseFluxObjects(input.templates, release);
   const deleting = release.metadata.deletionTimestamp !== undefined;
   const clusters = [...new Set(input.clusters)].sort();
+  const stack = input.stack;
 
-  const artifactRevision = input.gitRepository?.status?.artifact?.revision;
-  const commit = commitOfRevision(artifactRevision, tag) ?? input.commit ?? release.status?.commit;
+  // The pinned commit: the one this reconcile validated, else the pin the release already has.
+  const validated = input.commit ?? release.status?.commit;
+  const commit = stack?.ok === true ? validated : release.status?.commit;
+  const desired = releaseFluxObjects(input.templates, release, commit);
+  const tagMoved =
+    stack?.ok === true &&
+    commit !== undefined &&
+    input.listedCommit !== undefined &&
+    input.listedCommit !== commit;
   const expectedRevision = commit !== undefined ? `${tag}@sha1:${commit}` : undefined;
   const applied = input.kustomization?.status?.lastAppliedRevision;
+  const appliedCommit = commitOfRevision(applied, tag);
 
   // Finalizer: held while in use; released when deleting and no Cluster uses the class.
   const others = (release.metadata.finalizers ?? []).filter((f) => f !== FINALIZER_RELEASE_IN_USE);
@@ -109,15 +126,11 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
   });
   let conditions: Condition[] = [...(release.status?.conditions ?? [])];
   let kustomization: Kustomization | undefined;
-  const stack = input.stack;
 
   if (stack === undefined) {
     conditions = markReconciling(
       conditions,
-      mark(
-        Reason.ArtifactNotReady,
-        `waiting for the GitRepository ${desired.gitRepository.metadata.name} artifact of tag ${tag}`,
-      ),
+      mark(Reason.ArtifactNotReady, `waiting for the release tree of tag ${tag} to be fetched and validated`),
       now,
     );
   } else if (!stack.ok) {
@@ -133,6 +146,7 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
   } else {
     kustomization = desired.kustomization;
     const ready = kustomizationReady(input.kustomization);
+    const appliedPinned = expectedRevision !== undefined && appliedCommit === commit;
     const name = desired.kustomization.metadata.name;
     if (release.spec.suspend === true) {
       conditions = setCondition(
@@ -146,8 +160,7 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
       );
     } else if (
       ready?.status === 'Unknown' &&
-      expectedRevision !== undefined &&
-      applied === expectedRevision &&
+      appliedPinned &&
       findCondition(conditions, ConditionType.Ready)?.status === 'True'
     ) {
       // Flux re-verifies the same revision every interval (Ready=Unknown meanwhile): the release
@@ -167,11 +180,7 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
         mark(Reason.KustomizationNotReady, `Kustomization ${name} (${ready.reason}): ${ready.message}`),
         now,
       );
-    } else if (
-      expectedRevision === undefined
-        ? commitOfRevision(applied, tag) === undefined
-        : applied !== expectedRevision
-    ) {
+    } else if (expectedRevision === undefined ? appliedCommit === undefined : !appliedPinned) {
       conditions = markReconciling(
         conditions,
         mark(
@@ -184,6 +193,19 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
       conditions = markReady(
         conditions,
         mark(Reason.Succeeded, `ClusterClass ${release.spec.clusterClass} applied at ${applied}`),
+        now,
+      );
+    }
+    if (tagMoved) {
+      // Releases are immutable: the moved tag's new commit was never validated, so nothing of it
+      // is applied; the release says so until the tag points back or a new release is cut.
+      conditions = markNotReady(
+        conditions,
+        mark(
+          Reason.TagMoved,
+          `tag ${tag} now points at ${input.listedCommit}, not at the validated commit ${commit}: ` +
+            `Flux keeps applying ${commit}; move the tag back or cut a new release (a release tag must not move)`,
+        ),
         now,
       );
     }
@@ -214,13 +236,13 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     ...(kubernetesVersion !== undefined ? { kubernetesVersion } : {}),
     ...(expectedRevision !== undefined ? { revision: expectedRevision } : {}),
     ...(applied !== undefined ? { lastAppliedRevision: applied } : {}),
-    gitRepository: desired.gitRepository.metadata.name,
+    gitRepository: desired.kustomization.spec.sourceRef.name,
     kustomization: desired.kustomization.metadata.name,
     clusters: clusters.length,
     conditions,
   };
   return {
-    gitRepository: desired.gitRepository,
+    ...(desired.gitRepository !== undefined ? { gitRepository: desired.gitRepository } : {}),
     ...(kustomization !== undefined ? { kustomization } : {}),
     finalizers,
     status,

@@ -455,6 +455,19 @@ export function fetchReleaseTree(
   return promise;
 }
 
+/** Shallow-fetches one ref or commit id into the bare repository gitDir; returns the fetched commit. */
+async function fetchCommit(
+  gitDir: string,
+  url: string,
+  what: string,
+  creds: GitCredentials | undefined,
+): Promise<string> {
+  await git(creds, gitDir).fetch(['--depth=1', '--no-tags', '--', url, what]);
+  return (await runLocalGit(gitDir, ['rev-parse', '--verify', 'FETCH_HEAD^{commit}'])).stdout
+    .toString('utf8')
+    .trim();
+}
+
 async function fetchOnce(
   url: string,
   tag: string,
@@ -471,15 +484,17 @@ async function fetchOnce(
   try {
     const gitDir = join(tmp, 'git');
     await runLocalGit(gitDir, ['init', '-q', '--bare', gitDir]);
-    await git(creds, gitDir).fetch(['--depth=1', '--no-tags', '--', url, `refs/tags/${tag}`]);
-    const fetched = (await runLocalGit(gitDir, ['rev-parse', '--verify', 'FETCH_HEAD^{commit}'])).stdout
-      .toString('utf8')
-      .trim();
+    const fetched = await fetchCommit(gitDir, url, `refs/tags/${tag}`, creds);
     if (fetched !== commit) {
-      throw new SourceError(
-        'TagMoved',
-        `tag ${tag} of ${url} now points at ${fetched}, not ${commit}; it will be listed again`,
-      );
+      // The tag moved since `commit` was listed or validated: fetch that commit by its id (servers
+      // serve reachable commits so), never the tag's new commit in its place.
+      const byId = await fetchCommit(gitDir, url, commit, creds).catch(() => undefined);
+      if (byId !== commit) {
+        throw new SourceError(
+          'TagMoved',
+          `tag ${tag} of ${url} now points at ${fetched}, not ${commit}, and ${commit} cannot be fetched by its id`,
+        );
+      }
     }
     let files: Map<string, string> | undefined;
     try {
