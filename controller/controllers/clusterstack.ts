@@ -4,18 +4,14 @@
 import type { ClusterStack, ClusterStackStatus } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import { API_VERSION } from '../api/meta.ts';
-import {
-  type ClusterUse,
-  clusterUse,
-  reconcileClusterStack,
-  sourceUrl,
-} from '../reconcilers/clusterstack.ts';
+import { reconcileClusterStack, sourceUrl } from '../reconcilers/clusterstack.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { noopRecorder, type Recorder } from '../runtime/events.ts';
 import type { Informer } from '../runtime/informer.ts';
 import type { SourcePollers, SourceRef } from '../sources/poller.ts';
+import type { ClusterUseView } from './clusterview.ts';
 import { needsApply, sameJson } from './common.ts';
 import { parseDuration } from './duration.ts';
 
@@ -27,8 +23,8 @@ export interface ClusterStackDeps {
   pollers: SourcePollers;
   clusterStacks: Informer<ClusterStack & KubeObject>;
   releases: Informer<ClusterStackRelease & KubeObject>;
-  /** undefined when the API server does not serve Cluster API Clusters. */
-  clusters: Informer<KubeObject> | undefined;
+  /** Which Clusters (of every namespace and shard) use which ClusterClass; incomplete → no GC. */
+  clusterView: Pick<ClusterUseView, 'usingNamespace' | 'gap'>;
   /** Poll interval when the ClusterStack sets none (ms). */
   defaultIntervalMs: number;
   /** Events for `kubectl describe` (default: none). */
@@ -67,15 +63,14 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
     }
     const listing = pollers.listing(key);
     const releases = deps.releases.byIndex(NAMESPACE_INDEX, namespace);
-    const clusters: ClusterUse[] = (deps.clusters?.byIndex(NAMESPACE_INDEX, namespace) ?? []).flatMap((c) => {
-      const use = clusterUse(c);
-      return use !== undefined ? [use] : [];
-    });
+    const clusters = deps.clusterView.usingNamespace(namespace);
+    const gap = deps.clusterView.gap();
     const result = reconcileClusterStack({
       clusterStack: cs,
       listing,
       releases,
-      clusters,
+      clusters: clusters ?? [],
+      ...(clusters === undefined && gap !== undefined ? { inUseUnknown: gap } : {}),
       now: new Date(deps.clock.now()),
     });
 

@@ -19,9 +19,8 @@ import { noopRecorder, type Recorder } from '../runtime/events.ts';
 import type { Informer } from '../runtime/informer.ts';
 import { type fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
 import type { SourcePollers, SourceRef, TagLister } from '../sources/poller.ts';
+import type { ClusterUseView } from './clusterview.ts';
 import { needsApply, readyCondition, sameJson } from './common.ts';
-
-export const CLASS_INDEX = 'clusterclass';
 
 export interface ClusterStackReleaseDeps {
   client: KubeClient;
@@ -30,7 +29,8 @@ export interface ClusterStackReleaseDeps {
   releases: Informer<ClusterStackRelease & KubeObject>;
   gitRepositories: Informer<GitRepository & KubeObject>;
   kustomizations: Informer<Kustomization & KubeObject>;
-  clusters: Informer<KubeObject> | undefined;
+  /** Which Clusters (of every namespace and shard) use which ClusterClass; incomplete → finalizer kept. */
+  clusterView: Pick<ClusterUseView, 'usingClass' | 'gap'>;
   templates: FluxTemplates;
   cacheDir: string;
   credentials: (namespace: string, secretName: string) => Promise<GitCredentials>;
@@ -58,9 +58,8 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     const deleting = release.metadata.deletionTimestamp !== undefined;
     const gitRepository = deps.gitRepositories.get(key);
     const kustomization = deps.kustomizations.get(key);
-    const clusters = (deps.clusters?.byIndex(CLASS_INDEX, `${namespace}/${release.spec.clusterClass}`) ?? [])
-      .map((c) => c.metadata.name ?? '')
-      .filter((n) => n !== '');
+    const clusters = deps.clusterView.usingClass(namespace, release.spec.clusterClass);
+    const gap = clusters === undefined ? deps.clusterView.gap() : undefined;
 
     const source = release.spec.source;
     const ref: SourceRef = {
@@ -149,7 +148,8 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       ...(stack !== undefined ? { stack } : {}),
       ...(commit !== undefined ? { commit } : {}),
       ...(listed !== undefined ? { listedCommit: listed } : {}),
-      clusters,
+      clusters: clusters ?? [],
+      ...(gap !== undefined ? { clustersUnknown: gap } : {}),
       templates: deps.templates,
       now: new Date(deps.clock.now()),
     });

@@ -45,6 +45,11 @@ export interface ClusterStackReleaseInput {
   listedCommit?: string;
   /** Names of Clusters whose topology names this release's ClusterClass. */
   clusters: readonly string[];
+  /**
+   * Set while `clusters` may be incomplete (Cluster API not served, Clusters not listed yet):
+   * the in-use finalizer stays (fail closed) and a deletion waits, with this message.
+   */
+  clustersUnknown?: { reason: string; message: string };
   templates: FluxTemplates;
   now: Date;
 }
@@ -116,8 +121,11 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
 
   // Finalizer: held while in use; released when deleting and no Cluster uses the class.
   const others = (release.metadata.finalizers ?? []).filter((f) => f !== FINALIZER_RELEASE_IN_USE);
+  const unknown = input.clustersUnknown;
   const finalizers =
-    deleting && clusters.length === 0 ? others : [...others, FINALIZER_RELEASE_IN_USE].sort();
+    deleting && clusters.length === 0 && unknown === undefined
+      ? others
+      : [...others, FINALIZER_RELEASE_IN_USE].sort();
 
   const mark = (reason: string, message: string) => ({
     reason,
@@ -211,7 +219,17 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     }
   }
 
-  if (deleting && clusters.length > 0) {
+  if (deleting && unknown !== undefined) {
+    conditions = setCondition(
+      conditions,
+      {
+        type: 'Deleting',
+        status: 'True',
+        ...mark(unknown.reason, `deletion waits until every Cluster can be seen: ${unknown.message}`),
+      },
+      now,
+    );
+  } else if (deleting && clusters.length > 0) {
     conditions = setCondition(
       conditions,
       {
@@ -238,7 +256,7 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     ...(applied !== undefined ? { lastAppliedRevision: applied } : {}),
     gitRepository: desired.kustomization.spec.sourceRef.name,
     kustomization: desired.kustomization.metadata.name,
-    clusters: clusters.length,
+    clusters: unknown !== undefined ? (release.status?.clusters ?? 0) : clusters.length,
     conditions,
   };
   return {

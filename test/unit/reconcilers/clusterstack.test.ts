@@ -247,6 +247,55 @@ describe('reconcileClusterStack', () => {
     assert.deepEqual(names(r), ['docker-ferrol-1-30-v2']);
   });
 
+  // Issue 11 defect 2: garbage collection is fail-closed.
+  it('deletes nothing while not every Cluster can be seen, and says why', () => {
+    const tags = ok(['docker-ferrol-1-30-v3', 'docker-ferrol-1-30-v4']);
+    const releases = [release('docker-ferrol-1-30-v3', true), release('docker-ferrol-1-30-v4', true)];
+    const r = run({
+      listing: tags,
+      releases,
+      clusters: [],
+      inUseUnknown: { reason: 'ClusterAPINotServed', message: 'no Cluster kind served' },
+    });
+    assert.deepEqual(r.delete, [], 'v3 might be in use by a Cluster the controller cannot see');
+    const gc = cond(r, 'GarbageCollection');
+    assert.equal(gc?.status, 'False');
+    assert.equal(gc?.reason, 'ClusterAPINotServed');
+    assert.match(gc?.message ?? '', /no Cluster kind served; kept until then: docker-ferrol-1-30-v3/);
+    assert.deepEqual(
+      r.status.summary?.map((s) => s.name),
+      ['docker-ferrol-1-30-v3', 'docker-ferrol-1-30-v4'],
+    );
+    assert.equal(cond(r, 'Ready')?.status, 'True', 'releasing goes on; only deletion waits');
+    // Complete again: v3 is collected and the condition goes.
+    const done = run({
+      listing: tags,
+      releases,
+      clusters: [],
+      clusterStack: { ...stack(), status: r.status },
+    });
+    assert.deepEqual(done.delete, ['docker-ferrol-1-30-v3']);
+    assert.equal(cond(done, 'GarbageCollection'), undefined);
+  });
+
+  it('a changed kubernetesVersion or channel never deletes a release a Cluster uses; it stays in the summary', () => {
+    const releases = [release('docker-ferrol-1-30-v3', true), release('docker-ferrol-1-30-v4', true)];
+    const clusters: ClusterUse[] = [{ name: 'prod', className: 'docker-ferrol-1-30-v3' }];
+    const tags = ok([
+      'docker-ferrol-1-30-v3',
+      'docker-ferrol-1-30-v4',
+      'docker-ferrol-1-31-v1',
+      'docker-ferrol-1-30-v0-rc-1',
+    ]);
+    for (const spec of [{ kubernetesVersion: '1.31' }, { channel: 'custom' as const }]) {
+      const r = run({ clusterStack: stack(spec), listing: tags, releases, clusters });
+      assert.deepEqual(r.delete, ['docker-ferrol-1-30-v4'], JSON.stringify(spec));
+      const kept = r.status.summary?.find((s) => s.name === 'docker-ferrol-1-30-v3');
+      assert.equal(kept?.inUse, true, JSON.stringify(spec));
+      assert.equal(kept?.clusters, 1);
+    }
+  });
+
   it('acceptance 4: pinned versions without autoSubscribe → only those; others deleted', () => {
     const r = run({
       clusterStack: stack({ versions: ['v1'], autoSubscribe: false }),

@@ -318,6 +318,24 @@ describe('reconcileClusterStackRelease', () => {
     assert.equal(cond(unused, 'Deleting'), undefined);
   });
 
+  // Issue 11 defect 2: the finalizer comes off only when every Cluster can be seen.
+  it('keeps the in-use finalizer while not every Cluster can be seen', () => {
+    const deleting = {
+      ...release,
+      metadata: { ...release.metadata, deletionTimestamp: T, finalizers: ['stackflux.io/release-in-use'] },
+      status: { clusters: 2 },
+    };
+    const r = run({
+      release: deleting,
+      stack: valid,
+      clusters: [],
+      clustersUnknown: { reason: 'ClustersNotSynced', message: 'the first list has not completed' },
+    });
+    assert.deepEqual(r.finalizers, ['stackflux.io/release-in-use']);
+    assert.equal(cond(r, 'Deleting')?.reason, 'ClustersNotSynced');
+    assert.equal(r.status.clusters, 2, 'the last known count stays');
+  });
+
   it('is a fixed point over its own status', () => {
     const input = {
       stack: valid,
