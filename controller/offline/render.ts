@@ -292,6 +292,13 @@ class Renderer {
           ? {
               ok: true,
               tags: source.listing.tags.map((t) => t.tag),
+              ...(source.listing.tags.some((t) => t.time !== undefined)
+                ? {
+                    times: Object.fromEntries(
+                      source.listing.tags.flatMap((t) => (t.time !== undefined ? [[t.tag, t.time]] : [])),
+                    ),
+                  }
+                : {}),
               listedAt: source.listing.listedAt ?? formatTime(this.options.now),
             }
           : {

@@ -15,10 +15,10 @@ import { ownerReferenceTo, releaseLabels } from '../releases/flux.ts';
 import {
   type Channel,
   classifyTags,
-  compareReleaseTags,
   formatReleaseTag,
   parseReleaseTag,
   type ReleaseTag,
+  releaseOrder,
   tagForClusterClassName,
 } from '../releases/tags.ts';
 import {
@@ -36,6 +36,8 @@ export type SourceListing =
       ok: true;
       /** Tag names (annotated tags already peeled and de-duplicated by the source). */
       tags: readonly string[];
+      /** Commit time (epoch seconds) per tag, where the source knows it (orders custom channels). */
+      times?: Readonly<Record<string, number>>;
       /** RFC 3339 time of the listing. */
       listedAt: string;
     }
@@ -235,7 +237,9 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
   }
 
   // Tags of the listing.
-  const classified = listing?.ok === true ? classifyTags(listing.tags, selector) : undefined;
+  const times = listing?.ok === true ? listing.times : undefined;
+  const compareReleaseTags = releaseOrder(times);
+  const classified = listing?.ok === true ? classifyTags(listing.tags, selector, times) : undefined;
   const available = new Map((classified?.releases ?? []).map((t) => [t.tag, t]));
   const latest = classified?.releases.at(-1);
 

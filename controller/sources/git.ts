@@ -15,6 +15,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { simpleGit } from 'simple-git';
 import { REPO_URL_PATTERN } from '../api/clusterstack.ts';
@@ -29,6 +30,11 @@ export interface RemoteTag {
   tag: string;
   /** The commit the tag points at (annotated tags are peeled). */
   commit: string;
+  /**
+   * Committer time of that commit (epoch seconds), where the source reports it: custom channel
+   * releases have no release number and are ordered by it (releases/tags.ts releaseOrder).
+   */
+  time?: number;
 }
 
 export class SourceError extends Error {
@@ -150,13 +156,71 @@ export function parseLsRemoteTags(output: string): RemoteTag[] {
 
 export async function listTags(url: string, creds?: GitCredentials): Promise<RemoteTag[]> {
   validateRepoUrl(url);
+  let tags: RemoteTag[];
   try {
     const out = await git(creds).listRemote(['--tags', '--', url]);
-    return parseLsRemoteTags(out);
+    tags = parseLsRemoteTags(out);
   } catch (err) {
     const message = scrub(err instanceof Error ? err.message : String(err), creds);
     throw new SourceError(classify(message), `listing tags of ${url}: ${message}`);
   }
+  return withCommitTimes(url, tags, creds);
+}
+
+/** A custom channel release tag (…-v0-<channel>-<suffix>): the only tags ordered by commit time. */
+const CUSTOM_TAG = /-v0-[a-z0-9]+-[a-z0-9]+$/;
+/** Commit → committer time (epoch seconds); commits never change, so entries never go stale. */
+const commitTimes = new Map<string, number>();
+const MAX_COMMIT_TIMES = 100_000;
+
+/**
+ * Adds commit times to custom channel tags. ls-remote reports no times, so the commits not seen
+ * before are fetched once — one shallow fetch of just those tags' commit objects (a tree:0
+ * filter where the server supports it) into a temporary repository — and remembered by commit
+ * id: a steady listing costs nothing, a new custom tag one small fetch. A failed fetch leaves the
+ * times unknown (those tags then order by name) and never fails the listing.
+ */
+async function withCommitTimes(
+  url: string,
+  tags: RemoteTag[],
+  creds: GitCredentials | undefined,
+): Promise<RemoteTag[]> {
+  const missing = tags.filter((t) => CUSTOM_TAG.test(t.tag) && !commitTimes.has(t.commit));
+  if (missing.length > 0) {
+    const tmp = mkdtempSync(join(tmpdir(), 'stackflux-times-'));
+    try {
+      await runLocalGit(tmp, ['init', '-q', '--bare', tmp]);
+      await git(creds, tmp).fetch([
+        '--depth=1',
+        '--filter=tree:0',
+        '--no-tags',
+        '--',
+        url,
+        ...missing.map((t) => `+refs/tags/${t.tag}:refs/tags/${t.tag}`),
+      ]);
+      const out = await runLocalGit(tmp, [
+        'for-each-ref',
+        '--format=%(objectname) %(committerdate:unix) %(*objectname) %(*committerdate:unix)',
+        'refs/tags',
+      ]);
+      for (const line of out.stdout.toString('utf8').split('\n')) {
+        const [direct, directTime, peeled, peeledTime] = line.trim().split(' ');
+        const [commit, time] = peeled ? [peeled, peeledTime] : [direct, directTime];
+        if (commit && time && /^[0-9]+$/.test(time)) {
+          if (commitTimes.size >= MAX_COMMIT_TIMES) commitTimes.clear();
+          commitTimes.set(commit, Number(time));
+        }
+      }
+    } catch {
+      // Unknown times only change the order of custom channel releases, to by-name.
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  }
+  return tags.map((t) => {
+    const time = CUSTOM_TAG.test(t.tag) ? commitTimes.get(t.commit) : undefined;
+    return time === undefined ? t : { ...t, time };
+  });
 }
 
 /**

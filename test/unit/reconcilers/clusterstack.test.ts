@@ -296,6 +296,18 @@ describe('reconcileClusterStack', () => {
     }
   });
 
+  it('custom channel: the latest release is the tag of the newest commit (listing times)', () => {
+    const listing: SourceListing = {
+      ok: true,
+      tags: ['docker-ferrol-1-30-v0-sha-f00dbab', 'docker-ferrol-1-30-v0-sha-0c0ffee'],
+      times: { 'docker-ferrol-1-30-v0-sha-f00dbab': 100, 'docker-ferrol-1-30-v0-sha-0c0ffee': 200 },
+      listedAt: T,
+    };
+    const r = run({ clusterStack: stack({ channel: 'custom' }), listing });
+    assert.deepEqual(names(r), ['docker-ferrol-1-30-v0-sha-0c0ffee']);
+    assert.equal(r.status.summary?.find((s) => s.latest)?.name, 'docker-ferrol-1-30-v0-sha-0c0ffee');
+  });
+
   it('acceptance 4: pinned versions without autoSubscribe → only those; others deleted', () => {
     const r = run({
       clusterStack: stack({ versions: ['v1'], autoSubscribe: false }),
