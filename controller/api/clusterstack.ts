@@ -27,6 +27,20 @@ export const STACK_VERSION_PATTERN = '^v(0|[1-9][0-9]*)(-[a-z0-9]+[.-][a-z0-9]+)
 export const REPO_URL_PATTERN =
   '^(https?://[A-Za-z0-9\\[][^@/\\s]*/\\S+|ssh://([A-Za-z0-9._][A-Za-z0-9._-]*@)?[A-Za-z0-9\\[][^@/:\\s]*(:[0-9]+)?/\\S+)$';
 
+/**
+ * Flux Kustomization spec.serviceAccountName for a release's cluster-class/: kustomize-controller
+ * impersonates this ServiceAccount of the ClusterStack's namespace, so a release can do only what
+ * its RBAC allows (least privilege) instead of everything kustomize-controller may do.
+ */
+export const SERVICE_ACCOUNT_NAME_SCHEMA = {
+  type: 'string',
+  description:
+    "ServiceAccount (in this namespace) that Flux impersonates to apply each release's cluster-class/; " +
+    "unset: kustomize-controller's own rights (or its --default-service-account).",
+  pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+  maxLength: 253,
+} as const;
+
 export const clusterStackSourceSchema = schema({
   type: 'object',
   description:
@@ -132,6 +146,7 @@ export const clusterStackSpecSchema = schema({
       },
     },
     source: clusterStackSourceSchema,
+    serviceAccountName: SERVICE_ACCOUNT_NAME_SCHEMA,
     interval: {
       ...durationSchema,
       description: 'How often the source is listed and the Flux objects reconcile.',

@@ -2,7 +2,7 @@
 // the ClusterStack. It owns the Flux GitRepository + Kustomization that apply the release's
 // cluster-class/ to the management cluster, and mirrors the Kustomization's readiness.
 
-import { REPO_URL_PATTERN } from './clusterstack.ts';
+import { REPO_URL_PATTERN, SERVICE_ACCOUNT_NAME_SCHEMA } from './clusterstack.ts';
 import {
   type API_VERSION,
   conditionsSchema,
@@ -35,6 +35,7 @@ export const clusterStackReleaseSpecSchema = schema({
     interval: durationSchema,
     timeout: durationSchema,
     suspend: { type: 'boolean' },
+    serviceAccountName: SERVICE_ACCOUNT_NAME_SCHEMA,
   },
 });
 export type ClusterStackReleaseSpec = FromSchema<typeof clusterStackReleaseSpecSchema>;

@@ -197,6 +197,7 @@ function desiredRelease(cs: ClusterStack, tag: ReleaseTag): ClusterStackRelease 
       },
       interval: cs.spec.interval ?? '5m',
       timeout: cs.spec.timeout ?? '5m',
+      ...(cs.spec.serviceAccountName !== undefined ? { serviceAccountName: cs.spec.serviceAccountName } : {}),
     },
   };
 }

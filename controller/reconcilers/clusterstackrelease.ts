@@ -88,13 +88,20 @@ export function commitOfRevision(revision: string | undefined, tag: string): str
   return /^[0-9a-f]{40}$/.test(commit) ? commit : undefined;
 }
 
-/** Kustomization readiness for its current generation. */
+/**
+ * Kustomization readiness for its current generation. kustomize-controller moves
+ * status.observedGeneration only on success, but stamps every condition with the generation it
+ * was set for: a failure of the current generation (e.g. a forbidden object under a
+ * least-privilege ServiceAccount) is current by its condition, even before any success.
+ */
 function kustomizationReady(k: Kustomization | undefined): Condition | undefined {
   if (k === undefined) return undefined;
   const ready = findCondition(k.status?.conditions, ConditionType.Ready);
   const gen = k.metadata.generation;
-  const observed = k.status?.observedGeneration;
-  if (gen !== undefined && observed !== undefined && observed < gen) return undefined;
+  const seen = [k.status?.observedGeneration, ready?.observedGeneration].filter(
+    (g): g is number => g !== undefined,
+  );
+  if (gen !== undefined && seen.length > 0 && seen.every((g) => g < gen)) return undefined;
   return ready;
 }
 

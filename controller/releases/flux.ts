@@ -191,6 +191,7 @@ export function releaseFluxObjects(
       path: joinPath(path, CLUSTER_CLASS_DIR),
       sourceName: name,
       suspend: release.spec.suspend === true ? true : null,
+      serviceAccountName: release.spec.serviceAccountName ?? null,
     },
     FLUX_TEMPLATE_FILES.releaseKustomization,
   ) as Kustomization;

@@ -308,6 +308,19 @@ describe('reconcileClusterStack', () => {
     assert.equal(r.status.summary?.find((s) => s.latest)?.name, 'docker-ferrol-1-30-v0-sha-0c0ffee');
   });
 
+  // Issue 11 defect 5: a least-privilege ServiceAccount for cluster-class/.
+  it('passes spec.serviceAccountName on to its releases', () => {
+    const r = run({
+      clusterStack: stack({ serviceAccountName: 'release-applier' }),
+      listing: ok(['docker-ferrol-1-30-v1']),
+    });
+    assert.equal(r.apply[0]?.spec.serviceAccountName, 'release-applier');
+    assert.equal(
+      run({ listing: ok(['docker-ferrol-1-30-v1']) }).apply[0]?.spec.serviceAccountName,
+      undefined,
+    );
+  });
+
   it('acceptance 4: pinned versions without autoSubscribe → only those; others deleted', () => {
     const r = run({
       clusterStack: stack({ versions: ['v1'], autoSubscribe: false }),

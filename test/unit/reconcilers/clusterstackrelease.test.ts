@@ -336,6 +336,27 @@ describe('reconcileClusterStackRelease', () => {
     assert.equal(r.status.clusters, 2, 'the last known count stays');
   });
 
+  it("applies cluster-class/ as the release's ServiceAccount when it names one (least privilege)", () => {
+    const withSa = { ...release, spec: { ...release.spec, serviceAccountName: 'release-applier' } };
+    assert.equal(
+      run({ release: withSa, stack: valid, commit: C1 }).kustomization?.spec.serviceAccountName,
+      'release-applier',
+    );
+    assert.equal(run({ stack: valid, commit: C1 }).kustomization?.spec.serviceAccountName, undefined);
+  });
+
+  it('surfaces a failure of the current generation before any success (Flux stamps the condition, not status.observedGeneration)', () => {
+    const k = ks('False', undefined, {
+      reason: 'ReconciliationFailed',
+      message: 'ClusterRoleBinding/x dry-run failed (Forbidden)',
+      observedGeneration: 1,
+    });
+    k.status = { ...k.status, observedGeneration: -1 };
+    const r = run({ stack: valid, commit: C1, kustomization: k });
+    assert.equal(cond(r, 'Ready')?.reason, 'KustomizationNotReady');
+    assert.match(cond(r, 'Ready')?.message ?? '', /Forbidden/);
+  });
+
   it('is a fixed point over its own status', () => {
     const input = {
       stack: valid,
