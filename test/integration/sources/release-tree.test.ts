@@ -165,6 +165,21 @@ describe('release trees are read from Git objects', () => {
     );
   });
 
+  // Issue 11 defect 4: a release pinned to its validated commit still reads that commit after
+  // the tag moved (fetched by id), never the tag's new commit in its place.
+  it('reads a pinned commit after its tag moved; an unknown commit is TagMoved', async () => {
+    const pinned = commits.get('good') ?? '';
+    git(repoDir, 'tag', '-f', 'good', commits.get('many-files') ?? '');
+    git(repoDir, 'push', '-q', '-f', url, 'refs/tags/good');
+    const tree = await fetchReleaseTree(url, 'good', pinned, 's', join(work, 'c-moved'));
+    assert.equal(tree.get('stack.yaml'), 'version: good\n');
+    assert.equal(tree.size, 3);
+    await assert.rejects(
+      fetchReleaseTree(url, 'good', 'f'.repeat(40), 's', join(work, 'c-moved-unknown')),
+      (e: unknown) => e instanceof SourceError && e.reason === 'TagMoved',
+    );
+  });
+
   it('lists tags with the URL after "--" (an option-looking URL never reaches git)', async () => {
     const tags = await listTags(url);
     assert.ok(tags.some((t) => t.tag === 'good'));
