@@ -21,6 +21,28 @@ export const KUBERNETES_MINOR_PATTERN = '^[1-9][0-9]*\\.(0|[1-9][0-9]*)$';
 /** "v3" (stable) or "v0-sha.abc1234" / "v0-sha-abc1234" (custom channel). */
 export const STACK_VERSION_PATTERN = '^v(0|[1-9][0-9]*)(-[a-z0-9]+[.-][a-z0-9]+)?$';
 
+/**
+ * Release repository URLs: https, http or ssh (as Flux's GitRepository accepts), no credentials in
+ * the URL, and no user or host starting with "-" (git would read it as an option). RE2 and
+ * ECMAScript both accept this expression (CRD validation and sources/git.ts use it).
+ */
+export const REPO_URL_PATTERN =
+  '^(https?://[A-Za-z0-9\\[][^@/\\s]*/\\S+|ssh://([A-Za-z0-9._][A-Za-z0-9._-]*@)?[A-Za-z0-9\\[][^@/:\\s]*(:[0-9]+)?/\\S+)$';
+
+/**
+ * Flux Kustomization spec.serviceAccountName for a release's cluster-class/: kustomize-controller
+ * impersonates this ServiceAccount of the ClusterStack's namespace, so a release can do only what
+ * its RBAC allows (least privilege) instead of everything kustomize-controller may do.
+ */
+export const SERVICE_ACCOUNT_NAME_SCHEMA = {
+  type: 'string',
+  description:
+    "ServiceAccount (in this namespace) that Flux impersonates to apply each release's cluster-class/; " +
+    "unset: kustomize-controller's own rights (or its --default-service-account).",
+  pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+  maxLength: 253,
+} as const;
+
 export const clusterStackSourceSchema = schema({
   type: 'object',
   description:
@@ -34,7 +56,7 @@ export const clusterStackSourceSchema = schema({
         url: {
           type: 'string',
           description: 'Repository URL; only https, http and ssh URLs. Credentials never go in the URL.',
-          pattern: '^(https?://[^@/]+/.+|ssh://([A-Za-z0-9._-]+@)?[^@/:]+(:[0-9]+)?/.+)$',
+          pattern: REPO_URL_PATTERN,
         },
         secretRef: {
           ...localObjectReferenceSchema,
@@ -129,6 +151,7 @@ export const clusterStackSpecSchema = schema({
       },
     },
     source: clusterStackSourceSchema,
+    serviceAccountName: SERVICE_ACCOUNT_NAME_SCHEMA,
     interval: {
       ...durationSchema,
       description: 'How often the source is listed and the Flux objects reconcile.',

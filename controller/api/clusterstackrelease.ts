@@ -1,6 +1,8 @@
 // ClusterStackRelease (cskr): one release (tag) of a ClusterStack, named after the tag, owned by
 // the ClusterStack. It owns the Flux GitRepository + Kustomization that apply the release's
 // cluster-class/ to the management cluster, and mirrors the Kustomization's readiness.
+
+import { REPO_URL_PATTERN, SERVICE_ACCOUNT_NAME_SCHEMA } from './clusterstack.ts';
 import {
   type API_VERSION,
   conditionsSchema,
@@ -25,7 +27,7 @@ export const clusterStackReleaseSpecSchema = schema({
       description: 'Copied from the ClusterStack: where the release is fetched from.',
       required: ['url'],
       properties: {
-        url: { type: 'string' },
+        url: { type: 'string', pattern: REPO_URL_PATTERN },
         secretRef: localObjectReferenceSchema,
         path: { type: 'string' },
       },
@@ -45,6 +47,7 @@ export const clusterStackReleaseSpecSchema = schema({
     interval: durationSchema,
     timeout: durationSchema,
     suspend: { type: 'boolean' },
+    serviceAccountName: SERVICE_ACCOUNT_NAME_SCHEMA,
   },
 });
 export type ClusterStackReleaseSpec = FromSchema<typeof clusterStackReleaseSpecSchema>;

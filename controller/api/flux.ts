@@ -43,6 +43,8 @@ export interface Kustomization {
     dependsOn?: { name: string; namespace?: string }[];
     kubeConfig?: { secretRef: { name: string; key?: string } };
     deletionPolicy?: 'MirrorPrune' | 'Delete' | 'WaitForTermination' | 'Orphan';
+    /** ServiceAccount (same namespace) kustomize-controller impersonates to apply. */
+    serviceAccountName?: string;
   };
   status?: {
     observedGeneration?: number;

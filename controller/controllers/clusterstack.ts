@@ -4,12 +4,7 @@
 import type { ClusterStack, ClusterStackStatus } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import { API_VERSION } from '../api/meta.ts';
-import {
-  type ClusterUse,
-  clusterUse,
-  reconcileClusterStack,
-  sourceUrl,
-} from '../reconcilers/clusterstack.ts';
+import { reconcileClusterStack, sourceUrl } from '../reconcilers/clusterstack.ts';
 import { providerConfig } from '../reconcilers/provider.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import type { Clock } from '../runtime/clock.ts';
@@ -17,6 +12,7 @@ import type { ReconcileContext, ReconcileResult } from '../runtime/controller.ts
 import { noopRecorder, type Recorder } from '../runtime/events.ts';
 import type { Informer } from '../runtime/informer.ts';
 import type { SourcePollers, SourceRef } from '../sources/poller.ts';
+import type { ClusterUseView } from './clusterview.ts';
 import { needsApply, sameJson } from './common.ts';
 import { parseDuration } from './duration.ts';
 import type { ProviderKinds } from './provider.ts';
@@ -30,8 +26,8 @@ export interface ClusterStackDeps {
   pollers: SourcePollers;
   clusterStacks: Informer<ClusterStack & KubeObject>;
   releases: Informer<ClusterStackRelease & KubeObject>;
-  /** undefined when the API server does not serve Cluster API Clusters. */
-  clusters: Informer<KubeObject> | undefined;
+  /** Which Clusters (of every namespace and shard) use which ClusterClass; incomplete → no GC. */
+  clusterView: Pick<ClusterUseView, 'usingNamespace' | 'gap'>;
   /** Poll interval when the ClusterStack sets none (ms). */
   defaultIntervalMs: number;
   /** Events for `kubectl describe` (default: none). */
@@ -73,10 +69,8 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
     await listSourceOnRequest(pollers, key, cs, ctx.log);
     const listing = pollers.listing(key);
     const releases = deps.releases.byIndex(NAMESPACE_INDEX, namespace);
-    const clusters: ClusterUse[] = (deps.clusters?.byIndex(NAMESPACE_INDEX, namespace) ?? []).flatMap((c) => {
-      const use = clusterUse(c);
-      return use !== undefined ? [use] : [];
-    });
+    const clusters = deps.clusterView.usingNamespace(namespace);
+    const gap = deps.clusterView.gap();
     const provider = providerConfig(cs);
     const providerTemplate =
       provider.mode === 'ref' && deps.providers !== undefined
@@ -86,7 +80,8 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
       clusterStack: cs,
       listing,
       releases,
-      clusters,
+      clusters: clusters ?? [],
+      ...(clusters === undefined && gap !== undefined ? { inUseUnknown: gap } : {}),
       ...(providerTemplate !== undefined ? { providerTemplate } : {}),
       now: new Date(deps.clock.now()),
     });

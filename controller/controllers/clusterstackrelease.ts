@@ -1,17 +1,18 @@
-// The live ClusterStackRelease controller: resolves the tag's commit (Flux artifact, else the
-// source poller, else ls-remote), reads the release tree at that commit (shallow fetch cached by
-// commit on disk, validation cached in memory), calls reconcileClusterStackRelease with `now`,
+// The live ClusterStackRelease controller: validates the release at its pinned commit (status.commit;
+// before a pin, the commit the source poller or ls-remote lists for the tag), reading the release
+// tree at that commit (fetched from Git objects, cached by commit on disk, validation cached in
+// memory), passes where the tag points now (moved-tag detection), calls reconcileClusterStackRelease with `now`,
 // and applies what it returns: the in-use finalizer, the owned GitRepository + Kustomization
 // (server-side apply; owner references let Kubernetes GC remove them with the release), status.
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import type { GitRepository, Kustomization } from '../api/flux.ts';
 import { API_VERSION } from '../api/meta.ts';
 import type { StackManifest } from '../api/release.ts';
-import { commitOfRevision, reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
+import { reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
 import { providerObjectRef, type ReleaseProviderInput } from '../reconcilers/provider.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readRelease, type ValidationResult } from '../releases/stack.ts';
-import { parseReleaseTag } from '../releases/tags.ts';
+import { parseReleaseTag, type ReleaseTag } from '../releases/tags.ts';
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
@@ -19,10 +20,9 @@ import { noopRecorder, type Recorder } from '../runtime/events.ts';
 import type { Informer } from '../runtime/informer.ts';
 import { type fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
 import type { SourcePollers, SourceRef, TagLister } from '../sources/poller.ts';
+import type { ClusterUseView } from './clusterview.ts';
 import { needsApply, readyCondition, sameJson } from './common.ts';
 import type { ProviderKinds } from './provider.ts';
-
-export const CLASS_INDEX = 'clusterclass';
 
 export interface ClusterStackReleaseDeps {
   client: KubeClient;
@@ -31,7 +31,8 @@ export interface ClusterStackReleaseDeps {
   releases: Informer<ClusterStackRelease & KubeObject>;
   gitRepositories: Informer<GitRepository & KubeObject>;
   kustomizations: Informer<Kustomization & KubeObject>;
-  clusters: Informer<KubeObject> | undefined;
+  /** Which Clusters (of every namespace and shard) use which ClusterClass; incomplete → finalizer kept. */
+  clusterView: Pick<ClusterUseView, 'usingClass' | 'gap'>;
   templates: FluxTemplates;
   cacheDir: string;
   credentials: (namespace: string, secretName: string) => Promise<GitCredentials>;
@@ -82,9 +83,8 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     const deleting = release.metadata.deletionTimestamp !== undefined;
     const gitRepository = deps.gitRepositories.get(key);
     const kustomization = deps.kustomizations.get(key);
-    const clusters = (deps.clusters?.byIndex(CLASS_INDEX, `${namespace}/${release.spec.clusterClass}`) ?? [])
-      .map((c) => c.metadata.name ?? '')
-      .filter((n) => n !== '');
+    const clusters = deps.clusterView.usingClass(namespace, release.spec.clusterClass);
+    const gap = clusters === undefined ? deps.clusterView.gap() : undefined;
 
     const source = release.spec.source;
     const ref: SourceRef = {
@@ -99,10 +99,44 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       return creds;
     };
 
-    let commit =
-      deps.pollers.commitOf(ref, tag) ??
-      commitOfRevision(gitRepository?.status?.artifact?.revision, tag) ??
-      release.status?.commit;
+    /** stack.yaml validation of the tree at `at` (cached by commit; a bad tree is a verdict too). */
+    const validateAt = async (
+      at: string,
+      parsedTag: ReleaseTag,
+    ): Promise<ValidationResult<StackManifest>> => {
+      const cacheKey = `${source.url}\n${at}\n${source.path ?? ''}\n${tag}`;
+      const cached = validations.get(cacheKey);
+      if (cached !== undefined) return cached;
+      let result: ValidationResult<StackManifest>;
+      try {
+        const tree = await deps.fetchTree(
+          source.url,
+          tag,
+          at,
+          source.path ?? '',
+          deps.cacheDir,
+          await getCreds(),
+        );
+        result = readRelease(tree, parsedTag);
+      } catch (err) {
+        // A symbolic link, a submodule, a tree over a limit: a verdict on the commit, not a failure
+        // to fetch it, so the release reports it (InvalidRelease) and is not retried.
+        if (!(err instanceof SourceError && err.reason === 'InvalidRelease')) throw err;
+        result = { ok: false, errors: [err.message] };
+      }
+      if (validations.size >= MAX_CACHED_VALIDATIONS) {
+        const first = validations.keys().next().value;
+        if (first !== undefined) validations.delete(first);
+      }
+      validations.set(cacheKey, result);
+      return result;
+    };
+
+    // The release is pinned to the commit it was validated at (status.commit); the listing says
+    // where the tag points now. Only a release without a valid pin follows the tag.
+    const pinned = release.status?.commit;
+    let listed = deps.pollers.commitOf(ref, tag);
+    let commit = pinned ?? listed;
     let stack: ValidationResult<StackManifest> | undefined;
     let fetchError: unknown;
     const parsed = parseReleaseTag(tag);
@@ -111,27 +145,16 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     } else if (!deleting) {
       try {
         if (commit === undefined) {
-          commit = (await deps.listTags(source.url, await getCreds())).find((t) => t.tag === tag)?.commit;
-          if (commit === undefined)
+          listed = (await deps.listTags(source.url, await getCreds())).find((t) => t.tag === tag)?.commit;
+          if (listed === undefined)
             throw new SourceError('TagNotFound', `tag ${tag} not found in ${source.url}`);
+          commit = listed;
         }
-        const cacheKey = `${source.url}\n${commit}\n${source.path ?? ''}\n${tag}`;
-        stack = validations.get(cacheKey);
-        if (stack === undefined) {
-          const tree = await deps.fetchTree(
-            source.url,
-            tag,
-            commit,
-            source.path ?? '',
-            deps.cacheDir,
-            await getCreds(),
-          );
-          stack = readRelease(tree, parsed.value);
-          if (validations.size >= MAX_CACHED_VALIDATIONS) {
-            const first = validations.keys().next().value;
-            if (first !== undefined) validations.delete(first);
-          }
-          validations.set(cacheKey, stack);
+        stack = await validateAt(commit, parsed.value);
+        if (!stack.ok && listed !== undefined && listed !== commit) {
+          // Nothing of an invalid pinned commit was ever applied: the tag moved to fix it, follow it.
+          commit = listed;
+          stack = await validateAt(commit, parsed.value);
         }
       } catch (err) {
         fetchError = err;
@@ -151,7 +174,9 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       ...(kustomization !== undefined ? { kustomization } : {}),
       ...(stack !== undefined ? { stack } : {}),
       ...(commit !== undefined ? { commit } : {}),
-      clusters,
+      ...(listed !== undefined ? { listedCommit: listed } : {}),
+      clusters: clusters ?? [],
+      ...(gap !== undefined ? { clustersUnknown: gap } : {}),
       templates: deps.templates,
       now: new Date(deps.clock.now()),
     });
@@ -179,7 +204,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     // The in-use finalizer goes on before anything else is written ...
     if (adding && !(await setFinalizers())) return undefined;
 
-    if (!deleting || gitRepository !== undefined) {
+    if (result.gitRepository !== undefined && (!deleting || gitRepository !== undefined)) {
       if (needsApply(gitRepository, result.gitRepository as GitRepository & KubeObject)) {
         await client.apply(shardLabel(result.gitRepository as GitRepository & KubeObject), {
           force: true,

@@ -16,18 +16,19 @@ import { type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import type { KubeObject } from '../runtime/client.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
 import type { Controller } from '../runtime/controller.ts';
-import type { Informer } from '../runtime/informer.ts';
+import { type Informer, objectKey } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { fetchReleaseTree, listTags } from '../sources/git.ts';
 import { GitHubReleases, type GitHubTagLister } from '../sources/github.ts';
 import { SourcePollers, type TagLister } from '../sources/poller.ts';
 import { clusterStackReconciler, NAMESPACE_INDEX } from './clusterstack.ts';
-import { CLASS_INDEX, clusterStackReleaseReconciler } from './clusterstackrelease.ts';
+import { clusterStackReleaseReconciler } from './clusterstackrelease.ts';
+import { ClusterUseView, servedClusterApiVersion } from './clusterview.ts';
 import { ownerKey, secretCredentials } from './common.ts';
 import { ProviderKinds } from './provider.ts';
 
-export const CLUSTER_API_VERSIONS = ['cluster.x-k8s.io/v1beta2', 'cluster.x-k8s.io/v1beta1'];
+export { CLUSTER_API_VERSIONS, servedClusterApiVersion } from './clusterview.ts';
 
 export interface ReleasePipelineOptions {
   /** Watch only this namespace (default: all). */
@@ -48,17 +49,8 @@ export interface ReleasePipeline {
   clusterStackController: Controller;
   releaseController: Controller;
   clusterApiVersion: string | undefined;
-}
-
-/** The Cluster API version the server serves (v1beta2 preferred), or undefined without Cluster API. */
-export async function servedClusterApiVersion(manager: Manager): Promise<string | undefined> {
-  for (const v of CLUSTER_API_VERSIONS) {
-    try {
-      await manager.client.resource(v, 'Cluster');
-      return v;
-    } catch {}
-  }
-  return undefined;
+  /** Which Clusters use which ClusterClass, over every namespace and shard (garbage collection). */
+  clusterView: ClusterUseView;
 }
 
 function namespaceIndex(obj: KubeObject): string[] {
@@ -103,20 +95,10 @@ export async function setupReleasePipeline(
       labelSelector: managedBy,
     },
   );
+  // Clusters count as "in use" from every namespace and shard, and only a complete view lets a
+  // release be deleted (clusterview.ts); Cluster API installed later is picked up without restart.
+  const clusterView = new ClusterUseView({ manager, clock });
   const clusterApiVersion = await servedClusterApiVersion(manager);
-  let clusters: Informer<KubeObject> | undefined;
-  if (clusterApiVersion !== undefined) {
-    clusters = manager.shardedInformer<KubeObject>(clusterApiVersion, 'Cluster', scope);
-    clusters.addIndexer(NAMESPACE_INDEX, namespaceIndex);
-    clusters.addIndexer(CLASS_INDEX, (c) => {
-      const use = clusterUse(c);
-      return use === undefined
-        ? []
-        : [`${use.classNamespace ?? c.metadata.namespace ?? ''}/${use.className}`];
-    });
-  } else {
-    log.warn('the API server serves no Cluster API Cluster kind: no release is considered in use');
-  }
   clusterStacks.addIndexer(NAMESPACE_INDEX, namespaceIndex);
   releases.addIndexer(NAMESPACE_INDEX, namespaceIndex);
 
@@ -161,7 +143,7 @@ export async function setupReleasePipeline(
       pollers,
       clusterStacks,
       releases,
-      clusters,
+      clusterView,
       defaultIntervalMs: opts.defaultPollIntervalMs,
       recorder: manager.events,
       withShardLabel: (o) => manager.withShardLabel(o),
@@ -181,7 +163,7 @@ export async function setupReleasePipeline(
       releases,
       gitRepositories,
       kustomizations,
-      clusters,
+      clusterView,
       templates: opts.templates,
       cacheDir: opts.cacheDir,
       credentials,
@@ -201,12 +183,15 @@ export async function setupReleasePipeline(
     if (owner !== undefined) return [owner];
     return r.metadata.namespace ? [`${r.metadata.namespace}/${r.spec.clusterStack}`] : [];
   });
-  const clusterStacksOf = (c: KubeObject): string[] =>
-    c.metadata.namespace
-      ? clusterStacks
-          .byIndex(NAMESPACE_INDEX, c.metadata.namespace)
-          .map((cs) => `${c.metadata.namespace}/${cs.metadata.name}`)
-      : [];
+  /** The namespace of the ClusterClass a Cluster names (where the releases that can serve it live). */
+  const classNamespace = (c: KubeObject): string | undefined => {
+    const use = clusterUse(c);
+    return use === undefined ? undefined : (use.classNamespace ?? c.metadata.namespace);
+  };
+  const clusterStacksOf = (c: KubeObject): string[] => {
+    const ns = classNamespace(c);
+    return ns ? clusterStacks.byIndex(NAMESPACE_INDEX, ns).map((cs) => `${ns}/${cs.metadata.name}`) : [];
+  };
 
   relController = releaseController;
 
@@ -218,34 +203,37 @@ export async function setupReleasePipeline(
   };
   manager.watch(releaseController, gitRepositories, byOwner);
   manager.watch(releaseController, kustomizations, byOwner);
-  if (clusters !== undefined) {
-    const releasesOf = (c: KubeObject): string[] => {
-      const use = clusterUse(c);
-      if (use === undefined) return [];
-      const ns = use.classNamespace ?? c.metadata.namespace ?? '';
-      return releases
-        .byIndex(NAMESPACE_INDEX, ns)
-        .filter((r) => r.spec.clusterClass === use.className)
-        .map((r) => `${ns}/${r.metadata.name}`);
-    };
-    // Both the old and the new object on updates: a Cluster moving from v3 to v4 frees v3.
-    const onCluster = (objs: KubeObject[]): void => {
-      const cs = new Set(objs.flatMap(clusterStacksOf));
-      const rel = new Set(objs.flatMap(releasesOf));
-      for (const k of cs) clusterStackController.enqueue(k);
-      for (const k of rel) releaseController.enqueue(k);
-    };
-    clusters.addEventHandler({
-      onAdd: (c) => onCluster([c]),
-      onUpdate: (o, n) => onCluster([o, n]),
-      onDelete: (c) => onCluster([c]),
-    });
-  }
+  const releasesOf = (c: KubeObject): string[] => {
+    const use = clusterUse(c);
+    const ns = classNamespace(c);
+    if (use === undefined || ns === undefined) return [];
+    return releases
+      .byIndex(NAMESPACE_INDEX, ns)
+      .filter((r) => r.spec.clusterClass === use.className)
+      .map((r) => `${ns}/${r.metadata.name}`);
+  };
+  // Both the old and the new object on updates: a Cluster moving from v3 to v4 frees v3. Only
+  // changes of the class a Cluster uses arrive here (status updates do not).
+  clusterView.onChange((objs) => {
+    const cs = new Set(objs.flatMap(clusterStacksOf));
+    const rel = new Set(objs.flatMap(releasesOf));
+    for (const k of cs) clusterStackController.enqueue(k);
+    for (const k of rel) releaseController.enqueue(k);
+  });
+  // Once every Cluster is known, garbage collection that waited can run: everything is looked at.
+  clusterView.onSynced(() => {
+    for (const cs of clusterStacks.list()) clusterStackController.enqueue(objectKey(cs));
+    for (const r of releases.list()) releaseController.enqueue(objectKey(r));
+  });
+  clusterView.start();
   void manager.done
-    .then(() => pollers.stop())
+    .then(() => {
+      pollers.stop();
+      return clusterView.stop();
+    })
     .catch((err: unknown) => log.error(errorFields(err), 'stopping pollers'));
 
-  return { pollers, clusterStackController, releaseController, clusterApiVersion };
+  return { pollers, clusterStackController, releaseController, clusterApiVersion, clusterView };
 }
 
 /**

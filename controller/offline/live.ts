@@ -207,6 +207,7 @@ async function listSources(client: KubeClient, snapshot: Snapshot, cacheDir: str
         kubernetesVersion: cs.spec.kubernetesVersion,
         channel,
       },
+      new Map(source.listing.tags.flatMap((t) => (t.time !== undefined ? [[t.tag, t.time]] : []))),
     );
     const wanted = new Set<string>([
       ...releases.filter((r) => r.metadata.namespace === ns).map((r) => r.metadata.name),

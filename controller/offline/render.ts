@@ -39,7 +39,7 @@ import {
   type SourceListing,
   sourceUrl,
 } from '../reconcilers/clusterstack.ts';
-import { commitOfRevision, reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
+import { reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
 import { providerConfig } from '../reconcilers/provider.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readRelease, type ValidationResult } from '../releases/stack.ts';
@@ -300,6 +300,13 @@ class Renderer {
           ? {
               ok: true,
               tags: source.listing.tags.map((t) => t.tag),
+              ...(source.listing.tags.some((t) => t.time !== undefined)
+                ? {
+                    times: Object.fromEntries(
+                      source.listing.tags.flatMap((t) => (t.time !== undefined ? [[t.tag, t.time]] : [])),
+                    ),
+                  }
+                : {}),
               listedAt: source.listing.listedAt ?? formatTime(this.options.now),
             }
           : {
@@ -398,14 +405,19 @@ class Renderer {
       const source = this.sourceFor(release.spec.source.url);
       const listed =
         source?.listing.ok === true ? source.listing.tags.find((t) => t.tag === tag)?.commit : undefined;
-      const commit =
-        listed ?? commitOfRevision(gitRepository?.status?.artifact?.revision, tag) ?? release.status?.commit;
+      // As the live controller: validate at the pinned commit (status.commit), else the listed one.
+      // A snapshot holds the tree of each tag at its listed commit only, so a release pinned to
+      // another commit (a moved tag) is validated only when the pin is the listed commit.
+      const commit = release.status?.commit ?? listed;
       let stack: ValidationResult<StackManifest> | undefined;
       const parsed = parseReleaseTag(tag);
       if (!parsed.ok) {
         stack = { ok: false, errors: [`tag ${tag}: ${parsed.reason}`] };
       } else if (!deleting) {
-        const tree = commit !== undefined ? treeAt(source, tag, release.spec.source.path ?? '') : undefined;
+        const tree =
+          commit !== undefined && commit === listed
+            ? treeAt(source, tag, release.spec.source.path ?? '')
+            : undefined;
         if (tree !== undefined) stack = readRelease(tree, parsed.value);
       }
       this.current = this.outcome('clusterstackrelease', namespace, name);
@@ -417,6 +429,7 @@ class Renderer {
         ...(kustomization !== undefined ? { kustomization } : {}),
         ...(stack !== undefined ? { stack } : {}),
         ...(commit !== undefined ? { commit } : {}),
+        ...(listed !== undefined ? { listedCommit: listed } : {}),
         clusters,
         templates: this.options.templates,
         now: this.options.now,
@@ -437,7 +450,7 @@ class Renderer {
           body: { metadata: { finalizers: want } },
         });
       if (adding) patchFinalizers();
-      if (!deleting || gitRepository !== undefined) {
+      if (result.gitRepository !== undefined && (!deleting || gitRepository !== undefined)) {
         if (
           needsApply(
             gitRepository as unknown as KubeObject | undefined,

@@ -32,6 +32,8 @@ export interface SnapshotObject {
 export interface SourceTag {
   tag: string;
   commit: string;
+  /** Commit time (epoch seconds), when the listing reported it (orders custom channels). */
+  time?: number;
 }
 
 export type SourceListingData =

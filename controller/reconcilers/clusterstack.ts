@@ -4,7 +4,10 @@
 //
 // Desired = pinned versions ∪ latest (autoSubscribe) ∪ in use (a Cluster names the release's
 // ClusterClass) ∪ the newest Ready release while the latest is not Ready yet (no gap).
-// Nothing is deleted while the source cannot be listed, and an in-use release is never deleted.
+// Nothing is deleted while the source cannot be listed, and an in-use release is never deleted:
+// "in use" counts every release of this ClusterStack a Cluster names (also one of a previous
+// kubernetesVersion or channel), and while the controller cannot see every Cluster
+// (inUseUnknown) nothing is deleted at all (fail closed; condition GarbageCollection says why).
 import type { ClusterStack, ClusterStackStatus, ReleaseSummary, SourceStatus } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import { API_VERSION, type Condition, ConditionType } from '../api/meta.ts';
@@ -12,10 +15,10 @@ import { ownerReferenceTo, releaseLabels } from '../releases/flux.ts';
 import {
   type Channel,
   classifyTags,
-  compareReleaseTags,
   formatReleaseTag,
   parseReleaseTag,
   type ReleaseTag,
+  releaseOrder,
   tagForClusterClassName,
 } from '../releases/tags.ts';
 import {
@@ -41,6 +44,8 @@ export type SourceListing =
       ok: true;
       /** Tag names (annotated tags already peeled and de-duplicated by the source). */
       tags: readonly string[];
+      /** Commit time (epoch seconds) per tag, where the source knows it (orders custom channels). */
+      times?: Readonly<Record<string, number>>;
       /** RFC 3339 time of the listing. */
       listedAt: string;
     }
@@ -105,14 +110,23 @@ export interface ClusterStackInput {
   listing: SourceListing | undefined;
   /** ClusterStackReleases in the namespace (those of other ClusterStacks are ignored). */
   releases: readonly ClusterStackRelease[];
+  /** Clusters whose ClusterClass is in this namespace (from every namespace and shard). */
   clusters: readonly ClusterUse[];
   /**
    * The template spec.providerRef names, as the controller found it (ignored with noProvider);
    * undefined: not looked up yet.
    */
   providerTemplate?: ProviderLookup<ProviderTemplate>;
+  /**
+   * Set while `clusters` may be incomplete (Cluster API not served, Clusters not listed yet):
+   * no release is deleted, and the GarbageCollection condition carries this reason and message.
+   */
+  inUseUnknown?: { reason: string; message: string };
   now: Date;
 }
+
+/** Condition type set (False) while garbage collection waits for a complete view of Clusters. */
+export const GARBAGE_COLLECTION_CONDITION = 'GarbageCollection';
 
 export interface ClusterStackResult {
   /** Desired ClusterStackReleases (metadata + spec; status is the release reconciler's), by name. */
@@ -197,6 +211,7 @@ function desiredRelease(cs: ClusterStack, tag: ReleaseTag, providerRef?: Provide
       ...(providerRef !== undefined ? { providerRef: { ...providerRef } } : {}),
       interval: cs.spec.interval ?? '5m',
       timeout: cs.spec.timeout ?? '5m',
+      ...(cs.spec.serviceAccountName !== undefined ? { serviceAccountName: cs.spec.serviceAccountName } : {}),
     },
   };
 }
@@ -261,12 +276,16 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
   for (const c of [...input.clusters].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
     if (c.classNamespace !== undefined && c.classNamespace !== namespace) continue;
     const tag = tagForClusterClassName(c.className);
-    if (tag === undefined || !isOurs(tag)) continue;
+    // A release of this ClusterStack is in use whatever its Kubernetes version or channel: a
+    // changed kubernetesVersion or channel must not delete what a Cluster still runs.
+    if (tag === undefined || !(isOurs(tag) || existingByName.has(tag.tag))) continue;
     usedBy.set(tag.tag, [...(usedBy.get(tag.tag) ?? []), c.name]);
   }
 
   // Tags of the listing.
-  const classified = listing?.ok === true ? classifyTags(listing.tags, selector) : undefined;
+  const times = listing?.ok === true ? listing.times : undefined;
+  const compareReleaseTags = releaseOrder(times);
+  const classified = listing?.ok === true ? classifyTags(listing.tags, selector, times) : undefined;
   const available = new Map((classified?.releases ?? []).map((t) => [t.tag, t]));
   const latest = classified?.releases.at(-1);
 
@@ -311,7 +330,7 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
   }
 
   const apply: ClusterStackRelease[] = [];
-  const del: string[] = [];
+  let del: string[] = [];
   if (!frozen) {
     if (!deleting && classified !== undefined) {
       for (const tagName of [...desired].sort()) {
@@ -326,6 +345,10 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       }
     }
   }
+
+  // Fail closed: without a complete view of the Clusters nothing is known to be unused.
+  const heldBack = input.inUseUnknown !== undefined ? del : [];
+  if (input.inUseUnknown !== undefined) del = [];
 
   // Status.
   const keptNames = new Set([...existing.map((r) => r.metadata.name), ...apply.map((r) => r.metadata.name)]);
@@ -446,6 +469,22 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
           },
           now,
         );
+  if (input.inUseUnknown !== undefined && heldBack.length > 0) {
+    conditions = setCondition(
+      conditions,
+      {
+        type: GARBAGE_COLLECTION_CONDITION,
+        status: 'False',
+        ...mark(
+          input.inUseUnknown.reason,
+          `no release is deleted while not every Cluster can be seen: ${input.inUseUnknown.message}; kept until then: ${heldBack.join(', ')}`,
+        ),
+      },
+      now,
+    );
+  } else {
+    conditions = removeCondition(conditions, GARBAGE_COLLECTION_CONDITION);
+  }
 
   // Summary conditions (Ready / Reconciling / Stalled), the most important problem first.
   const desiredSummaries = summary.filter((s) => desired.has(s.name));

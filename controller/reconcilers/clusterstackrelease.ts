@@ -2,12 +2,14 @@
 // + the stack.yaml validation of the release tree + Clusters using its ClusterClass + now →
 // desired Flux objects, finalizers and status.
 //
-// - The GitRepository (release repo at the tag) is always desired: its artifact is what the
-//   release tree is read from.
+// - The release is pinned to the commit stackflux validated (status.commit): the GitRepository
+//   names the tag AND that commit, so Flux fetches exactly the validated content; before any
+//   commit validated there is no GitRepository at all. A tag that moves afterwards (the listing
+//   shows another commit) changes nothing that is applied: the release reports TagMoved.
 // - The Kustomization (cluster-class/ → management cluster) is desired only once stack.yaml is
 //   valid: a bad release never gets half-applied. If a release that was applied turns invalid,
 //   the existing Kustomization is left exactly as it is (last good state; nothing is pruned).
-// - Ready only when the Kustomization is Ready at THIS tag's revision "<tag>@sha1:<commit>".
+// - Ready only when the Kustomization is Ready at THIS tag's validated commit.
 // - The finalizer stackflux.io/release-in-use is kept while any Cluster uses the ClusterClass,
 //   also when the release is being deleted (by GC or by hand).
 
@@ -40,22 +42,30 @@ export interface ClusterStackReleaseInput {
   /** The owned Kustomization as it is in the cluster (for readiness). */
   kustomization?: Kustomization;
   /**
-   * readRelease() of the release tree at the tag; undefined while the tree is not available
-   * (artifact not fetched yet).
+   * readRelease() of the release tree at `commit`; undefined while the tree is not available
+   * (not fetched yet).
    */
   stack?: ValidationResult<StackManifest>;
-  /** Commit the tag resolves to per the source listing, if known (fallback before Flux has an artifact). */
+  /** The commit `stack` is the validation of (the release's pinned commit, or the listed one before a pin). */
   commit?: string;
+  /** The commit the tag points at in the latest listing, if known (to detect a moved tag). */
+  listedCommit?: string;
   /** Names of Clusters whose topology names this release's ClusterClass. */
   clusters: readonly string[];
   /** The template and provider object (read only when the release has spec.providerRef). */
   provider?: ReleaseProviderInput;
+  /**
+   * Set while `clusters` may be incomplete (Cluster API not served, Clusters not listed yet):
+   * the in-use finalizer stays (fail closed) and a deletion waits, with this message.
+   */
+  clustersUnknown?: { reason: string; message: string };
   templates: FluxTemplates;
   now: Date;
 }
 
 export interface ClusterStackReleaseResult {
-  gitRepository: GitRepository;
+  /** undefined: no commit validated yet, so nothing for Flux to fetch (an existing one is left). */
+  gitRepository?: GitRepository;
   /** undefined: do not apply a Kustomization (an existing one is left as it is). */
   kustomization?: Kustomization;
   /** The provider object to apply (server-side apply); undefined: leave it as it is. */
@@ -72,28 +82,39 @@ export const Reason = {
   InvalidRelease: 'InvalidRelease',
   KustomizationNotReady: 'KustomizationNotReady',
   RevisionMismatch: 'RevisionMismatch',
+  TagMoved: 'TagMoved',
   InUse: 'InUse',
   Suspended: 'Suspended',
   /** A provider object that was ready is not any more; the applied ClusterClass is kept. */
   ProviderNotReady: 'ProviderNotReady',
 } as const;
 
-/** "<tag>@sha1:<commit>" → commit, if the revision is of this tag. */
+/**
+ * "<tag>@sha1:<commit>" or "refs/tags/<tag>@sha1:<commit>" (Flux's revision of a GitRepository
+ * pinned by ref.name + ref.commit) → commit, if the revision is of this tag.
+ */
 export function commitOfRevision(revision: string | undefined, tag: string): string | undefined {
   if (revision === undefined) return undefined;
-  const prefix = `${tag}@sha1:`;
-  if (!revision.startsWith(prefix)) return undefined;
+  const prefix = [`${tag}@sha1:`, `refs/tags/${tag}@sha1:`].find((p) => revision.startsWith(p));
+  if (prefix === undefined) return undefined;
   const commit = revision.slice(prefix.length);
   return /^[0-9a-f]{40}$/.test(commit) ? commit : undefined;
 }
 
-/** Kustomization readiness for its current generation. */
+/**
+ * Kustomization readiness for its current generation. kustomize-controller moves
+ * status.observedGeneration only on success, but stamps every condition with the generation it
+ * was set for: a failure of the current generation (e.g. a forbidden object under a
+ * least-privilege ServiceAccount) is current by its condition, even before any success.
+ */
 function kustomizationReady(k: Kustomization | undefined): Condition | undefined {
   if (k === undefined) return undefined;
   const ready = findCondition(k.status?.conditions, ConditionType.Ready);
   const gen = k.metadata.generation;
-  const observed = k.status?.observedGeneration;
-  if (gen !== undefined && observed !== undefined && observed < gen) return undefined;
+  const seen = [k.status?.observedGeneration, ready?.observedGeneration].filter(
+    (g): g is number => g !== undefined,
+  );
+  if (gen !== undefined && seen.length > 0 && seen.every((g) => g < gen)) return undefined;
   return ready;
 }
 
@@ -101,19 +122,30 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
   const { release, now } = input;
   const tag = release.spec.tag;
   const generation = release.metadata.generation;
-  const desired = releaseFluxObjects(input.templates, release);
   const deleting = release.metadata.deletionTimestamp !== undefined;
   const clusters = [...new Set(input.clusters)].sort();
+  const stack = input.stack;
 
-  const artifactRevision = input.gitRepository?.status?.artifact?.revision;
-  const commit = commitOfRevision(artifactRevision, tag) ?? input.commit ?? release.status?.commit;
+  // The pinned commit: the one this reconcile validated, else the pin the release already has.
+  const validated = input.commit ?? release.status?.commit;
+  const commit = stack?.ok === true ? validated : release.status?.commit;
+  const desired = releaseFluxObjects(input.templates, release, commit);
+  const tagMoved =
+    stack?.ok === true &&
+    commit !== undefined &&
+    input.listedCommit !== undefined &&
+    input.listedCommit !== commit;
   const expectedRevision = commit !== undefined ? `${tag}@sha1:${commit}` : undefined;
   const applied = input.kustomization?.status?.lastAppliedRevision;
+  const appliedCommit = commitOfRevision(applied, tag);
 
   // Finalizer: held while in use; released when deleting and no Cluster uses the class.
   const others = (release.metadata.finalizers ?? []).filter((f) => f !== FINALIZER_RELEASE_IN_USE);
+  const unknown = input.clustersUnknown;
   const finalizers =
-    deleting && clusters.length === 0 ? others : [...others, FINALIZER_RELEASE_IN_USE].sort();
+    deleting && clusters.length === 0 && unknown === undefined
+      ? others
+      : [...others, FINALIZER_RELEASE_IN_USE].sort();
 
   const mark = (reason: string, message: string) => ({
     reason,
@@ -122,7 +154,6 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
   });
   let conditions: Condition[] = [...(release.status?.conditions ?? [])];
   let kustomization: Kustomization | undefined;
-  const stack = input.stack;
   // The provider gate, once the release tree is valid (the provider object names its commit).
   const gate: ProviderGate | undefined =
     stack?.ok === true && release.spec.providerRef !== undefined
@@ -132,10 +163,7 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
   if (stack === undefined) {
     conditions = markReconciling(
       conditions,
-      mark(
-        Reason.ArtifactNotReady,
-        `waiting for the GitRepository ${desired.gitRepository.metadata.name} artifact of tag ${tag}`,
-      ),
+      mark(Reason.ArtifactNotReady, `waiting for the release tree of tag ${tag} to be fetched and validated`),
       now,
     );
   } else if (!stack.ok) {
@@ -153,6 +181,7 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
   } else {
     kustomization = desired.kustomization;
     const ready = kustomizationReady(input.kustomization);
+    const appliedPinned = expectedRevision !== undefined && appliedCommit === commit;
     const name = desired.kustomization.metadata.name;
     if (release.spec.suspend === true) {
       conditions = setCondition(
@@ -166,8 +195,7 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
       );
     } else if (
       ready?.status === 'Unknown' &&
-      expectedRevision !== undefined &&
-      applied === expectedRevision &&
+      appliedPinned &&
       findCondition(conditions, ConditionType.Ready)?.status === 'True'
     ) {
       // Flux re-verifies the same revision every interval (Ready=Unknown meanwhile): the release
@@ -187,11 +215,7 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
         mark(Reason.KustomizationNotReady, `Kustomization ${name} (${ready.reason}): ${ready.message}`),
         now,
       );
-    } else if (
-      expectedRevision === undefined
-        ? commitOfRevision(applied, tag) === undefined
-        : applied !== expectedRevision
-    ) {
+    } else if (expectedRevision === undefined ? appliedCommit === undefined : !appliedPinned) {
       conditions = markReconciling(
         conditions,
         mark(
@@ -207,11 +231,34 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
         now,
       );
     }
+    if (tagMoved) {
+      // Releases are immutable: the moved tag's new commit was never validated, so nothing of it
+      // is applied; the release says so until the tag points back or a new release is cut.
+      conditions = markNotReady(
+        conditions,
+        mark(
+          Reason.TagMoved,
+          `tag ${tag} now points at ${input.listedCommit}, not at the validated commit ${commit}: ` +
+            `Flux keeps applying ${commit}; move the tag back or cut a new release (a release tag must not move)`,
+        ),
+        now,
+      );
+    }
   }
 
   conditions = providerCondition(conditions, release, gate, mark, now);
 
-  if (deleting && clusters.length > 0) {
+  if (deleting && unknown !== undefined) {
+    conditions = setCondition(
+      conditions,
+      {
+        type: 'Deleting',
+        status: 'True',
+        ...mark(unknown.reason, `deletion waits until every Cluster can be seen: ${unknown.message}`),
+      },
+      now,
+    );
+  } else if (deleting && clusters.length > 0) {
     conditions = setCondition(
       conditions,
       {
@@ -236,14 +283,14 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     ...(kubernetesVersion !== undefined ? { kubernetesVersion } : {}),
     ...(expectedRevision !== undefined ? { revision: expectedRevision } : {}),
     ...(applied !== undefined ? { lastAppliedRevision: applied } : {}),
-    gitRepository: desired.gitRepository.metadata.name,
+    gitRepository: desired.kustomization.spec.sourceRef.name,
     kustomization: desired.kustomization.metadata.name,
-    clusters: clusters.length,
+    clusters: unknown !== undefined ? (release.status?.clusters ?? 0) : clusters.length,
     ...providerStatus(release, gate),
     conditions,
   };
   return {
-    gitRepository: desired.gitRepository,
+    ...(desired.gitRepository !== undefined ? { gitRepository: desired.gitRepository } : {}),
     ...(kustomization !== undefined ? { kustomization } : {}),
     ...(gate?.apply !== undefined && !deleting ? { providerObject: gate.apply } : {}),
     finalizers,

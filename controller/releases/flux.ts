@@ -145,13 +145,19 @@ export const DEFAULT_TIMEOUT = '5m';
 
 /**
  * The Flux objects of one ClusterStackRelease, named after it, in its namespace, owned by it:
- * a GitRepository at the release tag (artifact limited to the stack path) and a Kustomization
+ * a GitRepository at the release tag pinned to `commit`, the commit stackflux validated
+ * (artifact limited to the stack path; none while no commit is validated), and a Kustomization
  * applying <path>/cluster-class into the release's namespace.
+ *
+ * The pin is Flux's `ref.commit` ("takes precedence over all reference fields") with
+ * `ref.name: refs/tags/<tag>`, so Flux checks out exactly that commit, whatever the tag points at
+ * now, and labels the artifact "refs/tags/<tag>@sha1:<commit>".
  */
 export function releaseFluxObjects(
   templates: FluxTemplates,
   release: ClusterStackRelease,
-): { gitRepository: GitRepository; kustomization: Kustomization } {
+  commit: string | undefined,
+): { gitRepository: GitRepository | undefined; kustomization: Kustomization } {
   const name = release.metadata.name;
   const namespace = release.metadata.namespace ?? 'default';
   const common = {
@@ -162,17 +168,21 @@ export function releaseFluxObjects(
     interval: release.spec.interval ?? DEFAULT_INTERVAL,
   };
   const path = release.spec.source.path ?? '';
-  const gitRepository = renderFluxTemplate(
-    templates.releaseGitRepository,
-    {
-      ...common,
-      url: release.spec.source.url,
-      tag: release.spec.tag,
-      secretRef: release.spec.source.secretRef ? { name: release.spec.source.secretRef.name } : null,
-      ignore: ignoreAllBut(path) ?? null,
-    },
-    FLUX_TEMPLATE_FILES.releaseGitRepository,
-  ) as GitRepository;
+  const gitRepository =
+    commit === undefined
+      ? undefined
+      : (renderFluxTemplate(
+          templates.releaseGitRepository,
+          {
+            ...common,
+            url: release.spec.source.url,
+            tag: release.spec.tag,
+            commit,
+            secretRef: release.spec.source.secretRef ? { name: release.spec.source.secretRef.name } : null,
+            ignore: ignoreAllBut(path) ?? null,
+          },
+          FLUX_TEMPLATE_FILES.releaseGitRepository,
+        ) as GitRepository);
   const kustomization = renderFluxTemplate(
     templates.releaseKustomization,
     {
@@ -181,6 +191,7 @@ export function releaseFluxObjects(
       path: joinPath(path, CLUSTER_CLASS_DIR),
       sourceName: name,
       suspend: release.spec.suspend === true ? true : null,
+      serviceAccountName: release.spec.serviceAccountName ?? null,
     },
     FLUX_TEMPLATE_FILES.releaseKustomization,
   ) as Kustomization;

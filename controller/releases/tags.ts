@@ -179,22 +179,66 @@ function compareStrings(a: string, b: string): number {
 }
 
 /**
- * Orders releases of one stack: stable by N numerically (v10 > v9); custom channels have no
- * release number, so by channel, then suffix, numerically when both suffixes are numbers
- * (rc-10 > rc-9), else by string (as the cluster-stack-operator does). Stable sorts after custom.
+ * Natural order of two suffixes: runs of digits compare as numbers, other runs as strings, a
+ * number before letters, a prefix first (rc-9 < rc-10 < rc-10a); equal runs ("01" and "1") fall
+ * back to the plain string, so this is a total order.
  */
-export function compareReleaseTags(a: ReleaseTag, b: ReleaseTag): number {
-  if (a.channel !== b.channel) return a.channel === 'custom' ? -1 : 1;
-  if (a.major !== b.major) return a.major - b.major;
-  if (a.custom !== undefined && b.custom !== undefined) {
-    const byChannel = compareStrings(a.custom.channel, b.custom.channel);
-    if (byChannel !== 0) return byChannel;
-    const [sa, sb] = [a.custom.suffix, b.custom.suffix];
-    if (NUMBER.test(sa) && NUMBER.test(sb)) return Number(sa) - Number(sb);
-    return compareStrings(sa, sb);
+export function compareNatural(a: string, b: string): number {
+  const runs = (s: string): string[] => s.match(/[0-9]+|[^0-9]+/g) ?? [];
+  const [ra, rb] = [runs(a), runs(b)];
+  for (let i = 0; i < Math.min(ra.length, rb.length); i++) {
+    const [x = '', y = ''] = [ra[i], rb[i]];
+    const [nx, ny] = [/^[0-9]/.test(x), /^[0-9]/.test(y)];
+    let c: number;
+    if (nx && ny) {
+      const [tx, ty] = [x.replace(/^0+(?=.)/, ''), y.replace(/^0+(?=.)/, '')];
+      c = tx.length !== ty.length ? tx.length - ty.length : compareStrings(tx, ty);
+    } else if (nx !== ny) c = nx ? -1 : 1;
+    else c = compareStrings(x, y);
+    if (c !== 0) return c;
   }
-  return compareStrings(a.tag, b.tag);
+  return ra.length !== rb.length ? ra.length - rb.length : compareStrings(a, b);
 }
+
+/**
+ * When each tag's commit was made (epoch seconds), as the source listing reports it; custom
+ * channel releases are ordered by it (see releaseOrder).
+ */
+export type TagTimes = ReadonlyMap<string, number> | Readonly<Record<string, number>>;
+
+function timeOf(times: TagTimes | undefined, tag: string): number | undefined {
+  if (times === undefined) return undefined;
+  const t = times instanceof Map ? times.get(tag) : (times as Readonly<Record<string, number>>)[tag];
+  return typeof t === 'number' && Number.isFinite(t) ? t : undefined;
+}
+
+/**
+ * The order of a stack's releases (oldest first; the last is the latest), a total order:
+ *   - stable releases after custom ones, by N numerically (v10 > v9);
+ *   - custom channel releases (v0-<channel>-<suffix>) have no release number, and their suffix is
+ *     often a commit hash, so they are ordered by their commit time (`times`, from the source
+ *     listing); ties, and tags whose time is unknown (sorted before all timed ones), by channel,
+ *     then the suffix in natural order, then the tag.
+ */
+export function releaseOrder(times?: TagTimes): (a: ReleaseTag, b: ReleaseTag) => number {
+  return (a, b) => {
+    if (a.channel !== b.channel) return a.channel === 'custom' ? -1 : 1;
+    if (a.major !== b.major) return a.major - b.major;
+    if (a.custom !== undefined && b.custom !== undefined) {
+      const [ta, tb] = [timeOf(times, a.tag), timeOf(times, b.tag)];
+      if ((ta === undefined) !== (tb === undefined)) return ta === undefined ? -1 : 1;
+      if (ta !== undefined && tb !== undefined && ta !== tb) return ta - tb;
+      const byChannel = compareStrings(a.custom.channel, b.custom.channel);
+      if (byChannel !== 0) return byChannel;
+      const bySuffix = compareNatural(a.custom.suffix, b.custom.suffix);
+      if (bySuffix !== 0) return bySuffix;
+    }
+    return compareStrings(a.tag, b.tag);
+  };
+}
+
+/** releaseOrder without commit times (custom channels by channel and natural suffix order). */
+export const compareReleaseTags: (a: ReleaseTag, b: ReleaseTag) => number = releaseOrder();
 
 export interface ReleaseSelector {
   provider: string;
@@ -224,7 +268,11 @@ export interface TagListResult {
  * can be read) is the selector's; a broken tag of another Kubernetes version is ignored (the
  * ClusterStack for that version reports it). Duplicate tags count once.
  */
-export function classifyTags(tags: readonly string[], selector: ReleaseSelector): TagListResult {
+export function classifyTags(
+  tags: readonly string[],
+  selector: ReleaseSelector,
+  times?: TagTimes,
+): TagListResult {
   const prefix = `${selector.provider}-${selector.name}-`;
   const k8sSegment = `${selector.kubernetesVersion.replace('.', '-')}-`;
   const releases: ReleaseTag[] = [];
@@ -250,7 +298,7 @@ export function classifyTags(tags: readonly string[], selector: ReleaseSelector)
     }
     releases.push(r);
   }
-  releases.sort(compareReleaseTags);
+  releases.sort(releaseOrder(times));
   return { releases, ignored, malformed };
 }
 

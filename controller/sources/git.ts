@@ -2,19 +2,23 @@
 // fetch the tree at a tag. Credentials reach git only through a credential helper that reads
 // environment variables of the git child process: never in a URL, an argument, a log line or
 // an error message.
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   existsSync,
+  lstatSync,
   mkdirSync,
+  mkdtempSync,
   readdirSync,
   readFileSync,
   renameSync,
   rmSync,
-  statSync,
   writeFileSync,
 } from 'node:fs';
-import { join, posix, relative, sep } from 'node:path';
+import { tmpdir } from 'node:os';
+import { dirname, join, posix } from 'node:path';
 import { simpleGit } from 'simple-git';
+import { REPO_URL_PATTERN } from '../api/clusterstack.ts';
 import type { ReleaseTree } from '../api/release.ts';
 
 export interface GitCredentials {
@@ -26,6 +30,11 @@ export interface RemoteTag {
   tag: string;
   /** The commit the tag points at (annotated tags are peeled). */
   commit: string;
+  /**
+   * Committer time of that commit (epoch seconds), where the source reports it: custom channel
+   * releases have no release number and are ordered by it (releases/tags.ts releaseOrder).
+   */
+  time?: number;
 }
 
 export class SourceError extends Error {
@@ -37,20 +46,26 @@ export class SourceError extends Error {
   }
 }
 
-const allowedUrl = /^(https?:\/\/|ssh:\/\/)[^\s]+$|^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$/;
+const allowedUrl = new RegExp(REPO_URL_PATTERN);
+/** scp-like user@host:path; neither user nor host may start with "-" (git would read an option). */
+const scpUrl = /^[A-Za-z0-9._][A-Za-z0-9._-]*@[A-Za-z0-9][A-Za-z0-9.-]*:[^\s-][^\s]*$/;
 
-/** Only http(s) and ssh URLs (including scp-like user@host:path); never file://, git:// or ext::. */
+/**
+ * Only http(s) and ssh URLs (including scp-like user@host:path), as the CRD pattern allows; never
+ * file://, git://, ext:: or anything git could read as an option. Every git call also puts "--"
+ * before the URL.
+ */
 export function validateRepoUrl(url: string): void {
-  if (!allowedUrl.test(url)) {
-    throw new SourceError(
-      'InvalidURL',
-      `repository URL ${JSON.stringify(url)} must use https://, http:// or ssh://`,
-    );
-  }
   if (/^https?:\/\/[^/]*@/.test(url)) {
     throw new SourceError(
       'InvalidURL',
       'repository URL must not embed credentials; reference a Secret with spec.source.git.secretRef',
+    );
+  }
+  if (!allowedUrl.test(url) && !scpUrl.test(url)) {
+    throw new SourceError(
+      'InvalidURL',
+      `repository URL ${JSON.stringify(url)} must use https://, http:// or ssh://, and its user and host must not start with "-"`,
     );
   }
 }
@@ -141,80 +156,432 @@ export function parseLsRemoteTags(output: string): RemoteTag[] {
 
 export async function listTags(url: string, creds?: GitCredentials): Promise<RemoteTag[]> {
   validateRepoUrl(url);
+  let tags: RemoteTag[];
   try {
-    const out = await git(creds).listRemote(['--tags', url]);
-    return parseLsRemoteTags(out);
+    const out = await git(creds).listRemote(['--tags', '--', url]);
+    tags = parseLsRemoteTags(out);
   } catch (err) {
     const message = scrub(err instanceof Error ? err.message : String(err), creds);
     throw new SourceError(classify(message), `listing tags of ${url}: ${message}`);
   }
+  return withCommitTimes(url, tags, creds);
 }
 
-function readTree(root: string): Map<string, string> {
-  const files = new Map<string, string>();
-  const walk = (dir: string) => {
-    for (const entry of readdirSync(dir).sort()) {
-      if (entry === '.git') continue;
-      const full = join(dir, entry);
-      const st = statSync(full);
-      if (st.isDirectory()) walk(full);
-      else if (st.isFile())
-        files.set(relative(root, full).split(sep).join(posix.sep), readFileSync(full, 'utf8'));
+/** A custom channel release tag (…-v0-<channel>-<suffix>): the only tags ordered by commit time. */
+const CUSTOM_TAG = /-v0-[a-z0-9]+-[a-z0-9]+$/;
+/** Commit → committer time (epoch seconds); commits never change, so entries never go stale. */
+const commitTimes = new Map<string, number>();
+const MAX_COMMIT_TIMES = 100_000;
+
+/**
+ * Adds commit times to custom channel tags. ls-remote reports no times, so the commits not seen
+ * before are fetched once — one shallow fetch of just those tags' commit objects (a tree:0
+ * filter where the server supports it) into a temporary repository — and remembered by commit
+ * id: a steady listing costs nothing, a new custom tag one small fetch. A failed fetch leaves the
+ * times unknown (those tags then order by name) and never fails the listing.
+ */
+async function withCommitTimes(
+  url: string,
+  tags: RemoteTag[],
+  creds: GitCredentials | undefined,
+): Promise<RemoteTag[]> {
+  const missing = tags.filter((t) => CUSTOM_TAG.test(t.tag) && !commitTimes.has(t.commit));
+  if (missing.length > 0) {
+    const tmp = mkdtempSync(join(tmpdir(), 'stackflux-times-'));
+    try {
+      await runLocalGit(tmp, ['init', '-q', '--bare', tmp]);
+      await git(creds, tmp).fetch([
+        '--depth=1',
+        '--filter=tree:0',
+        '--no-tags',
+        '--',
+        url,
+        ...missing.map((t) => `+refs/tags/${t.tag}:refs/tags/${t.tag}`),
+      ]);
+      const out = await runLocalGit(tmp, [
+        'for-each-ref',
+        '--format=%(objectname) %(committerdate:unix) %(*objectname) %(*committerdate:unix)',
+        'refs/tags',
+      ]);
+      for (const line of out.stdout.toString('utf8').split('\n')) {
+        const [direct, directTime, peeled, peeledTime] = line.trim().split(' ');
+        const [commit, time] = peeled ? [peeled, peeledTime] : [direct, directTime];
+        if (commit && time && /^[0-9]+$/.test(time)) {
+          if (commitTimes.size >= MAX_COMMIT_TIMES) commitTimes.clear();
+          commitTimes.set(commit, Number(time));
+        }
+      }
+    } catch {
+      // Unknown times only change the order of custom channel releases, to by-name.
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
     }
-  };
-  if (existsSync(root)) walk(root);
-  return files;
+  }
+  return tags.map((t) => {
+    const time = CUSTOM_TAG.test(t.tag) ? commitTimes.get(t.commit) : undefined;
+    return time === undefined ? t : { ...t, time };
+  });
 }
 
 /**
- * The tree of a release at a tag, below `path`, from a shallow fetch cached by commit: a
- * commit's content never changes, so a cached tree is valid forever and a moved tag simply
- * resolves to another commit.
+ * Limits of one release tree (the files below the stack path): a release is a few dozen YAML
+ * files, so these are generous, and they bound what one release can make the controller hold in
+ * memory, write to its cache and render. A tree over a limit is an invalid release (InvalidRelease).
  */
-export async function fetchReleaseTree(
+export const RELEASE_TREE_LIMITS: Readonly<ReleaseTreeLimits> = {
+  maxFiles: 2000,
+  maxBytes: 20 * 1024 * 1024,
+};
+
+export interface ReleaseTreeLimits {
+  /** Files below the stack path. */
+  maxFiles: number;
+  /** Sum of their sizes in bytes. */
+  maxBytes: number;
+}
+
+const MODE_FILE = '100644';
+const MODE_EXECUTABLE = '100755';
+const MODE_TREE = '040000';
+const MODE_SYMLINK = '120000';
+const MODE_GITLINK = '160000';
+
+/** What a Git tree entry that is not a regular file or folder is, in words for a condition message. */
+function entryKind(mode: string): string {
+  if (mode === MODE_SYMLINK) return 'a symbolic link';
+  if (mode === MODE_GITLINK) return 'a submodule (gitlink)';
+  if (mode === MODE_TREE) return 'a folder';
+  return `a special file (mode ${mode})`;
+}
+
+interface TreeEntry {
+  mode: string;
+  type: string;
+  oid: string;
+  /** Blob size in bytes; undefined for trees and gitlinks. */
+  size: number | undefined;
+  path: string;
+}
+
+interface GitRun {
+  stdout: Buffer;
+  /** True when the run was stopped because stdout exceeded maxStdout. */
+  truncated: boolean;
+}
+
+/**
+ * Runs a local git command (no network, no credentials) and returns stdout. With `maxEntries`,
+ * stops the process once stdout holds more NUL-terminated records than that (a huge tree is not
+ * listed to the end).
+ */
+function runLocalGit(
+  gitDir: string,
+  args: string[],
+  o: { input?: string; maxEntries?: number } = {},
+): Promise<GitRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('git', [`--git-dir=${gitDir}`, ...args], {
+      env: credentialEnv(undefined),
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const chunks: Buffer[] = [];
+    let stderr = '';
+    let entries = 0;
+    let truncated = false;
+    child.stdout.on('data', (chunk: Buffer) => {
+      if (truncated) return;
+      chunks.push(chunk);
+      if (o.maxEntries !== undefined) {
+        for (const byte of chunk) if (byte === 0) entries += 1;
+        if (entries > o.maxEntries) {
+          truncated = true;
+          child.kill('SIGKILL');
+        }
+      }
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      if (stderr.length < 4096) stderr += chunk.toString('utf8');
+    });
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (truncated || code === 0) resolve({ stdout: Buffer.concat(chunks), truncated });
+      else reject(new Error(`git ${args[0]} failed (${code}): ${stderr.trim()}`));
+    });
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(o.input ?? '');
+  });
+}
+
+/** Parses `git ls-tree -z -l` records: "<mode> <type> <oid> <size>\t<path>\0". */
+export function parseLsTree(out: Buffer): TreeEntry[] {
+  const entries: TreeEntry[] = [];
+  for (const record of out.toString('utf8').split('\0')) {
+    if (record === '') continue;
+    const tab = record.indexOf('\t');
+    if (tab < 0) continue;
+    const [mode = '', type = '', oid = '', size = '-'] = record.slice(0, tab).trim().split(/\s+/);
+    entries.push({
+      mode,
+      type,
+      oid,
+      size: size === '-' ? undefined : Number(size),
+      path: record.slice(tab + 1),
+    });
+  }
+  return entries;
+}
+
+/** Parses `git cat-file --batch` output for the given object ids, in order. */
+export function parseCatFileBatch(out: Buffer, count: number): Buffer[] {
+  const blobs: Buffer[] = [];
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    const eol = out.indexOf(0x0a, at);
+    if (eol < 0) throw new Error('git cat-file output ended early');
+    const header = out.subarray(at, eol).toString('utf8').split(' ');
+    if (header[1] === 'missing' || header.length < 3) throw new Error(`object ${header[0]} is missing`);
+    const size = Number(header[2]);
+    blobs.push(out.subarray(eol + 1, eol + 1 + size));
+    at = eol + 1 + size + 1;
+  }
+  return blobs;
+}
+
+/**
+ * The folder `segments` of `commit` as a tree id, walking one level at a time so that a symbolic
+ * link or submodule on the way is named instead of silently yielding nothing. undefined: missing.
+ */
+async function subtreeOf(gitDir: string, commit: string, segments: string[]): Promise<string | undefined> {
+  let tree = `${commit}^{tree}`;
+  for (let i = 0; i < segments.length; i++) {
+    const name = segments[i];
+    const entry = parseLsTree((await runLocalGit(gitDir, ['ls-tree', '-z', '-l', tree])).stdout).find(
+      (e) => e.path === name,
+    );
+    if (entry === undefined) return undefined;
+    if (entry.mode !== MODE_TREE) {
+      throw new SourceError(
+        'InvalidRelease',
+        `${segments.slice(0, i + 1).join('/')} is ${entryKind(entry.mode)}, not a folder: the stack path must be a plain folder`,
+      );
+    }
+    tree = entry.oid;
+  }
+  return tree;
+}
+
+/**
+ * Reads the files of `commit` below `segments` from the Git object database (never from a
+ * checkout, so nothing outside the release can be reached): every entry must be a regular or
+ * executable file; symbolic links, submodules and anything else make the release invalid, naming
+ * the paths. Counts and sizes are checked from the listing before any content is read.
+ */
+export async function readTreeFromGit(
+  gitDir: string,
+  commit: string,
+  segments: string[],
+  limits: ReleaseTreeLimits = RELEASE_TREE_LIMITS,
+): Promise<Map<string, string>> {
+  const files = new Map<string, string>();
+  const tree = await subtreeOf(gitDir, commit, segments);
+  if (tree === undefined) return files;
+  const listing = await runLocalGit(gitDir, ['ls-tree', '-r', '-z', '-l', tree], {
+    maxEntries: limits.maxFiles,
+  });
+  const entries = parseLsTree(listing.stdout);
+  const where = (p: string): string => [...segments, p].join('/');
+  if (listing.truncated || entries.length > limits.maxFiles) {
+    throw new SourceError(
+      'InvalidRelease',
+      `the release has more than ${limits.maxFiles} files below ${segments.join('/') || 'the repository root'} (limit ${limits.maxFiles})`,
+    );
+  }
+  const rejected = entries.filter((e) => e.mode !== MODE_FILE && e.mode !== MODE_EXECUTABLE);
+  if (rejected.length > 0) {
+    const named = rejected.slice(0, 5).map((e) => `${where(e.path)} is ${entryKind(e.mode)}`);
+    const more = rejected.length > 5 ? ` and ${rejected.length - 5} more` : '';
+    throw new SourceError(
+      'InvalidRelease',
+      `${named.join('; ')}${more}: a release may hold only regular files (no symbolic links, submodules or special files)`,
+    );
+  }
+  const total = entries.reduce((sum, e) => sum + (e.size ?? 0), 0);
+  if (total > limits.maxBytes) {
+    throw new SourceError(
+      'InvalidRelease',
+      `the release's files add up to ${total} bytes, more than the limit of ${limits.maxBytes} bytes`,
+    );
+  }
+  if (entries.length === 0) return files;
+  const batch = await runLocalGit(gitDir, ['cat-file', '--batch'], {
+    input: `${entries.map((e) => e.oid).join('\n')}\n`,
+  });
+  const blobs = parseCatFileBatch(batch.stdout, entries.length);
+  entries.forEach((e, i) => {
+    files.set(e.path, (blobs[i] ?? Buffer.alloc(0)).toString('utf8'));
+  });
+  return files;
+}
+
+/** Reads a tree this module wrote to its cache; anything but folders and regular files is refused. */
+function readCachedTree(root: string): Map<string, string> {
+  const files = new Map<string, string>();
+  const walk = (dir: string, prefix: string) => {
+    for (const entry of readdirSync(dir).sort()) {
+      const full = join(dir, entry);
+      const rel = prefix === '' ? entry : `${prefix}/${entry}`;
+      const st = lstatSync(full);
+      if (st.isDirectory()) walk(full, rel);
+      else if (st.isFile()) files.set(rel, readFileSync(full, 'utf8'));
+      else throw new Error(`the release cache holds ${rel}, which is not a regular file; remove ${root}`);
+    }
+  };
+  if (existsSync(root)) walk(root, '');
+  return files;
+}
+
+const COMPLETE = '.stackflux-complete';
+const INVALID = '.stackflux-invalid';
+const TREE_DIR = 'tree';
+
+/** Writes a cache entry's files below tmp/tree (folders created as needed). */
+function writeCachedTree(root: string, files: ReadonlyMap<string, string>): void {
+  mkdirSync(root, { recursive: true });
+  for (const [rel, text] of files) {
+    const full = join(root, ...rel.split('/'));
+    mkdirSync(dirname(full), { recursive: true });
+    writeFileSync(full, text);
+  }
+}
+
+/** A cache entry (complete or invalid) as it is on disk; undefined when there is none. */
+function readCacheEntry(dir: string): ReleaseTree | undefined {
+  if (existsSync(join(dir, INVALID))) {
+    throw new SourceError('InvalidRelease', readFileSync(join(dir, INVALID), 'utf8'));
+  }
+  if (existsSync(join(dir, COMPLETE))) return readCachedTree(join(dir, TREE_DIR));
+  return undefined;
+}
+
+/** Moves a finished temporary entry into place; a concurrent writer that got there first wins. */
+function publish(tmp: string, dir: string): void {
+  try {
+    renameSync(tmp, dir);
+  } catch {
+    if (existsSync(join(dir, COMPLETE)) || existsSync(join(dir, INVALID))) {
+      rmSync(tmp, { recursive: true, force: true });
+      return;
+    }
+    // A leftover without a marker (an older cache layout, or a crash): replace it.
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(tmp, dir);
+  }
+}
+
+/** In-process de-duplication: one fetch per cache entry at a time. */
+const inflight = new Map<string, Promise<ReleaseTree>>();
+
+/**
+ * The tree of a release at a tag, below `path`, read from Git objects and cached on disk by
+ * (url, commit, path): a commit's content never changes, so a cached tree (or the finding that it
+ * is invalid) holds forever, and a moved tag simply resolves to another commit. Concurrent calls
+ * for the same entry share one fetch; separate processes each fetch into a unique temporary
+ * folder and publish it with an atomic rename.
+ */
+export function fetchReleaseTree(
   url: string,
   tag: string,
   commit: string,
   path: string,
   cacheDir: string,
   creds?: GitCredentials,
+  limits: ReleaseTreeLimits = RELEASE_TREE_LIMITS,
 ): Promise<ReleaseTree> {
-  validateRepoUrl(url);
-  const key = createHash('sha256').update(`${url}\n${commit}`).digest('hex').slice(0, 24);
-  const dir = join(cacheDir, 'trees', key);
-  const stackRoot = join(
-    dir,
-    ...posix
-      .normalize(path || '.')
-      .split('/')
-      .filter((p) => p !== '.' && p !== '..'),
-  );
-  if (existsSync(join(dir, '.stackflux-complete'))) return readTree(stackRoot);
-  const tmp = `${dir}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp, { recursive: true });
   try {
-    const g = git(creds, tmp);
-    await g.init();
-    await g.fetch(['--depth=1', '--no-tags', url, `refs/tags/${tag}`]);
-    const fetched = (await g.revparse(['FETCH_HEAD^{commit}'])).trim();
+    validateRepoUrl(url);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  const segments = posix
+    .normalize(path || '.')
+    .split('/')
+    .filter((p) => p !== '' && p !== '.' && p !== '..');
+  const key = createHash('sha256')
+    .update(`${url}\n${commit}\n${segments.join('/')}\n${limits.maxFiles}\n${limits.maxBytes}`)
+    .digest('hex')
+    .slice(0, 32);
+  const running = inflight.get(key);
+  if (running !== undefined) return running;
+  const promise = fetchOnce(url, tag, commit, segments, join(cacheDir, 'trees', key), creds, limits).finally(
+    () => inflight.delete(key),
+  );
+  inflight.set(key, promise);
+  return promise;
+}
+
+/** Shallow-fetches one ref or commit id into the bare repository gitDir; returns the fetched commit. */
+async function fetchCommit(
+  gitDir: string,
+  url: string,
+  what: string,
+  creds: GitCredentials | undefined,
+): Promise<string> {
+  await git(creds, gitDir).fetch(['--depth=1', '--no-tags', '--', url, what]);
+  return (await runLocalGit(gitDir, ['rev-parse', '--verify', 'FETCH_HEAD^{commit}'])).stdout
+    .toString('utf8')
+    .trim();
+}
+
+async function fetchOnce(
+  url: string,
+  tag: string,
+  commit: string,
+  segments: string[],
+  dir: string,
+  creds: GitCredentials | undefined,
+  limits: ReleaseTreeLimits,
+): Promise<ReleaseTree> {
+  const cached = readCacheEntry(dir);
+  if (cached !== undefined) return cached;
+  mkdirSync(dirname(dir), { recursive: true });
+  const tmp = mkdtempSync(`${dir}.tmp-`);
+  try {
+    const gitDir = join(tmp, 'git');
+    await runLocalGit(gitDir, ['init', '-q', '--bare', gitDir]);
+    const fetched = await fetchCommit(gitDir, url, `refs/tags/${tag}`, creds);
     if (fetched !== commit) {
-      throw new SourceError(
-        'TagMoved',
-        `tag ${tag} of ${url} now points at ${fetched}, not ${commit}; it will be listed again`,
-      );
+      // The tag moved since `commit` was listed or validated: fetch that commit by its id (servers
+      // serve reachable commits so), never the tag's new commit in its place.
+      const byId = await fetchCommit(gitDir, url, commit, creds).catch(() => undefined);
+      if (byId !== commit) {
+        throw new SourceError(
+          'TagMoved',
+          `tag ${tag} of ${url} now points at ${fetched}, not ${commit}, and ${commit} cannot be fetched by its id`,
+        );
+      }
     }
-    await g.raw(['checkout', '-q', '--detach', 'FETCH_HEAD']);
-    rmSync(join(tmp, '.git'), { recursive: true, force: true });
-    rmSync(dir, { recursive: true, force: true });
-    renameSync(tmp, dir);
-    // The marker is written last: a crash mid-fetch leaves no half tree that looks complete.
-    writeFileSync(join(dir, '.stackflux-complete'), commit);
+    let files: Map<string, string> | undefined;
+    try {
+      files = await readTreeFromGit(gitDir, commit, segments, limits);
+    } catch (err) {
+      if (!(err instanceof SourceError && err.reason === 'InvalidRelease')) throw err;
+      writeFileSync(join(tmp, INVALID), err.message);
+    }
+    rmSync(gitDir, { recursive: true, force: true });
+    if (files !== undefined) {
+      writeCachedTree(join(tmp, TREE_DIR), files);
+      // The marker is written before the rename: a crash leaves only a temporary folder.
+      writeFileSync(join(tmp, COMPLETE), commit);
+    }
+    publish(tmp, dir);
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     if (err instanceof SourceError) throw err;
     const message = scrub(err instanceof Error ? err.message : String(err), creds);
     throw new SourceError(classify(message), `fetching ${tag} of ${url}: ${message}`);
   }
-  return readTree(stackRoot);
+  const published = readCacheEntry(dir);
+  if (published === undefined)
+    throw new SourceError('SourceUnavailable', `the release cache ${dir} vanished`);
+  return published;
 }

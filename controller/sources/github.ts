@@ -64,6 +64,8 @@ interface ReleaseItem {
   tag_name?: string;
   draft?: boolean;
   prerelease?: boolean;
+  /** "the date of the commit used for the release" (GitHub REST docs): orders custom channels. */
+  created_at?: string;
 }
 
 interface TagItem {
@@ -213,6 +215,7 @@ export class GitHubReleases {
       if (typeof t.name === 'string' && typeof t.commit?.sha === 'string') commits.set(t.name, t.commit.sha);
     }
     const out = new Map<string, string>();
+    const times = new Map<string, number>();
     for (const r of releases) {
       const tag = r.tag_name;
       if (typeof tag !== 'string' || tag === '' || r.draft === true) continue;
@@ -222,9 +225,15 @@ export class GitHubReleases {
       }
       const commit = commits.get(tag);
       if (commit !== undefined) out.set(tag, commit);
+      const time = typeof r.created_at === 'string' ? Date.parse(r.created_at) : Number.NaN;
+      if (Number.isFinite(time) && parseReleaseTag(tag).ok) times.set(tag, Math.floor(time / 1000));
     }
     return [...out.entries()]
-      .map(([tag, commit]) => ({ tag, commit }))
+      .map(([tag, commit]) => {
+        const time = times.get(tag);
+        const custom = /-v0-[a-z0-9]+-[a-z0-9]+$/.test(tag);
+        return custom && time !== undefined ? { tag, commit, time } : { tag, commit };
+      })
       .sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0));
   }
 

@@ -91,7 +91,7 @@ interface Poller {
 
 function sameTags(a: RemoteTag[] | undefined, b: RemoteTag[]): boolean {
   if (a === undefined || a.length !== b.length) return false;
-  return a.every((t, i) => t.tag === b[i]?.tag && t.commit === b[i]?.commit);
+  return a.every((t, i) => t.tag === b[i]?.tag && t.commit === b[i]?.commit && t.time === b[i]?.time);
 }
 
 export class SourcePollers {
@@ -315,7 +315,13 @@ export class SourcePollers {
       changed = p.listing?.ok !== true || !sameTags(p.tags, tags);
       p.tags = tags;
       p.lastOkAt = listedAt;
-      next = { ok: true, tags: tags.map((t) => t.tag), listedAt };
+      const timed = tags.filter((t) => t.time !== undefined);
+      next = {
+        ok: true,
+        tags: tags.map((t) => t.tag),
+        ...(timed.length > 0 ? { times: Object.fromEntries(timed.map((t) => [t.tag, t.time ?? 0])) } : {}),
+        listedAt,
+      };
       this.opts.observe?.((this.clock.now() - started) / 1000, true);
       if (changed) this.log.info({ url: p.ref.url, tags: tags.length }, 'source listing changed');
     } catch (err) {

@@ -6,6 +6,14 @@
 //    the repository is the payload's repository.{clone_url,html_url,ssh_url,git_url,url}.
 //  - Generic: Authorization: Bearer <secret> and a JSON body {"url": "<repository url>"}.
 // Comparisons are constant-time. A request that fails authentication changes nothing (401).
+//
+// Replay protection (signed requests): a delivery id (X-GitHub-Delivery, X-Gitea-Delivery,
+// X-Gogs-Delivery) or a signature seen within REPLAY_WINDOW_MS is answered 409 and triggers
+// nothing, so a captured request cannot be sent again to make the controller re-list. (GitHub
+// payloads carry no signed timestamp: after the window a replay costs one extra listing. A bearer
+// request carries the secret itself, so there is nothing to replay that the sender cannot forge.)
+// A body over MAX_BODY is answered 413 (read and discarded up to MAX_DRAIN, so the client gets
+// the answer instead of a reset connection).
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,7 +21,43 @@ import { parseAddr } from '../runtime/http.ts';
 import { type Logger, silentLogger } from '../runtime/logging.ts';
 
 export const WEBHOOK_PATH = '/hooks/push';
-const MAX_BODY = 1 << 20;
+/** Largest accepted body (GitHub caps webhook payloads at 25 MB; a push of tags is a few kB). */
+export const MAX_BODY = 1 << 20;
+/** An oversized body is still read (and discarded) up to this, so the 413 reaches the client. */
+const MAX_DRAIN = 16 << 20;
+/** How long a delivery id or signature is remembered for replay protection. */
+export const REPLAY_WINDOW_MS = 10 * 60_000;
+const MAX_REMEMBERED = 10_000;
+
+/** Remembers delivery ids and signatures for a window; bounded (the oldest go first). */
+export class ReplayGuard {
+  private readonly seen = new Map<string, number>();
+  private readonly windowMs: number;
+  private readonly now: () => number;
+
+  constructor(o: { windowMs?: number; now?: () => number } = {}) {
+    this.windowMs = o.windowMs ?? REPLAY_WINDOW_MS;
+    this.now = o.now ?? Date.now;
+  }
+
+  /** True if any key was seen within the window; otherwise records them all and returns false. */
+  replayed(keys: readonly string[]): boolean {
+    const now = this.now();
+    for (const [k, at] of this.seen) {
+      if (now - at < this.windowMs) break; // insertion order = time order
+      this.seen.delete(k);
+    }
+    if (keys.some((k) => this.seen.has(k))) return true;
+    for (const k of keys) {
+      if (this.seen.size >= MAX_REMEMBERED) {
+        const oldest = this.seen.keys().next().value;
+        if (oldest !== undefined) this.seen.delete(oldest);
+      }
+      this.seen.set(k, now);
+    }
+    return false;
+  }
+}
 
 export interface WebhookRequest {
   method: string;
@@ -33,6 +77,8 @@ export interface WebhookOptions {
   /** Re-lists the sources with these URLs now; returns how many matched. */
   trigger: (urls: string[]) => number;
   logger?: Logger;
+  /** Replay protection for signed requests (serveWebhook creates one when not given). */
+  replayGuard?: ReplayGuard;
 }
 
 /** "sha256=<hex>" for body under secret. */
@@ -93,6 +139,18 @@ export function handleWebhook(req: WebhookRequest, opts: WebhookOptions): Webhoo
       opts.secret !== '' && constantTimeEqual(authorization.replace(/^Bearer\s+/i, '').trim(), opts.secret);
   }
   if (!authenticated) return { status: 401, body: { error: 'invalid signature or token' } };
+  if (signature !== undefined && opts.replayGuard !== undefined) {
+    const delivery = ['x-github-delivery', 'x-gitea-delivery', 'x-gogs-delivery']
+      .map((h) => header(req, h))
+      .find((v) => v !== undefined && v !== '');
+    const keys = [
+      `signature:${signature.trim()}`,
+      ...(delivery !== undefined ? [`delivery:${delivery}`] : []),
+    ];
+    if (opts.replayGuard.replayed(keys)) {
+      return { status: 409, body: { error: 'replayed delivery: this delivery was already processed' } };
+    }
+  }
 
   const event = header(req, 'x-github-event');
   if (event === 'ping') return { status: 200, body: { ok: true, event: 'ping' } };
@@ -117,23 +175,41 @@ export interface WebhookServer {
 export async function serveWebhook(addr: string, opts: WebhookOptions): Promise<WebhookServer> {
   const log = (opts.logger ?? silentLogger()).child({ component: 'webhook' });
   const { host, port } = parseAddr(addr);
+  const options: WebhookOptions = { ...opts, replayGuard: opts.replayGuard ?? new ReplayGuard() };
+  const tooLargeBody = { error: `body too large: at most ${MAX_BODY} bytes` };
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    let tooLarge = false;
+    let tooLarge = Number(req.headers['content-length'] ?? 0) > MAX_BODY;
+    let answered = false;
+    const answer = (out: WebhookResponse, close = false): void => {
+      if (answered) return;
+      answered = true;
+      log.info(
+        { status: out.status, event: req.headers['x-github-event'], sources: out.body.sources },
+        'webhook request',
+      );
+      res
+        .writeHead(out.status, {
+          'content-type': 'application/json',
+          ...(close ? { connection: 'close' } : {}),
+        })
+        .end(`${JSON.stringify(out.body)}\n`);
+    };
     req.on('data', (c: Buffer) => {
       size += c.length;
-      if (size > MAX_BODY) {
-        tooLarge = true;
-        req.destroy();
-        return;
+      if (size > MAX_BODY) tooLarge = true;
+      if (!tooLarge) chunks.push(c);
+      else if (size > MAX_DRAIN) {
+        // Past what is worth reading: answer now and drop the connection once the answer is out.
+        answer({ status: 413, body: tooLargeBody }, true);
+        res.once('finish', () => req.destroy());
       }
-      chunks.push(c);
     });
     req.on('error', () => undefined);
     req.on('end', () => {
       let out: WebhookResponse;
-      if (tooLarge) out = { status: 413, body: { error: 'body too large' } };
+      if (tooLarge) out = { status: 413, body: tooLargeBody };
       else {
         try {
           out = handleWebhook(
@@ -143,17 +219,13 @@ export async function serveWebhook(addr: string, opts: WebhookOptions): Promise<
               headers: req.headers,
               body: Buffer.concat(chunks),
             },
-            opts,
+            options,
           );
         } catch (err) {
           out = { status: 500, body: { error: err instanceof Error ? err.message : String(err) } };
         }
       }
-      log.info(
-        { status: out.status, event: req.headers['x-github-event'], sources: out.body.sources },
-        'webhook request',
-      );
-      res.writeHead(out.status, { 'content-type': 'application/json' }).end(`${JSON.stringify(out.body)}\n`);
+      answer(out, tooLarge);
     });
   });
   await new Promise<void>((resolve, reject) => {

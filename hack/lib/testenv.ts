@@ -389,7 +389,7 @@ export function storageVersionOnly(crd: Record<string, unknown>): Record<string,
   return { ...crd, spec: { ...spec, versions, conversion: { strategy: 'None' } } };
 }
 
-function readCrds(dir: string, only?: Set<string>): Record<string, unknown>[] {
+export function readCrds(dir: string, only?: Set<string>): Record<string, unknown>[] {
   const docs: Record<string, unknown>[] = [];
   for (const file of readdirSync(dir).sort()) {
     if (!file.endsWith('.yaml')) continue;

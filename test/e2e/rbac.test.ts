@@ -211,7 +211,7 @@ describe('the controller with only the generated RBAC', { timeout: 15 * 60_000 }
         },
       } as ClusterStack & KubeObject);
       const v2 = await waitFor('release v2 Ready', () => releaseReady(tag('v2')));
-      assert.equal(v2.status?.lastAppliedRevision, `${tag('v2')}@sha1:${v2.status?.commit}`);
+      assert.equal(v2.status?.lastAppliedRevision, `refs/tags/${tag('v2')}@sha1:${v2.status?.commit}`);
       assert.ok(await clusterClass(tag('v2')), 'ClusterClass v2 applied by Flux');
       assert.deepEqual(await releases(), [tag('v2')]);
       await waitFor('ClusterStack Ready with latest v2', async () => {

@@ -152,7 +152,7 @@ describe('release pipeline: ClusterStack → ClusterStackRelease → Flux', { ti
       const v2 = await waitFor('release v2 Ready', () => releaseReady(tag('v2')));
       assert.match(v2.status?.commit ?? '', /^[0-9a-f]{40}$/);
       assert.equal(v2.status?.kubernetesVersion, 'v1.30.4');
-      assert.equal(v2.status?.lastAppliedRevision, `${tag('v2')}@sha1:${v2.status?.commit}`);
+      assert.equal(v2.status?.lastAppliedRevision, `refs/tags/${tag('v2')}@sha1:${v2.status?.commit}`);
       assert.ok(await clusterClass(tag('v2')), 'ClusterClass docker-ferrol-1-30-v2 applied by Flux');
       assert.deepEqual(await releasesOf('ferrol'), [tag('v2')]);
       assert.equal(await cskr(tag('v1')), undefined, 'v1 is not subscribed');

@@ -158,6 +158,32 @@ export async function setProviderReady(
   );
 }
 
+/**
+ * A ClusterStack of stacks/docker-ferrol-1-30 (folder ferrol-1-30) in `repoUrl`, pinned to
+ * `versions` without autoSubscribe, listed every 3 s.
+ */
+export function pinnedFerrolStack(
+  ns: string,
+  repoUrl: string,
+  versions: string[],
+  labels?: Record<string, string>,
+): ClusterStack & KubeObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'ClusterStack',
+    metadata: { name: 'ferrol', namespace: ns, ...(labels !== undefined ? { labels } : {}) },
+    spec: {
+      provider: 'docker',
+      name: 'ferrol',
+      kubernetesVersion: '1.30',
+      autoSubscribe: false,
+      versions,
+      interval: '3s',
+      source: { git: { url: repoUrl }, path: 'ferrol-1-30' },
+    },
+  };
+}
+
 // --- reading releases --------------------------------------------------------------------------
 export type CSKR = ClusterStackRelease & KubeObject;
 

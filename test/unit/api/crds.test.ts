@@ -158,7 +158,7 @@ describe('schemas and TypeScript types agree', () => {
       version: 'v2',
       clusterClass: 'docker-ferrol-1-30-v2',
       kubernetesVersion: '1.30',
-      source: { url: 'u', secretRef: { name: 's' }, path: 'p' },
+      source: { url: 'https://git.example/stacks.git', secretRef: { name: 's' }, path: 'p' },
     },
     status: {
       commit: 'a',
@@ -202,6 +202,14 @@ describe('schemas and TypeScript types agree', () => {
     ['bad interval', (s) => Object.assign(s, { interval: '5 minutes' })],
     ['credentials in a URL', (s) => Object.assign(s, { source: { git: { url: 'https://u:p@host/r.git' } } })],
     ['file URL', (s) => Object.assign(s, { source: { git: { url: 'file:///tmp/r' } } })],
+    // Issue 11 defect 7: a user or host starting with "-" would reach git (and ssh) as an option.
+    [
+      'ssh host starting with -',
+      (s) => Object.assign(s, { source: { git: { url: 'ssh://-oProxyCommand=x/r' } } }),
+    ],
+    ['ssh user starting with -', (s) => Object.assign(s, { source: { git: { url: 'ssh://-u@h/r' } } })],
+    ['https host starting with -', (s) => Object.assign(s, { source: { git: { url: 'https://-h/r.git' } } })],
+    ['scp-style URL starting with -', (s) => Object.assign(s, { source: { git: { url: '-u@h:r' } } })],
     ['path with ..', (s) => Object.assign(s, { source: { git: { url: 'https://h/r' }, path: '../x' } })],
     ['missing source', (s) => delete s.source],
   ];
@@ -212,6 +220,12 @@ describe('schemas and TypeScript types agree', () => {
       assert.equal(validator('ClusterStack')(copy), false);
     });
   }
+
+  it('ClusterStackRelease schema rejects a source URL whose host starts with -', () => {
+    const copy = structuredClone(cskr);
+    copy.spec.source = { url: 'ssh://-oProxyCommand=touch$IFS/tmp/x/r' };
+    assert.equal(validator('ClusterStackRelease')(copy), false);
+  });
 
   it('ssh URLs with a user are accepted', () => {
     const copy = structuredClone(csk);

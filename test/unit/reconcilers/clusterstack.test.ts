@@ -248,6 +248,80 @@ describe('reconcileClusterStack', () => {
     assert.deepEqual(names(r), ['docker-ferrol-1-30-v2']);
   });
 
+  // Issue 11 defect 2: garbage collection is fail-closed.
+  it('deletes nothing while not every Cluster can be seen, and says why', () => {
+    const tags = ok(['docker-ferrol-1-30-v3', 'docker-ferrol-1-30-v4']);
+    const releases = [release('docker-ferrol-1-30-v3', true), release('docker-ferrol-1-30-v4', true)];
+    const r = run({
+      listing: tags,
+      releases,
+      clusters: [],
+      inUseUnknown: { reason: 'ClusterAPINotServed', message: 'no Cluster kind served' },
+    });
+    assert.deepEqual(r.delete, [], 'v3 might be in use by a Cluster the controller cannot see');
+    const gc = cond(r, 'GarbageCollection');
+    assert.equal(gc?.status, 'False');
+    assert.equal(gc?.reason, 'ClusterAPINotServed');
+    assert.match(gc?.message ?? '', /no Cluster kind served; kept until then: docker-ferrol-1-30-v3/);
+    assert.deepEqual(
+      r.status.summary?.map((s) => s.name),
+      ['docker-ferrol-1-30-v3', 'docker-ferrol-1-30-v4'],
+    );
+    assert.equal(cond(r, 'Ready')?.status, 'True', 'releasing goes on; only deletion waits');
+    // Complete again: v3 is collected and the condition goes.
+    const done = run({
+      listing: tags,
+      releases,
+      clusters: [],
+      clusterStack: { ...stack(), status: r.status },
+    });
+    assert.deepEqual(done.delete, ['docker-ferrol-1-30-v3']);
+    assert.equal(cond(done, 'GarbageCollection'), undefined);
+  });
+
+  it('a changed kubernetesVersion or channel never deletes a release a Cluster uses; it stays in the summary', () => {
+    const releases = [release('docker-ferrol-1-30-v3', true), release('docker-ferrol-1-30-v4', true)];
+    const clusters: ClusterUse[] = [{ name: 'prod', className: 'docker-ferrol-1-30-v3' }];
+    const tags = ok([
+      'docker-ferrol-1-30-v3',
+      'docker-ferrol-1-30-v4',
+      'docker-ferrol-1-31-v1',
+      'docker-ferrol-1-30-v0-rc-1',
+    ]);
+    for (const spec of [{ kubernetesVersion: '1.31' }, { channel: 'custom' as const }]) {
+      const r = run({ clusterStack: stack(spec), listing: tags, releases, clusters });
+      assert.deepEqual(r.delete, ['docker-ferrol-1-30-v4'], JSON.stringify(spec));
+      const kept = r.status.summary?.find((s) => s.name === 'docker-ferrol-1-30-v3');
+      assert.equal(kept?.inUse, true, JSON.stringify(spec));
+      assert.equal(kept?.clusters, 1);
+    }
+  });
+
+  it('custom channel: the latest release is the tag of the newest commit (listing times)', () => {
+    const listing: SourceListing = {
+      ok: true,
+      tags: ['docker-ferrol-1-30-v0-sha-f00dbab', 'docker-ferrol-1-30-v0-sha-0c0ffee'],
+      times: { 'docker-ferrol-1-30-v0-sha-f00dbab': 100, 'docker-ferrol-1-30-v0-sha-0c0ffee': 200 },
+      listedAt: T,
+    };
+    const r = run({ clusterStack: stack({ channel: 'custom' }), listing });
+    assert.deepEqual(names(r), ['docker-ferrol-1-30-v0-sha-0c0ffee']);
+    assert.equal(r.status.summary?.find((s) => s.latest)?.name, 'docker-ferrol-1-30-v0-sha-0c0ffee');
+  });
+
+  // Issue 11 defect 5: a least-privilege ServiceAccount for cluster-class/.
+  it('passes spec.serviceAccountName on to its releases', () => {
+    const r = run({
+      clusterStack: stack({ serviceAccountName: 'release-applier' }),
+      listing: ok(['docker-ferrol-1-30-v1']),
+    });
+    assert.equal(r.apply[0]?.spec.serviceAccountName, 'release-applier');
+    assert.equal(
+      run({ listing: ok(['docker-ferrol-1-30-v1']) }).apply[0]?.spec.serviceAccountName,
+      undefined,
+    );
+  });
+
   it('acceptance 4: pinned versions without autoSubscribe → only those; others deleted', () => {
     const r = run({
       clusterStack: stack({ versions: ['v1'], autoSubscribe: false }),

@@ -95,11 +95,12 @@ const cond = (r: ReturnType<typeof run>, type: string) => r.status.conditions?.f
 
 describe('reconcileClusterStackRelease', () => {
   it('emits the GitRepository and Kustomization from the templates, owned and labelled', () => {
-    const r = run({ stack: valid, gitRepository: gitRepo(`${TAG}@sha1:${C1}`) });
+    const r = run({ stack: valid, commit: C1, gitRepository: gitRepo(`${TAG}@sha1:${C1}`) });
+    assert.ok(r.gitRepository);
     assert.deepEqual(r.gitRepository.spec, {
       interval: '1m',
       url: 'https://git.example.com/stacks.git',
-      ref: { tag: TAG },
+      ref: { name: `refs/tags/${TAG}`, commit: C1 },
       ignore: '/*\n!/stacks/\n/stacks/*\n!/stacks/ferrol/\n',
     });
     assert.ok(r.kustomization);
@@ -112,7 +113,7 @@ describe('reconcileClusterStackRelease', () => {
       targetNamespace: 'team',
       sourceRef: { kind: 'GitRepository', name: TAG },
     });
-    for (const o of [r.gitRepository, r.kustomization]) {
+    for (const o of [r.gitRepository, r.kustomization] as const) {
       assert.deepEqual(o.metadata.labels, {
         'app.kubernetes.io/managed-by': 'stackflux',
         'stackflux.io/clusterstack': 'ferrol',
@@ -162,18 +163,29 @@ describe('reconcileClusterStackRelease', () => {
 
   it('is Ready only when the Kustomization is Ready at this tag’s revision', () => {
     const git = gitRepo(`${TAG}@sha1:${C2}`);
-    const stale = run({ stack: valid, gitRepository: git, kustomization: ks('True', `${TAG}@sha1:${C1}`) });
+    const stale = run({
+      stack: valid,
+      commit: C2,
+      gitRepository: git,
+      kustomization: ks('True', `${TAG}@sha1:${C1}`),
+    });
     assert.equal(cond(stale, 'Ready')?.status, 'Unknown');
     assert.equal(cond(stale, 'Reconciling')?.reason, 'RevisionMismatch');
 
     const other = run({
       stack: valid,
+      commit: C2,
       gitRepository: git,
       kustomization: ks('True', `docker-ferrol-1-30-v2@sha1:${C2}`),
     });
     assert.equal(cond(other, 'Ready')?.status, 'Unknown');
 
-    const ready = run({ stack: valid, gitRepository: git, kustomization: ks('True', `${TAG}@sha1:${C2}`) });
+    const ready = run({
+      stack: valid,
+      commit: C2,
+      gitRepository: git,
+      kustomization: ks('True', `${TAG}@sha1:${C2}`),
+    });
     assert.equal(cond(ready, 'Ready')?.status, 'True');
     assert.equal(cond(ready, 'Reconciling'), undefined);
     assert.equal(ready.status.lastAppliedRevision, `${TAG}@sha1:${C2}`);
@@ -181,27 +193,91 @@ describe('reconcileClusterStackRelease', () => {
 
   it('stays Ready while Flux re-verifies the applied revision (Ready=Unknown), not before it was Ready', () => {
     const git = gitRepo(`${TAG}@sha1:${C2}`);
-    const ready = run({ stack: valid, gitRepository: git, kustomization: ks('True', `${TAG}@sha1:${C2}`) });
+    const ready = run({
+      stack: valid,
+      commit: C2,
+      gitRepository: git,
+      kustomization: ks('True', `${TAG}@sha1:${C2}`),
+    });
     assert.equal(cond(ready, 'Ready')?.status, 'True');
     const wasReady = { ...release, status: ready.status };
     const reverifying = ks('Unknown', `${TAG}@sha1:${C2}`, {
       reason: 'Progressing',
       message: 'Reconciliation in progress',
     });
-    const again = run({ release: wasReady, stack: valid, gitRepository: git, kustomization: reverifying });
+    const again = run({
+      release: wasReady,
+      stack: valid,
+      commit: C2,
+      gitRepository: git,
+      kustomization: reverifying,
+    });
     assert.equal(cond(again, 'Ready')?.status, 'True', 'no flap, so the ClusterStack sees no gap');
-    const never = run({ stack: valid, gitRepository: git, kustomization: reverifying });
+    const never = run({ stack: valid, commit: C2, gitRepository: git, kustomization: reverifying });
     assert.notEqual(cond(never, 'Ready')?.status, 'True');
   });
 
-  it('uses the listed commit before Flux has an artifact', () => {
-    const r = run({ stack: valid, commit: C1, kustomization: ks('True', `${TAG}@sha1:${C1}`) });
-    assert.equal(cond(r, 'Ready')?.status, 'True');
+  it('is Ready at the validated commit in either revision form Flux writes', () => {
+    for (const applied of [`${TAG}@sha1:${C1}`, `refs/tags/${TAG}@sha1:${C1}`]) {
+      const r = run({ stack: valid, commit: C1, kustomization: ks('True', applied) });
+      assert.equal(cond(r, 'Ready')?.status, 'True', applied);
+    }
+  });
+
+  // Issue 11 defect 4: a moved tag must never be applied unvalidated.
+  it('pins the GitRepository to the validated commit, and has none before a commit validated', () => {
+    const none = run({ stack: undefined });
+    assert.equal(none.gitRepository, undefined, 'nothing for Flux to fetch before validation');
+    const invalid = run({ stack: { ok: false, errors: ['bad'] }, commit: C1 });
+    assert.equal(invalid.gitRepository, undefined, 'an invalid commit is not pinned');
+    assert.equal(invalid.status.commit, undefined);
+    const pinned = run({ stack: valid, commit: C1 });
+    assert.deepEqual(pinned.gitRepository?.spec.ref, { name: `refs/tags/${TAG}`, commit: C1 });
+    assert.equal(pinned.status.commit, C1);
+  });
+
+  it('a moved tag: keeps applying the validated commit and reports TagMoved', () => {
+    const applied = { ...release, status: { commit: C1 } };
+    const r = run({
+      release: applied,
+      stack: valid,
+      commit: C1,
+      listedCommit: C2,
+      kustomization: ks('True', `refs/tags/${TAG}@sha1:${C1}`),
+    });
+    assert.deepEqual(r.gitRepository?.spec.ref, { name: `refs/tags/${TAG}`, commit: C1 });
+    assert.ok(r.kustomization, 'the validated ClusterClass stays applied');
+    assert.equal(r.status.commit, C1);
+    assert.equal(cond(r, 'Ready')?.status, 'False');
+    assert.equal(cond(r, 'Ready')?.reason, 'TagMoved');
+    assert.match(
+      cond(r, 'Ready')?.message ?? '',
+      new RegExp(`now points at ${C2}, not at the validated commit ${C1}`),
+    );
+    // The tag moved back: Ready again.
+    const back = run({
+      release: { ...applied, status: r.status },
+      stack: valid,
+      commit: C1,
+      listedCommit: C1,
+      kustomization: ks('True', `refs/tags/${TAG}@sha1:${C1}`),
+    });
+    assert.equal(cond(back, 'Ready')?.status, 'True');
+  });
+
+  it('an invalid release keeps the pin it has (what runs stays)', () => {
+    const pinned = { ...release, status: { commit: C1 } };
+    const r = run({ release: pinned, stack: { ok: false, errors: ['bad'] }, commit: C2, listedCommit: C2 });
+    assert.equal(r.status.commit, C1);
+    assert.deepEqual(r.gitRepository?.spec.ref, { name: `refs/tags/${TAG}`, commit: C1 });
+    assert.equal(r.kustomization, undefined);
+    assert.equal(cond(r, 'Ready')?.reason, 'InvalidRelease');
   });
 
   it('mirrors a failing Kustomization', () => {
     const r = run({
       stack: valid,
+      commit: C1,
       gitRepository: gitRepo(`${TAG}@sha1:${C1}`),
       kustomization: ks('False', undefined, {
         reason: 'HealthCheckFailed',
@@ -216,7 +292,12 @@ describe('reconcileClusterStackRelease', () => {
   it('does not trust a Kustomization status of an older generation', () => {
     const k = ks('True', `${TAG}@sha1:${C1}`);
     k.metadata.generation = 2;
-    const r = run({ stack: valid, gitRepository: gitRepo(`${TAG}@sha1:${C1}`), kustomization: k });
+    const r = run({
+      stack: valid,
+      commit: C1,
+      gitRepository: gitRepo(`${TAG}@sha1:${C1}`),
+      kustomization: k,
+    });
     assert.equal(cond(r, 'Ready')?.status, 'Unknown');
   });
 
@@ -237,9 +318,49 @@ describe('reconcileClusterStackRelease', () => {
     assert.equal(cond(unused, 'Deleting'), undefined);
   });
 
+  // Issue 11 defect 2: the finalizer comes off only when every Cluster can be seen.
+  it('keeps the in-use finalizer while not every Cluster can be seen', () => {
+    const deleting = {
+      ...release,
+      metadata: { ...release.metadata, deletionTimestamp: T, finalizers: ['stackflux.io/release-in-use'] },
+      status: { clusters: 2 },
+    };
+    const r = run({
+      release: deleting,
+      stack: valid,
+      clusters: [],
+      clustersUnknown: { reason: 'ClustersNotSynced', message: 'the first list has not completed' },
+    });
+    assert.deepEqual(r.finalizers, ['stackflux.io/release-in-use']);
+    assert.equal(cond(r, 'Deleting')?.reason, 'ClustersNotSynced');
+    assert.equal(r.status.clusters, 2, 'the last known count stays');
+  });
+
+  it("applies cluster-class/ as the release's ServiceAccount when it names one (least privilege)", () => {
+    const withSa = { ...release, spec: { ...release.spec, serviceAccountName: 'release-applier' } };
+    assert.equal(
+      run({ release: withSa, stack: valid, commit: C1 }).kustomization?.spec.serviceAccountName,
+      'release-applier',
+    );
+    assert.equal(run({ stack: valid, commit: C1 }).kustomization?.spec.serviceAccountName, undefined);
+  });
+
+  it('surfaces a failure of the current generation before any success (Flux stamps the condition, not status.observedGeneration)', () => {
+    const k = ks('False', undefined, {
+      reason: 'ReconciliationFailed',
+      message: 'ClusterRoleBinding/x dry-run failed (Forbidden)',
+      observedGeneration: 1,
+    });
+    k.status = { ...k.status, observedGeneration: -1 };
+    const r = run({ stack: valid, commit: C1, kustomization: k });
+    assert.equal(cond(r, 'Ready')?.reason, 'KustomizationNotReady');
+    assert.match(cond(r, 'Ready')?.message ?? '', /Forbidden/);
+  });
+
   it('is a fixed point over its own status', () => {
     const input = {
       stack: valid,
+      commit: C1,
       gitRepository: gitRepo(`${TAG}@sha1:${C1}`),
       kustomization: ks('True', `${TAG}@sha1:${C1}`),
     };
@@ -256,6 +377,8 @@ describe('reconcileClusterStackRelease', () => {
 describe('commitOfRevision', () => {
   it('extracts the commit of this tag only', () => {
     assert.equal(commitOfRevision(`${TAG}@sha1:${C1}`, TAG), C1);
+    assert.equal(commitOfRevision(`refs/tags/${TAG}@sha1:${C1}`, TAG), C1);
+    assert.equal(commitOfRevision(`refs/tags/${TAG}-x@sha1:${C1}`, TAG), undefined);
     assert.equal(commitOfRevision(`${TAG}-x@sha1:${C1}`, TAG), undefined);
     assert.equal(commitOfRevision(`main@sha1:${C1}`, TAG), undefined);
     assert.equal(commitOfRevision(`${TAG}@sha1:abc`, TAG), undefined);

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import {
   classifyTags,
   clusterClassNameForTag,
+  compareNatural,
   compareReleaseTags,
   formatReleaseTag,
   latestRelease,
@@ -10,6 +11,7 @@ import {
   parseStackVersion,
   type ReleaseSelector,
   type ReleaseTag,
+  releaseOrder,
   tagForClusterClassName,
   toDashForm,
 } from '../../../controller/releases/tags.ts';
@@ -215,6 +217,72 @@ describe('ordering', () => {
       .map((t) => t.tag);
     assert.deepEqual(a, b);
     assert.deepEqual(a, ['docker-ferrol-1-30-v0-sha-abc', 'docker-ferrol-1-30-v1', 'docker-ferrol-1-30-v2']);
+  });
+});
+
+// Issue 11 defect 6: custom channel ordering.
+describe('custom channel ordering', () => {
+  const sign = (n: number) => Math.sign(n);
+  const assertTotalOrder = (cmp: (a: ReleaseTag, b: ReleaseTag) => number, tags: ReleaseTag[]) => {
+    for (const a of tags) {
+      assert.equal(cmp(a, a), 0, `${a.tag} = itself`);
+      for (const b of tags) {
+        assert.equal(sign(cmp(a, b)) + sign(cmp(b, a)), 0, `antisymmetric: ${a.tag} ${b.tag}`);
+        for (const c of tags) {
+          if (cmp(a, b) < 0 && cmp(b, c) < 0)
+            assert.ok(cmp(a, c) < 0, `transitive: ${a.tag} < ${b.tag} < ${c.tag}`);
+        }
+      }
+    }
+  };
+
+  it('orders rc-9 < rc-10 < rc-10a, transitively (a total order)', () => {
+    const tags = ['rc-10a', 'rc-9', 'rc-10', 'rc-9b', 'rc-010', 'sha-f00dbab', 'sha-0c0ffee'].map((s) =>
+      parsed(`docker-ferrol-1-30-v0-${s}`),
+    );
+    assertTotalOrder(compareReleaseTags, tags);
+    const rc = tags.filter((t) => t.custom?.channel === 'rc').sort(compareReleaseTags);
+    assert.deepEqual(
+      rc.map((t) => t.custom?.suffix),
+      ['9', '9b', '010', '10', '10a'],
+    );
+    assert.ok(compareNatural('9', '10a') < 0, 'rc-9 < rc-10a');
+  });
+
+  it('latest of a custom channel is the newest commit, not the largest string', () => {
+    const times = {
+      'docker-ferrol-1-30-v0-sha-f00dbab': 1_700_000_000,
+      'docker-ferrol-1-30-v0-sha-0c0ffee': 1_700_000_500,
+    };
+    const r = classifyTags(Object.keys(times), custom, times);
+    assert.equal(latestRelease(r)?.tag, 'docker-ferrol-1-30-v0-sha-0c0ffee');
+    // Without times it is the channel/suffix order (deterministic, not by time).
+    assert.equal(
+      latestRelease(classifyTags(Object.keys(times), custom))?.tag,
+      'docker-ferrol-1-30-v0-sha-f00dbab',
+    );
+  });
+
+  it('with times: a total order; equal times by channel and suffix; unknown times first', () => {
+    const times = new Map([
+      ['docker-ferrol-1-30-v0-rc-10a', 300],
+      ['docker-ferrol-1-30-v0-rc-9', 300],
+      ['docker-ferrol-1-30-v0-sha-aaa', 100],
+      ['docker-ferrol-1-30-v0-rc-10', 200],
+    ]);
+    const tags = [...times.keys(), 'docker-ferrol-1-30-v0-zzz-1', 'docker-ferrol-1-30-v2'].map(parsed);
+    const order = releaseOrder(times);
+    assertTotalOrder(order, tags);
+    const sorted = (list: ReleaseTag[]) => [...list].sort(order).map((t) => t.tag);
+    assert.deepEqual(sorted(tags), [
+      'docker-ferrol-1-30-v0-zzz-1',
+      'docker-ferrol-1-30-v0-sha-aaa',
+      'docker-ferrol-1-30-v0-rc-10',
+      'docker-ferrol-1-30-v0-rc-9',
+      'docker-ferrol-1-30-v0-rc-10a',
+      'docker-ferrol-1-30-v2',
+    ]);
+    assert.deepEqual(sorted([...tags].reverse()), sorted(tags));
   });
 });
 

@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseLsRemoteTags, SourceError, scrub, validateRepoUrl } from '../../../controller/sources/git.ts';
+import {
+  parseCatFileBatch,
+  parseLsRemoteTags,
+  parseLsTree,
+  SourceError,
+  scrub,
+  validateRepoUrl,
+} from '../../../controller/sources/git.ts';
 
 describe('git release source: pure parts', () => {
   it('peels annotated tags: the ^{} commit wins over the tag object id', () => {
@@ -32,6 +39,12 @@ describe('git release source: pure parts', () => {
       'ext::sh -c id',
       '/tmp/repo',
       'https://user:pw@h/s.git',
+      // Issue 11 defect 7: a user or host starting with "-" would reach git or ssh as an option.
+      '-u@h:r',
+      'a@-oProxyCommand:r',
+      'ssh://-oProxyCommand=touch/r',
+      'ssh://-u@h/r',
+      'https://-h/r.git',
     ]) {
       assert.throws(
         () => validateRepoUrl(bad),
@@ -48,5 +61,30 @@ describe('git release source: pure parts', () => {
     assert.doesNotMatch(out, /s3cret/);
     assert.doesNotMatch(out, /alice/);
     assert.match(out, /403/);
+  });
+
+  it('parses ls-tree -z -l records, keeping modes, sizes and odd names', () => {
+    const out = Buffer.from(
+      [
+        '100644 blob aaaa      12\tstack.yaml',
+        '120000 blob bbbb       7\tcluster-addon/cni/a b\tc.yaml',
+        '160000 commit cccc       -\tcluster-addon/sub',
+        '',
+      ].join('\0'),
+    );
+    assert.deepEqual(parseLsTree(out), [
+      { mode: '100644', type: 'blob', oid: 'aaaa', size: 12, path: 'stack.yaml' },
+      { mode: '120000', type: 'blob', oid: 'bbbb', size: 7, path: 'cluster-addon/cni/a b\tc.yaml' },
+      { mode: '160000', type: 'commit', oid: 'cccc', size: undefined, path: 'cluster-addon/sub' },
+    ]);
+  });
+
+  it('parses cat-file --batch output, contents with newlines included', () => {
+    const out = Buffer.from('aaaa blob 4\na\nb\n\nbbbb blob 0\n\n');
+    assert.deepEqual(
+      parseCatFileBatch(out, 2).map((b) => b.toString()),
+      ['a\nb\n', ''],
+    );
+    assert.throws(() => parseCatFileBatch(Buffer.from('cccc missing\n'), 1), /missing/);
   });
 });

@@ -3,6 +3,8 @@ import { createHmac } from 'node:crypto';
 import { describe, it } from 'node:test';
 import {
   handleWebhook,
+  MAX_BODY,
+  ReplayGuard,
   serveWebhook,
   signBody,
   verifySignature,
@@ -131,6 +133,74 @@ describe('handleWebhook', () => {
         body: payload,
       });
       assert.equal(bad.status, 401);
+      assert.equal(r.triggered.length, 1);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+// Issue 11 defect 7: replay protection and a 413 for an oversized body.
+describe('webhook hardening', () => {
+  const signed = (body: string, delivery?: string) =>
+    request(body, {
+      'x-hub-signature-256': signBody(SECRET, body),
+      'x-github-event': 'push',
+      ...(delivery !== undefined ? { 'x-github-delivery': delivery } : {}),
+    });
+
+  it('a replayed signed delivery is 409 and triggers nothing, within the window', () => {
+    const r = recorder();
+    let now = 1_000_000;
+    const opts = { secret: SECRET, trigger: r.trigger, replayGuard: new ReplayGuard({ now: () => now }) };
+    assert.equal(handleWebhook(signed(payload, 'd-1'), opts).status, 202);
+    assert.equal(handleWebhook(signed(payload, 'd-1'), opts).status, 409, 'the same request again');
+    assert.equal(handleWebhook(signed(payload), opts).status, 409, 'the same signed body without an id');
+    const other = JSON.stringify({ url: 'https://github.com/org/stacks.git', n: 2 });
+    assert.equal(
+      handleWebhook(signed(other, 'd-1'), opts).status,
+      409,
+      'a seen delivery id with another body',
+    );
+    assert.equal(handleWebhook(signed(other, 'd-2'), opts).status, 202, 'a new delivery');
+    assert.equal(r.triggered.length, 2);
+    now += 11 * 60_000;
+    assert.equal(
+      handleWebhook(signed(payload, 'd-1'), opts).status,
+      202,
+      'after the window it is accepted again',
+    );
+  });
+
+  it('a failed authentication is not remembered, and bearer requests are not deduplicated', () => {
+    const r = recorder();
+    const opts = { secret: SECRET, trigger: r.trigger, replayGuard: new ReplayGuard() };
+    const forged = request(payload, {
+      'x-hub-signature-256': signBody('wrong', payload),
+      'x-github-delivery': 'd-9',
+    });
+    assert.equal(handleWebhook(forged, opts).status, 401);
+    assert.equal(handleWebhook(signed(payload, 'd-9'), opts).status, 202);
+    const generic = request(JSON.stringify({ url: 'https://git.example.com/x.git' }), {
+      authorization: `Bearer ${SECRET}`,
+    });
+    assert.equal(handleWebhook(generic, opts).status, 202);
+    assert.equal(handleWebhook(generic, opts).status, 202);
+  });
+
+  it('over HTTP: a replay is 409 and an oversized body is answered 413, not a reset connection', async () => {
+    const r = recorder();
+    const server = await serveWebhook('127.0.0.1:0', { secret: SECRET, trigger: r.trigger });
+    try {
+      const post = (body: string | Buffer, headers: Record<string, string>) =>
+        fetch(`${server.url}${WEBHOOK_PATH}`, { method: 'POST', headers, body });
+      const headers = { 'x-hub-signature-256': signBody(SECRET, payload), 'x-github-delivery': 'abc' };
+      assert.equal((await post(payload, headers)).status, 202);
+      assert.equal((await post(payload, headers)).status, 409);
+      const big = Buffer.alloc(MAX_BODY + 1, 0x20);
+      const res = await post(big, { 'x-hub-signature-256': signBody(SECRET, big) });
+      assert.equal(res.status, 413);
+      assert.match(await res.text(), /body too large/);
       assert.equal(r.triggered.length, 1);
     } finally {
       await server.close();

@@ -1,0 +1,233 @@
+// Issue 11 end to end, release side: `stackflux run` as a subprocess against the real test
+// environment. A release tag force-moved after validation is never applied (defect 4), and a
+// release holding a symbolic link is InvalidRelease naming the path (defect 1). Steps run in order.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
+import {
+  ControllerProcess,
+  cond,
+  createTestNamespace,
+  cutRelease,
+  deleteTestNamespace,
+  e2eEnv,
+  git,
+  initRepo,
+  pinnedFerrolStack,
+  push,
+  releaseReaders,
+  waitFor,
+} from '../support/e2e.ts';
+import { uniqueName } from '../support/env.ts';
+
+const env = e2eEnv();
+const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
+const ns = uniqueName('release-hardening');
+const work = mkdtempSync(join(tmpdir(), 'stackflux-release-hardening-'));
+const repoDir = join(work, 'repo');
+const tag = (v: string) => `docker-ferrol-1-30-${v}`;
+const { cskr, releaseReady, clusterClass } = releaseReaders(client, ns);
+let controller: ControllerProcess | undefined;
+
+type Flux = KubeObject & {
+  spec: { ref?: Record<string, string> };
+  status?: { lastHandledReconcileAt?: string; lastAppliedRevision?: string };
+};
+
+async function step(fn: () => Promise<void>): Promise<void> {
+  if (controller === undefined) throw new Error('the controller did not start');
+  await controller.step(fn);
+}
+
+describe('release hardening: pinned commits and release trees from Git objects', {
+  timeout: 10 * 60_000,
+}, () => {
+  let repoUrl = '';
+
+  before(async () => {
+    await createTestNamespace(client, ns);
+    repoUrl = await createRepo(env as Endpoints, ns);
+    initRepo(repoDir);
+    cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v1' });
+    push(repoDir, repoUrl, tag('v1'));
+    controller = await ControllerProcess.start({
+      kubeconfig: env.kubeconfig,
+      namespace: ns,
+      cacheDir: join(work, 'cache'),
+    });
+    await client.create(pinnedFerrolStack(ns, repoUrl, ['v1', 'v2']));
+  });
+
+  after(async () => {
+    await deleteTestNamespace(client, ns);
+    await controller?.stop();
+    client.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('1. a force-moved tag: Flux keeps applying the validated commit, the release reports TagMoved', () =>
+    step(async () => {
+      const v1 = await waitFor('v1 Ready', () => releaseReady(tag('v1')));
+      const validated = v1.status?.commit ?? '';
+      assert.match(validated, /^[0-9a-f]{40}$/);
+      assert.match(v1.status?.lastAppliedRevision ?? '', new RegExp(`@sha1:${validated}$`));
+
+      // The moved tag's commit adds an object to cluster-class/ that must never reach the cluster.
+      writeFileSync(
+        join(repoDir, 'ferrol-1-30', 'cluster-class', 'unvalidated.yaml'),
+        'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: unvalidated-content\ndata: {a: b}\n',
+      );
+      git(repoDir, 'add', '-A');
+      git(repoDir, 'commit', '-q', '-m', 'unvalidated change');
+      git(repoDir, 'tag', '-f', tag('v1'));
+      git(repoDir, 'push', '-q', '-f', repoUrl, 'main', `refs/tags/${tag('v1')}`);
+      const moved = git(repoDir, 'rev-parse', 'HEAD');
+
+      const reported = await waitFor(
+        'v1 reports TagMoved',
+        async () => {
+          const r = await cskr(tag('v1'));
+          return cond(r, 'Ready')?.reason === 'TagMoved' ? r : undefined;
+        },
+        { timeoutMs: 120_000 },
+      );
+      assert.equal(cond(reported, 'Ready')?.status, 'False');
+      assert.match(
+        cond(reported, 'Ready')?.message ?? '',
+        new RegExp(`now points at ${moved}, not at the validated commit ${validated}`),
+      );
+      assert.equal(reported.status?.commit, validated, 'the pin stays');
+      const repo = await client.get<Flux>('source.toolkit.fluxcd.io/v1', 'GitRepository', tag('v1'), ns);
+      assert.deepEqual(repo?.spec.ref, { name: `refs/tags/${tag('v1')}`, commit: validated });
+
+      // Make Flux fetch and apply again now, and wait until it has handled exactly that request.
+      const token = `moved-${Date.now()}`;
+      for (const [apiVersion, kind] of [
+        ['source.toolkit.fluxcd.io/v1', 'GitRepository'],
+        ['kustomize.toolkit.fluxcd.io/v1', 'Kustomization'],
+      ] as const) {
+        await client.mergePatch(apiVersion, kind, tag('v1'), ns, {
+          metadata: { annotations: { 'reconcile.fluxcd.io/requestedAt': token } },
+        });
+      }
+      const ks = await waitFor('Kustomization v1 handled the reconcile request', async () => {
+        const k = await client.get<Flux>('kustomize.toolkit.fluxcd.io/v1', 'Kustomization', tag('v1'), ns);
+        return k?.status?.lastHandledReconcileAt === token ? k : undefined;
+      });
+      assert.equal(ks.status?.lastAppliedRevision, `refs/tags/${tag('v1')}@sha1:${validated}`);
+      assert.equal(await client.get('v1', 'ConfigMap', 'unvalidated-content', ns), undefined);
+      assert.ok(await clusterClass(tag('v1')), 'the validated ClusterClass stays applied');
+    }));
+
+  it('2. a release holding a symbolic link is InvalidRelease naming the path; nothing is applied', () =>
+    step(async () => {
+      cutRelease(repoDir, 'ferrol-1-30', {
+        example: 'docker-ferrol-1-30',
+        k8s: '1-30',
+        version: 'v2',
+        edit: (dir) => symlinkSync('/etc/hostname', join(dir, 'cluster-addon', 'cni', 'leak.yaml')),
+      });
+      push(repoDir, repoUrl, tag('v2'));
+      const v2 = await waitFor('v2 Ready=False', async () => {
+        const r = await cskr(tag('v2'));
+        return cond(r, 'Ready')?.status === 'False' ? r : undefined;
+      });
+      assert.equal(cond(v2, 'Ready')?.reason, 'InvalidRelease');
+      assert.match(
+        cond(v2, 'Ready')?.message ?? '',
+        /ferrol-1-30\/cluster-addon\/cni\/leak\.yaml is a symbolic link/,
+      );
+      assert.equal(
+        await client.get('kustomize.toolkit.fluxcd.io/v1', 'Kustomization', tag('v2'), ns),
+        undefined,
+      );
+      assert.equal(
+        await client.get('source.toolkit.fluxcd.io/v1', 'GitRepository', tag('v2'), ns),
+        undefined,
+      );
+    }));
+
+  // Issue 11 defect 5: cluster-class/ applied as a least-privilege ServiceAccount.
+  it("3. a release applied as a least-privilege ServiceAccount cannot create a ClusterRoleBinding; Flux's error is on the release", () =>
+    step(async () => {
+      const sa = 'release-applier';
+      await client.create({
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: { name: sa, namespace: ns },
+      });
+      await client.create({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: { name: sa, namespace: ns },
+        rules: [{ apiGroups: ['cluster.x-k8s.io'], resources: ['clusterclasses'], verbs: ['*'] }],
+      });
+      await client.create({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: sa, namespace: ns },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: sa },
+        subjects: [{ kind: 'ServiceAccount', name: sa, namespace: ns }],
+      });
+      const escalate = `${ns}-escalate`;
+      const locked = cutRelease(repoDir, 'locked-1-30', {
+        example: 'docker-ferrol-1-30',
+        name: 'locked',
+        k8s: '1-30',
+        version: 'v1',
+        edit: (dir) =>
+          writeFileSync(
+            join(dir, 'cluster-class', 'escalate.yaml'),
+            [
+              'apiVersion: rbac.authorization.k8s.io/v1',
+              'kind: ClusterRoleBinding',
+              `metadata: {name: ${escalate}}`,
+              'roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}',
+              `subjects: [{kind: ServiceAccount, name: ${sa}, namespace: ${ns}}]`,
+              '',
+            ].join('\n'),
+          ),
+      });
+      push(repoDir, repoUrl, locked);
+      const stack = pinnedFerrolStack(ns, repoUrl, ['v1']);
+      await client.create({
+        ...stack,
+        metadata: { name: 'locked', namespace: ns },
+        spec: {
+          ...stack.spec,
+          name: 'locked',
+          serviceAccountName: sa,
+          source: { git: { url: repoUrl }, path: 'locked-1-30' },
+        },
+      });
+      const failed = await waitFor(
+        'the locked release reports the Kustomization failure',
+        async () => {
+          const r = await cskr(locked);
+          const ready = cond(r, 'Ready');
+          return ready?.reason === 'KustomizationNotReady' && /ClusterRoleBinding/.test(ready.message ?? '')
+            ? r
+            : undefined;
+        },
+        { timeoutMs: 180_000 },
+      );
+      const message = cond(failed, 'Ready')?.message ?? '';
+      assert.match(message, /forbidden/i);
+      assert.match(message, new RegExp(`system:serviceaccount:${ns}:${sa}`));
+      const ks = await client.get<Flux & { spec: { serviceAccountName?: string } }>(
+        'kustomize.toolkit.fluxcd.io/v1',
+        'Kustomization',
+        locked,
+        ns,
+      );
+      assert.equal(ks?.spec.serviceAccountName, sa);
+      assert.equal(
+        await client.get('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding', escalate),
+        undefined,
+      );
+    }));
+});
