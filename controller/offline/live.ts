@@ -5,16 +5,16 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { simpleGit } from 'simple-git';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import { FLUX_KUSTOMIZE_API_VERSION, FLUX_SOURCE_API_VERSION } from '../api/flux.ts';
 import { API_VERSION } from '../api/meta.ts';
 import { secretCredentials } from '../controllers/common.ts';
+import { runGit } from '../gitops/plumbing.ts';
 import { sourceUrl } from '../reconcilers/clusterstack.ts';
 import { MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { classifyTags, formatReleaseTag } from '../releases/tags.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
-import { credentialEnv, fetchReleaseTree, type GitCredentials, listTags } from '../sources/git.ts';
+import { credentialEnv, fetchReleaseTree, type GitCredentials, listTags, scrub } from '../sources/git.ts';
 import { emptySnapshot, objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
 import { isRecord } from './yaml.ts';
 
@@ -101,7 +101,9 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
   if (opts.fleet !== undefined) {
     const { url, branchPrefix, secretRef } = opts.fleet;
     snapshot.settings.fleet = { url, branchPrefix, ...(secretRef ? { secretRef } : {}) };
-    snapshot.fleet = await readFleet(url, branchPrefix, opts.fleet.credentials);
+    const fleet = await readFleet(url, branchPrefix, opts.fleet.credentials);
+    snapshot.fleet = fleet.files;
+    snapshot.fleetTips = fleet.tips;
   }
   return snapshot;
 }
@@ -206,19 +208,41 @@ function parseCatFileBatch(out: Buffer): Map<string, string> {
  * Every branch under the prefix with its files, keyed `<branch>/<path on the branch>` (one shallow
  * fetch into a scratch bare repository; no checkout).
  */
-async function readFleet(url: string, prefix: string, creds?: GitCredentials): Promise<Map<string, string>> {
+async function readFleet(
+  url: string,
+  prefix: string,
+  creds?: GitCredentials,
+): Promise<{ files: Map<string, string>; tips: Map<string, string> }> {
   const dir = mkdtempSync(join(tmpdir(), 'stackflux-fleet-'));
+  const env = credentialEnv(creds);
+  const git = async (...args: string[]): Promise<string> => {
+    const run = await runGit(['--git-dir', dir, ...args], { env, timeoutMs: 300_000 });
+    if (run.code !== 0)
+      throw new Error(
+        `reading the fleet repository: git ${args[0]} failed: ${scrub(run.stderr.trim(), creds)}`,
+      );
+    return run.stdout;
+  };
   try {
-    const git = simpleGit(dir).env(credentialEnv(creds));
-    await git.init(true);
-    await git.raw(['fetch', '--depth=1', '--no-tags', url, `+refs/heads/${prefix}*:refs/heads/${prefix}*`]);
-    const refs = (await git.raw(['for-each-ref', '--format=%(refname:strip=2)', `refs/heads/${prefix}`]))
-      .split('\n')
-      .filter((r) => r !== '')
-      .sort();
+    await git('init', '--bare', '--quiet');
+    await git(
+      'fetch',
+      '--quiet',
+      '--depth=1',
+      '--no-tags',
+      url,
+      `+refs/heads/${prefix}*:refs/heads/${prefix}*`,
+    );
+    const tips = new Map(
+      (await git('for-each-ref', '--format=%(refname:strip=2) %(objectname)', `refs/heads/${prefix}`))
+        .split('\n')
+        .filter((r) => r !== '')
+        .map((r) => r.split(' ') as [string, string])
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+    );
     const entries: { path: string; id: string }[] = [];
-    for (const branch of refs) {
-      for (const line of (await git.raw(['ls-tree', '-r', '-z', branch])).split('\0')) {
+    for (const branch of tips.keys()) {
+      for (const line of (await git('ls-tree', '-r', '-z', `refs/heads/${branch}`)).split('\0')) {
         const tab = line.indexOf('\t');
         if (tab < 0) continue;
         const [, type, id] = line.slice(0, tab).split(' ');
@@ -231,13 +255,13 @@ async function readFleet(url: string, prefix: string, creds?: GitCredentials): P
       ids.length === 0
         ? new Map<string, string>()
         : parseCatFileBatch(
-            execFileSync('git', ['cat-file', '--batch'], {
-              cwd: dir,
+            execFileSync('git', ['--git-dir', dir, 'cat-file', '--batch'], {
+              env,
               input: `${ids.join('\n')}\n`,
               maxBuffer: 1 << 30,
             }),
           );
-    return new Map(entries.map((e) => [e.path, blobs.get(e.id) ?? '']));
+    return { files: new Map(entries.map((e) => [e.path, blobs.get(e.id) ?? ''])), tips };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -120,7 +120,12 @@ export function applyOutput(snapshot: Snapshot, output: RenderOutput, now: Date)
     }
   }
   for (const [branch, b] of output.fleet.branches) world.writeBranch(branch, b.files);
-  return { ...snapshot, objects: new Map(world.objects), fleet: new Map(world.fleet) };
+  return {
+    ...snapshot,
+    objects: new Map(world.objects),
+    fleet: new Map(world.fleet),
+    fleetTips: new Map(world.fleetTips),
+  };
 }
 
 export class FixedPointError extends Error {

@@ -4,6 +4,7 @@
 //   sources/<repo-key>/tags.yaml            url + tag → commit list (or a listing error)
 //   sources/<repo-key>/trees/<tag>/...      the repository's files at the tag
 //   fleet/<branch>/<addon>/<file>           the fleet repository's branches and their files (optional)
+//   fleet-tips.yaml                         branch → its tip commit, when read from a real repository (optional)
 //   settings.yaml                           controller settings (fleet URL, branch prefix, ...; optional)
 // Reading is strict: anything malformed or outside the layout is an error naming the file.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -70,6 +71,8 @@ export interface Snapshot {
   sources: SourceData[];
   /** Fleet repository files of every branch: `<branch>/<path on the branch>` → content. */
   fleet: Map<string, string>;
+  /** Branch → tip commit as read from the fleet repository (else the render uses content ids). */
+  fleetTips: Map<string, string>;
   settings: SnapshotSettings;
 }
 
@@ -109,7 +112,13 @@ export function objectKey(obj: {
 }
 
 export function emptySnapshot(): Snapshot {
-  return { objects: new Map(), sources: [], fleet: new Map(), settings: structuredClone(DEFAULT_SETTINGS) };
+  return {
+    objects: new Map(),
+    sources: [],
+    fleet: new Map(),
+    fleetTips: new Map(),
+    settings: structuredClone(DEFAULT_SETTINGS),
+  };
 }
 
 function listDir(dir: string): string[] {
@@ -321,17 +330,24 @@ function readSources(root: string, snapshot: Snapshot): void {
   }
 }
 
-function readSettings(root: string, snapshot: Snapshot): void {
-  const rel = 'settings.yaml';
-  if (!existsSync(join(root, rel))) return;
+/** A top-level YAML file of the snapshot as a mapping; undefined when absent or empty. */
+function readTopLevelMapping(root: string, rel: string, what: string): Record<string, unknown> | undefined {
+  if (!existsSync(join(root, rel))) return undefined;
   let value: unknown;
   try {
     value = parseOneDocument(readFileSync(join(root, rel), 'utf8'));
   } catch (err) {
     throw new SnapshotError(rel, `invalid YAML: ${err instanceof Error ? err.message : String(err)}`);
   }
-  if (value === null || value === undefined) return;
-  if (!isRecord(value)) throw new SnapshotError(rel, 'must be a mapping');
+  if (value === null || value === undefined) return undefined;
+  if (!isRecord(value)) throw new SnapshotError(rel, `must be ${what}`);
+  return value;
+}
+
+function readSettings(root: string, snapshot: Snapshot): void {
+  const rel = 'settings.yaml';
+  const value = readTopLevelMapping(root, rel, 'a mapping');
+  if (value === undefined) return;
   for (const k of Object.keys(value)) if (k !== 'fleet') throw new SnapshotError(rel, `unknown field "${k}"`);
   const fleet = value.fleet;
   if (fleet === undefined) return;
@@ -359,7 +375,18 @@ function readSettings(root: string, snapshot: Snapshot): void {
   snapshot.settings = { fleet: { ...snapshot.settings.fleet, ...parsed } };
 }
 
-const TOP_LEVEL = ['cluster', 'namespaces', 'sources', 'fleet', 'settings.yaml'];
+const TOP_LEVEL = ['cluster', 'namespaces', 'sources', 'fleet', 'fleet-tips.yaml', 'settings.yaml'];
+
+function readFleetTips(root: string, snapshot: Snapshot): void {
+  const rel = 'fleet-tips.yaml';
+  const value = readTopLevelMapping(root, rel, 'a mapping of branch to commit');
+  if (value === undefined) return;
+  for (const [branch, commit] of Object.entries(value)) {
+    if (typeof commit !== 'string' || !COMMIT.test(commit))
+      throw new SnapshotError(rel, `${branch}: "${String(commit)}" is not a 40-hex commit`);
+    snapshot.fleetTips.set(branch, commit);
+  }
+}
 
 /** Reads a snapshot directory; throws SnapshotError naming the offending file. */
 export function readSnapshot(root: string): Snapshot {
@@ -367,12 +394,13 @@ export function readSnapshot(root: string): Snapshot {
   for (const e of listDir(root)) {
     if (!TOP_LEVEL.includes(e))
       throw new SnapshotError(e, `not part of the snapshot layout (expected ${TOP_LEVEL.join(', ')})`);
-    if (e !== 'settings.yaml' && !isDir(join(root, e))) throw new SnapshotError(e, 'expected a directory');
+    if (!e.endsWith('.yaml') && !isDir(join(root, e))) throw new SnapshotError(e, 'expected a directory');
   }
   const snapshot = emptySnapshot();
   readObjects(root, snapshot);
   readSources(root, snapshot);
   readSettings(root, snapshot);
+  readFleetTips(root, snapshot);
   const fleetDir = join(root, 'fleet');
   if (existsSync(fleetDir)) {
     for (const f of walkFiles(fleetDir)) snapshot.fleet.set(f, readFileSync(join(fleetDir, f), 'utf8'));
@@ -398,6 +426,11 @@ export function snapshotFiles(snapshot: Snapshot, yaml: (v: unknown) => string):
       for (const [p, text] of tree) files.set(`sources/${s.key}/trees/${tag}/${p}`, text);
   }
   for (const [p, text] of snapshot.fleet) files.set(`fleet/${p}`, text);
+  if (snapshot.fleetTips.size > 0)
+    files.set(
+      'fleet-tips.yaml',
+      yaml(Object.fromEntries([...snapshot.fleetTips].sort(([a], [b]) => compareStrings(a, b)))),
+    );
   files.set('settings.yaml', yaml({ fleet: snapshot.settings.fleet }));
   return new Map([...files].sort(([a], [b]) => compareStrings(a, b)));
 }

@@ -56,13 +56,19 @@ function withoutMetaAndStatus(obj: SnapshotObject): Record<string, unknown> {
 export class World {
   readonly objects: Map<string, SnapshotObject>;
   readonly fleet: Map<string, string>;
+  /** Real tip commits of branches as read (dropped for a branch once it is written here). */
+  readonly fleetTips: Map<string, string>;
   readonly now: Date;
   /** uids of objects removed here (garbage collection of their dependents). */
   private readonly removedUids = new Set<string>();
 
-  constructor(snapshot: Pick<Snapshot, 'objects' | 'fleet'>, now: Date) {
+  constructor(
+    snapshot: Pick<Snapshot, 'objects' | 'fleet'> & Partial<Pick<Snapshot, 'fleetTips'>>,
+    now: Date,
+  ) {
     this.objects = new Map([...snapshot.objects].map(([k, v]) => [k, structuredClone(v)]));
     this.fleet = new Map(snapshot.fleet);
+    this.fleetTips = new Map(snapshot.fleetTips ?? []);
     this.now = now;
   }
 
@@ -197,19 +203,28 @@ export class World {
     return files;
   }
 
-  /** The branch as the fleet writer reports it; undefined when it has no files (does not exist). */
+  /**
+   * The branch as the fleet writer reports it; undefined when it has no files (does not exist).
+   * Its commit is the real tip when read from the repository and not written since, else a
+   * content id standing in for the commit.
+   */
   branchState(branch: string): BranchState | undefined {
     const files = this.branchFiles(branch);
     if (files.size === 0) return undefined;
-    const h = createHash('sha1');
-    for (const [path, text] of files) h.update(path).update('\0').update(text).update('\0');
     const ids = branchTreeIds(files);
-    return { commit: h.digest('hex'), tree: ids.tree, addons: ids.addons };
+    let commit = this.fleetTips.get(branch);
+    if (commit === undefined) {
+      const h = createHash('sha1');
+      for (const [path, text] of files) h.update(path).update('\0').update(text).update('\0');
+      commit = h.digest('hex');
+    }
+    return { commit, tree: ids.tree, addons: ids.addons };
   }
 
   /** Replaces a branch's files (null deletes the branch). */
   writeBranch(branch: string, files: ReadonlyMap<string, string> | null): void {
     const base = `${branch}/`;
+    this.fleetTips.delete(branch);
     for (const path of [...this.fleet.keys()]) if (path.startsWith(base)) this.fleet.delete(path);
     if (files !== null) for (const [f, text] of files) this.fleet.set(`${base}${f}`, text);
   }

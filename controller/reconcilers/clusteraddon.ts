@@ -286,10 +286,13 @@ export function enabledDependencies(
 /** Kustomization Ready condition for its current generation (undefined if stale or missing). */
 function kustomizationReady(k: Kustomization | undefined): Condition | undefined {
   if (k === undefined) return undefined;
+  const ready = findCondition(k.status?.conditions, ConditionType.Ready);
   const gen = k.metadata.generation;
-  const observed = k.status?.observedGeneration;
+  // Flux leaves status.observedGeneration at its last success (-1: none yet) while a failing
+  // generation's Ready condition carries that generation: the condition says what it describes.
+  const observed = ready?.observedGeneration ?? k.status?.observedGeneration;
   if (gen !== undefined && observed !== undefined && observed < gen) return undefined;
-  return findCondition(k.status?.conditions, ConditionType.Ready);
+  return ready;
 }
 
 function clusterOwnerReference(cluster: Record<string, unknown>, name: string): OwnerReference {

@@ -915,6 +915,37 @@ describe('reconcileClusterAddon: readiness', () => {
     assert.equal(cond(f, 'Ready')?.reason, Reason.AddonNotReady);
     assert.match(cond(f, 'Ready')?.message ?? '', /cni \(HealthCheckFailed: timeout\)/);
   });
+  it("a Kustomization failing before its first success shows Flux's reason (status.observedGeneration -1)", () => {
+    const w = newWorld(cluster());
+    converge(w, 'alpha');
+    const cni = w.kustomizations.get('alpha.cni');
+    assert.ok(cni);
+    cni.metadata.generation = 1;
+    cni.status = {
+      observedGeneration: -1,
+      conditions: [
+        {
+          type: 'Ready',
+          status: 'False',
+          reason: 'ReconciliationFailed',
+          message: "unable to read KubeConfig secret 'team/alpha-kubeconfig'",
+          observedGeneration: 1,
+          lastTransitionTime: 'x',
+        },
+      ],
+    };
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.equal(cond(r, 'Ready')?.reason, Reason.AddonNotReady);
+    assert.match(
+      cond(r, 'Ready')?.message ?? '',
+      /cni \(ReconciliationFailed: unable to read KubeConfig secret/,
+    );
+    // A condition of an older generation is stale: waiting, not failed.
+    cni.metadata.generation = 2;
+    const stale = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.match(cond(stale, 'Reconciling')?.message ?? '', /cni \(reconciling\)/);
+  });
+
   it('stays Ready while Flux re-verifies the same revision (Ready=Unknown), but not for a new one', () => {
     const w = newWorld(cluster());
     converge(w, 'alpha');
