@@ -66,13 +66,13 @@ let controller: ControllerProcess | undefined;
 
 const crashMarker = join(work, 'crash-after-fleet-commit');
 
-async function startController(fleetUrl: string): Promise<void> {
+async function startController(fleetUrl: string, extraArgs: string[] = []): Promise<void> {
   controller = await ControllerProcess.start({
     kubeconfig: env.kubeconfig,
     namespace: ns,
     cacheDir,
     concurrency: 4,
-    extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-batch-window=2s'],
+    extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-batch-window=2s', ...extraArgs],
     env: { STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT: crashMarker },
   });
 }
@@ -608,4 +608,53 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
       const branches = fleetBranches();
       for (const name of ['s1', 's2', 's24']) assert.ok(branches.has(branchOf(name)), name);
     }));
+
+  it("9. --flux-shards 3: each Cluster's GitRepository and Kustomizations share one Flux shard; all stay Ready", () =>
+    step(async () => {
+      await controller?.stop();
+      await startController(fleetUrl, ['--flux-shards=3', '--addon-interval=7m']);
+    }).then(() =>
+      step(async () => {
+        const names = ['c1', ...Array.from({ length: 24 }, (_, i) => `s${i + 1}`)];
+        const shardOf = (o: KubeObject) => o.metadata.labels?.['sharding.fluxcd.io/key'];
+        const shards = await eventually(
+          "every Cluster's Flux objects labelled with its shard",
+          async () => {
+            const repos = await gitRepositories();
+            const ks = (
+              await client.list<Kustomization & KubeObject>(KUSTOMIZE, 'Kustomization', {
+                namespace: ns,
+                labelSelector: 'stackflux.io/addon',
+              })
+            ).items;
+            const byCluster = new Map<string, string | undefined>();
+            for (const name of names) {
+              const repo = repos.find((g) => g.metadata.name === `${name}-addons`);
+              const own = ks.filter((k) => k.metadata.labels?.['stackflux.io/cluster'] === name);
+              const shard = repo === undefined ? undefined : shardOf(repo);
+              // c1 runs release v3 (four addons, step 3), the others v1 (three).
+              if (shard === undefined || own.length !== (name === 'c1' ? 4 : 3)) return undefined;
+              if (own.some((k) => shardOf(k) !== shard || k.spec.interval !== '7m')) return undefined;
+              byCluster.set(name, shard);
+            }
+            return byCluster;
+          },
+          { timeoutMs: 180_000, intervalMs: 2_000 },
+        );
+        for (const shard of shards.values()) assert.match(shard ?? '', /^shard[0-2]$/);
+        assert.ok(new Set(shards.values()).size > 1, 'the Clusters spread over more than one shard');
+        // The controller still sees its Flux objects (now outside its own shard selector): Ready.
+        await eventually(
+          'all ClusterAddons Ready with the shard labels',
+          async () => {
+            const list = await client.list<CA>(API_VERSION, 'ClusterAddon', { namespace: ns });
+            const ready = list.items.filter(
+              (c) => names.includes(c.metadata.name ?? '') && cond(c, 'Ready')?.status === 'True',
+            );
+            return ready.length === names.length ? true : undefined;
+          },
+          { timeoutMs: 300_000, intervalMs: 2_000 },
+        );
+      }),
+    ));
 });
