@@ -347,7 +347,7 @@ function fleetLog(url: string, branch: string, dir: string): string {
   const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8' });
   git('clone', '-q', '--branch', branch, url, dir);
   const files = git('-C', dir, 'ls-files');
-  const log = git('-C', dir, 'log', '--date=iso', '--format=%h %ad%n    %B');
+  const log = git('-C', dir, 'log', '--date=iso', '--format=%h %ad%n%w(0,4,4)%B');
   rmSync(dir, { recursive: true, force: true });
   return `${files}\n${log}`;
 }
