@@ -146,6 +146,14 @@ export const runCommand: Command = {
     if (pollMs === undefined)
       throw new UsageError(`--poll-interval "${str(flags['poll-interval'])}" is not a duration like 5m`);
     const concurrency = positiveInt('concurrency', str(flags.concurrency) || '4');
+    // Fleet flags are checked before anything connects.
+    for (const [flag, why] of Object.entries(REMOVED_FLEET_FLAGS))
+      if (str(flags[flag]) !== '') throw new UsageError(`--${flag} was removed: ${why}`);
+    const branchPrefix = str(flags['fleet-branch-prefix']) || DEFAULT_BRANCH_PREFIX;
+    const fluxShardsText = str(flags['flux-shards']) || '0';
+    const fluxShards = fluxShardsText === '0' ? 0 : positiveInt('flux-shards', fluxShardsText);
+    const fleetInterval = durationFlag('fleet-interval', str(flags['fleet-interval']));
+    const addonInterval = durationFlag('addon-interval', str(flags['addon-interval']));
     let secret = str(flags['webhook-secret']);
     const secretFile = str(flags['webhook-secret-file']);
     if (secret === '' && secretFile !== '') secret = readFileSync(secretFile, 'utf8').trim();
@@ -197,8 +205,6 @@ export const runCommand: Command = {
         logger: log,
       });
     }
-    for (const [flag, why] of Object.entries(REMOVED_FLEET_FLAGS))
-      if (str(flags[flag]) !== '') throw new UsageError(`--${flag} was removed: ${why}`);
     const fleetUrl = str(flags['fleet-url']);
     if (fleetUrl !== '') {
       const windowText = str(flags['fleet-batch-window']) || '2s';
@@ -209,11 +215,6 @@ export const runCommand: Command = {
       const [secretNs, secretName, ...rest] = secretFlag.split('/');
       if (secretFlag !== '' && (!secretNs || !secretName || rest.length > 0))
         throw new UsageError(`--fleet-secret must be NAMESPACE/NAME, got "${secretFlag}"`);
-      const branchPrefix = str(flags['fleet-branch-prefix']) || DEFAULT_BRANCH_PREFIX;
-      const fluxShardsText = str(flags['flux-shards']) || '0';
-      const fluxShards = fluxShardsText === '0' ? 0 : positiveInt('flux-shards', fluxShardsText);
-      const fleetInterval = durationFlag('fleet-interval', str(flags['fleet-interval']));
-      const addonInterval = durationFlag('addon-interval', str(flags['addon-interval']));
       const crashMarker = io.env.STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT;
       const author = { name: 'stackflux', email: 'stackflux@users.noreply.stackflux.io' };
       // Checks the URL and prefix now (a usage error), before anything runs.
