@@ -2,10 +2,11 @@
 // repository mirrors the fleet's `<prefix>*` branches; nothing is checked out and no file is read
 // that this writer does not write. A write compares each branch's desired root tree id
 // (computed in-process) with its tip's tree, builds the commits of the branches that differ in
-// one `git fast-import`, and pushes them in one `git push --atomic`, every ref leased on the tip
-// the commit was built on. Local refs move only after the remote accepted the push, so a crash
-// anywhere leaves at most dangling objects: the next write plans again from the tips and a tree
-// that already matches gets no commit.
+// one `git fast-import`, and pushes them in one atomic push, every ref leased on the tip the
+// commit was built on: over HTTP(S) one smart-HTTP POST (smart-http.ts says why not `git push`),
+// otherwise `git push --atomic --force-with-lease=<ref>:<old>`. Local refs move only after the
+// remote accepted the push, so a crash anywhere leaves at most dangling objects: the next write
+// plans again from the tips and a tree that already matches gets no commit.
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -21,6 +22,7 @@ import {
   runGit,
   treeFolders,
 } from './plumbing.ts';
+import { receivePackCapabilities, SmartHttpError, smartHttpPush } from './smart-http.ts';
 
 export interface GitFleetWriterHooks {
   /** Fault point: runs after the batch's commits are built, before the push. */
@@ -39,7 +41,12 @@ export interface GitFleetWriterConfig {
   hooks?: GitFleetWriterHooks;
   /** Build-and-push rounds before a write gives up with PushRejected (default 5). */
   maxAttempts?: number;
-  /** Upper bound of one push's arguments; a larger batch is pushed as several atomic pushes. */
+  /**
+   * How to push: `smart-http` (default for http(s) URLs) sends the ref commands and a pack in one
+   * POST; `git` runs `git push --atomic` with a lease per ref (the only way for ssh URLs).
+   */
+  pushTransport?: 'smart-http' | 'git';
+  /** `git` transport: upper bound of one push's arguments; a larger batch is split (argv limit). */
   maxPushArgBytes?: number;
 }
 
@@ -123,6 +130,12 @@ interface Desired {
   ids: { tree: string; addons: Map<string, string> } | null;
 }
 
+/** What the remote did with a push: refs it took, and the refused ones with the reason. */
+interface PushOutcome {
+  accepted: RefUpdate[];
+  refused: string[];
+}
+
 interface Plan {
   /** Branches to commit to (tree differs) with the tip the commit is built on. */
   commits: Array<{ desired: Desired; parent?: string }>;
@@ -168,6 +181,7 @@ export class GitFleetWriter implements FleetWriter {
   /** The local refs may differ from the remote (never fetched, or a push failed halfway). */
   #stale = true;
   #writes = 0;
+  #pushCaps: string[] | undefined;
 
   constructor(config: GitFleetWriterConfig) {
     validateRepoUrl(config.url);
@@ -337,17 +351,113 @@ export class GitFleetWriter implements FleetWriter {
     return plan.commits.map((c, i) => ({ branch: c.desired.change.branch, old: c.parent, commit: ids[i] }));
   }
 
-  /** One atomic push; true when accepted, false when a lease or fast-forward check refused it. */
-  async #push(updates: readonly RefUpdate[]): Promise<boolean> {
+  /** `git push --atomic` with a lease per ref; all refs accepted, or none (rejected: true). */
+  async #gitPush(updates: readonly RefUpdate[]): Promise<PushOutcome> {
     const run = await this.#git(
       ['push', '--atomic', '--porcelain', '--no-verify', this.#config.url, ...updates.flatMap(pushRefArgs)],
       undefined,
       NETWORK_TIMEOUT_MS,
     );
-    if (run.code === 0) return true;
+    if (run.code === 0) return { accepted: [...updates], refused: [] };
     const output = `${run.stdout}\n${run.stderr}`;
-    if (isPushRejection(output)) return false;
+    if (isPushRejection(output))
+      return { accepted: [], refused: updates.map((u) => `${u.branch} (rejected)`) };
     throw this.#fail('FleetUnreachable', 'pushing to the fleet repository', run.stderr || run.stdout);
+  }
+
+  /** Capabilities of the remote's receive-pack, asked once per instance. */
+  async #capabilities(): Promise<string[]> {
+    if (this.#pushCaps === undefined) {
+      const advertised = await receivePackCapabilities(
+        this.#config.url,
+        this.#config.credentials,
+        NETWORK_TIMEOUT_MS,
+      );
+      if (!advertised.has('report-status'))
+        throw new SmartHttpError('the server does not report push status (no report-status capability)');
+      // Without `atomic` the server applies what it can; the per-ref report still tells which.
+      this.#pushCaps = [
+        'report-status',
+        ...(advertised.has('atomic') ? ['atomic'] : []),
+        'agent=git/stackflux',
+      ];
+    }
+    return this.#pushCaps;
+  }
+
+  /** The pack of what the updates add: each new tip minus its old tip (which the remote has). */
+  async #pack(updates: readonly RefUpdate[]): Promise<Buffer | undefined> {
+    const revs = updates.flatMap((u) =>
+      u.commit === undefined ? [] : [u.commit, ...(u.old === undefined ? [] : [`^${u.old}`])],
+    );
+    if (revs.length === 0) return undefined; // only deletions: no pack
+    const run = await runGit(['--git-dir', this.gitDir, 'pack-objects', '--stdout', '--revs', '-q'], {
+      env: this.#env,
+      input: `${revs.join('\n')}\n`,
+      timeoutMs: LOCAL_TIMEOUT_MS,
+      binary: true,
+    });
+    if (run.code !== 0) throw new Error(`git pack-objects failed: ${run.stderr.trim()}`);
+    return run.stdoutBuffer;
+  }
+
+  /** One POST of every command (leased on its old value) and the pack; per-ref outcome. */
+  async #httpPush(updates: readonly RefUpdate[]): Promise<PushOutcome> {
+    try {
+      const capabilities = await this.#capabilities();
+      const pack = await this.#pack(updates);
+      const report = await smartHttpPush(
+        this.#config.url,
+        updates.map((u) => ({ ref: `refs/heads/${u.branch}`, old: u.old, new: u.commit })),
+        pack,
+        { credentials: this.#config.credentials, capabilities, timeoutMs: NETWORK_TIMEOUT_MS },
+      );
+      if (report.unpack !== 'ok')
+        throw new SmartHttpError(`the server could not unpack the push: ${report.unpack}`);
+      const outcome: PushOutcome = { accepted: [], refused: [] };
+      for (const u of updates) {
+        const ref = `refs/heads/${u.branch}`;
+        if (!report.refs.has(ref)) outcome.refused.push(`${u.branch} (not reported)`);
+        else if (report.refs.get(ref) === undefined) outcome.accepted.push(u);
+        else outcome.refused.push(`${u.branch} (${report.refs.get(ref)})`);
+      }
+      return outcome;
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      throw this.#fail('FleetUnreachable', 'pushing to the fleet repository', message);
+    }
+  }
+
+  #useHttp(): boolean {
+    return (
+      (this.#config.pushTransport ?? 'smart-http') === 'smart-http' && /^https?:\/\//.test(this.#config.url)
+    );
+  }
+
+  /**
+   * Pushes updates: one POST over smart HTTP; with `git push`, one atomic push unless too many
+   * refs for one argv. Local refs follow what the remote accepted; refused refs are returned.
+   */
+  async #pushAll(
+    updates: readonly RefUpdate[],
+    changed: Set<string>,
+    counted: () => void,
+  ): Promise<string[]> {
+    const chunks = this.#useHttp()
+      ? [updates]
+      : chunkPushes(updates, this.#config.maxPushArgBytes ?? DEFAULT_MAX_PUSH_ARG_BYTES);
+    for (const chunk of chunks) {
+      counted();
+      const outcome = this.#useHttp() ? await this.#httpPush(chunk) : await this.#gitPush(chunk);
+      if (outcome.accepted.length > 0) {
+        await this.#config.hooks?.afterPush?.();
+        await this.#advance(outcome.accepted);
+        for (const u of outcome.accepted) changed.add(u.branch);
+      }
+      if (outcome.refused.length > 0) return outcome.refused;
+    }
+    if (++this.#writes % GC_EVERY === 0) await this.#git(['gc', '--auto', '--quiet']);
+    return [];
   }
 
   /** Moves the local refs to what the remote accepted, in one transaction. */
@@ -368,6 +478,7 @@ export class GitFleetWriter implements FleetWriter {
     let commits = 0;
     let pushes = 0;
     let attempts = 0;
+    let refused: string[] = [];
     for (;;) {
       const plan = await this.#plan(desired);
       if (plan.commits.length === 0 && plan.deletes.length === 0)
@@ -375,28 +486,15 @@ export class GitFleetWriter implements FleetWriter {
       if (attempts >= maxAttempts)
         throw new SourceError(
           'PushRejected',
-          `pushing to the fleet repository ${this.#config.url}: the remote moved under ${attempts} attempts in a row`,
+          `pushing to the fleet repository ${this.#config.url}: refused ${attempts} times in a row, last: ${refused.slice(0, 5).join(', ')}${refused.length > 5 ? ', ...' : ''}`,
         );
       attempts++;
       const updates = [...(await this.#build(plan)), ...plan.deletes];
       commits += plan.commits.length;
       await this.#config.hooks?.afterCommit?.();
-      const rejected = await this.#pushAll(updates, changed, () => pushes++);
-      if (rejected) await this.#fetch(); // the remote moved: plan again from its tips
+      refused = await this.#pushAll(updates, changed, () => pushes++);
+      if (refused.length > 0) await this.#fetch(); // the remote moved: plan again from its tips
     }
-  }
-
-  /** Pushes updates (one atomic push unless too many for one argv); true when one was rejected. */
-  async #pushAll(updates: readonly RefUpdate[], changed: Set<string>, counted: () => void): Promise<boolean> {
-    for (const chunk of chunkPushes(updates, this.#config.maxPushArgBytes ?? DEFAULT_MAX_PUSH_ARG_BYTES)) {
-      counted();
-      if (!(await this.#push(chunk))) return true;
-      await this.#config.hooks?.afterPush?.();
-      await this.#advance(chunk);
-      for (const u of chunk) changed.add(u.branch);
-    }
-    if (++this.#writes % GC_EVERY === 0) await this.#git(['gc', '--auto', '--quiet']);
-    return false;
   }
 
   #result(
