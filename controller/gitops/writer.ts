@@ -54,9 +54,34 @@ export interface GitFleetWriterConfig {
 export interface GitWriteResult extends WriteResult {
   /** Commits built (including ones a rejected push made obsolete). */
   commits: number;
-  /** `git push` invocations that reached the remote. */
+  /** Pushes sent to the remote. */
   pushes: number;
+  /**
+   * Wall time of the phases, ms: reading tips, building commits, pushing (packing, the remote's
+   * answer, moving local refs); `remote` is the part of `push` spent waiting on the remote.
+   */
+  ms: { plan: number; build: number; push: number; remote: number };
 }
+
+/** What a write did so far (across its attempts). */
+interface Tally {
+  changed: Set<string>;
+  commits: number;
+  pushes: number;
+  attempts: number;
+  ms: { plan: number; build: number; push: number; remote: number };
+}
+
+async function timed<T>(into: Tally['ms'], phase: keyof Tally['ms'], fn: () => Promise<T>): Promise<T> {
+  const start = performance.now();
+  try {
+    return await fn();
+  } finally {
+    into[phase] += performance.now() - start;
+  }
+}
+
+const round = (ms: number) => Math.round(ms * 10) / 10;
 
 const NETWORK_TIMEOUT_MS = 300_000;
 const LOCAL_TIMEOUT_MS = 600_000;
@@ -352,11 +377,13 @@ export class GitFleetWriter implements FleetWriter {
   }
 
   /** `git push --atomic` with a lease per ref; all refs accepted, or none (rejected: true). */
-  async #gitPush(updates: readonly RefUpdate[]): Promise<PushOutcome> {
-    const run = await this.#git(
-      ['push', '--atomic', '--porcelain', '--no-verify', this.#config.url, ...updates.flatMap(pushRefArgs)],
-      undefined,
-      NETWORK_TIMEOUT_MS,
+  async #gitPush(updates: readonly RefUpdate[], ms: Tally['ms']): Promise<PushOutcome> {
+    const run = await timed(ms, 'remote', () =>
+      this.#git(
+        ['push', '--atomic', '--porcelain', '--no-verify', this.#config.url, ...updates.flatMap(pushRefArgs)],
+        undefined,
+        NETWORK_TIMEOUT_MS,
+      ),
     );
     if (run.code === 0) return { accepted: [...updates], refused: [] };
     const output = `${run.stdout}\n${run.stderr}`;
@@ -402,15 +429,17 @@ export class GitFleetWriter implements FleetWriter {
   }
 
   /** One POST of every command (leased on its old value) and the pack; per-ref outcome. */
-  async #httpPush(updates: readonly RefUpdate[]): Promise<PushOutcome> {
+  async #httpPush(updates: readonly RefUpdate[], ms: Tally['ms']): Promise<PushOutcome> {
     try {
       const capabilities = await this.#capabilities();
       const pack = await this.#pack(updates);
-      const report = await smartHttpPush(
-        this.#config.url,
-        updates.map((u) => ({ ref: `refs/heads/${u.branch}`, old: u.old, new: u.commit })),
-        pack,
-        { credentials: this.#config.credentials, capabilities, timeoutMs: NETWORK_TIMEOUT_MS },
+      const report = await timed(ms, 'remote', () =>
+        smartHttpPush(
+          this.#config.url,
+          updates.map((u) => ({ ref: `refs/heads/${u.branch}`, old: u.old, new: u.commit })),
+          pack,
+          { credentials: this.#config.credentials, capabilities, timeoutMs: NETWORK_TIMEOUT_MS },
+        ),
       );
       if (report.unpack !== 'ok')
         throw new SmartHttpError(`the server could not unpack the push: ${report.unpack}`);
@@ -438,21 +467,19 @@ export class GitFleetWriter implements FleetWriter {
    * Pushes updates: one POST over smart HTTP; with `git push`, one atomic push unless too many
    * refs for one argv. Local refs follow what the remote accepted; refused refs are returned.
    */
-  async #pushAll(
-    updates: readonly RefUpdate[],
-    changed: Set<string>,
-    counted: () => void,
-  ): Promise<string[]> {
+  async #pushAll(updates: readonly RefUpdate[], tally: Tally): Promise<string[]> {
     const chunks = this.#useHttp()
       ? [updates]
       : chunkPushes(updates, this.#config.maxPushArgBytes ?? DEFAULT_MAX_PUSH_ARG_BYTES);
     for (const chunk of chunks) {
-      counted();
-      const outcome = this.#useHttp() ? await this.#httpPush(chunk) : await this.#gitPush(chunk);
+      tally.pushes++;
+      const outcome = this.#useHttp()
+        ? await this.#httpPush(chunk, tally.ms)
+        : await this.#gitPush(chunk, tally.ms);
       if (outcome.accepted.length > 0) {
         await this.#config.hooks?.afterPush?.();
         await this.#advance(outcome.accepted);
-        for (const u of outcome.accepted) changed.add(u.branch);
+        for (const u of outcome.accepted) tally.changed.add(u.branch);
       }
       if (outcome.refused.length > 0) return outcome.refused;
     }
@@ -474,37 +501,32 @@ export class GitFleetWriter implements FleetWriter {
 
   async #write(desired: readonly Desired[]): Promise<GitWriteResult> {
     const maxAttempts = this.#config.maxAttempts ?? 5;
-    const changed = new Set<string>();
-    let commits = 0;
-    let pushes = 0;
-    let attempts = 0;
+    const tally: Tally = {
+      changed: new Set(),
+      commits: 0,
+      pushes: 0,
+      attempts: 0,
+      ms: { plan: 0, build: 0, push: 0, remote: 0 },
+    };
     let refused: string[] = [];
     for (;;) {
-      const plan = await this.#plan(desired);
-      if (plan.commits.length === 0 && plan.deletes.length === 0)
-        return this.#result(desired, plan, changed, attempts, commits, pushes);
-      if (attempts >= maxAttempts)
+      const plan = await timed(tally.ms, 'plan', () => this.#plan(desired));
+      if (plan.commits.length === 0 && plan.deletes.length === 0) return this.#result(desired, plan, tally);
+      if (tally.attempts >= maxAttempts)
         throw new SourceError(
           'PushRejected',
-          `pushing to the fleet repository ${this.#config.url}: refused ${attempts} times in a row, last: ${refused.slice(0, 5).join(', ')}${refused.length > 5 ? ', ...' : ''}`,
+          `pushing to the fleet repository ${this.#config.url}: refused ${tally.attempts} times in a row, last: ${refused.slice(0, 5).join(', ')}${refused.length > 5 ? ', ...' : ''}`,
         );
-      attempts++;
-      const updates = [...(await this.#build(plan)), ...plan.deletes];
-      commits += plan.commits.length;
+      tally.attempts++;
+      const built = await timed(tally.ms, 'build', () => this.#build(plan));
+      tally.commits += built.length;
       await this.#config.hooks?.afterCommit?.();
-      refused = await this.#pushAll(updates, changed, () => pushes++);
+      refused = await timed(tally.ms, 'push', () => this.#pushAll([...built, ...plan.deletes], tally));
       if (refused.length > 0) await this.#fetch(); // the remote moved: plan again from its tips
     }
   }
 
-  #result(
-    desired: readonly Desired[],
-    plan: Plan,
-    changed: Set<string>,
-    attempts: number,
-    commits: number,
-    pushes: number,
-  ): GitWriteResult {
+  #result(desired: readonly Desired[], plan: Plan, tally: Tally): GitWriteResult {
     const branches = new Map<string, BranchState | null>();
     for (const d of desired) {
       const commit = plan.tips.get(d.change.branch);
@@ -514,12 +536,18 @@ export class GitFleetWriter implements FleetWriter {
       );
     }
     return {
-      pushed: changed.size > 0,
-      attempts,
+      pushed: tally.changed.size > 0,
+      attempts: tally.attempts,
       branches,
-      changed: desired.map((d) => d.change.branch).filter((b) => changed.has(b)),
-      commits,
-      pushes,
+      changed: desired.map((d) => d.change.branch).filter((b) => tally.changed.has(b)),
+      commits: tally.commits,
+      pushes: tally.pushes,
+      ms: {
+        plan: round(tally.ms.plan),
+        build: round(tally.ms.build),
+        push: round(tally.ms.push),
+        remote: round(tally.ms.remote),
+      },
     };
   }
 }

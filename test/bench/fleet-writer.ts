@@ -34,6 +34,11 @@ export interface BenchWriterResult {
   /** Median wall time of a write that changes one Cluster's branch. */
   msOneChange: number;
   oneChangeSamplesMs: number[];
+  /**
+   * Medians of the one-change write's phases: reading tips, building the commit, pushing; and
+   * of the part of the push spent waiting on the Git server (`remote`).
+   */
+  oneChangePhasesMs: { plan: number; build: number; push: number; remote: number };
   /** Median wall time of a write of one Cluster whose files did not change (no push). */
   msNoChange: number;
   /** A new writer instance's first refresh (fetch of every branch into an existing cache). */
@@ -126,11 +131,13 @@ export async function benchWriter(opts: BenchWriterOptions): Promise<BenchWriter
 
     // One Cluster changed (a different one each time, spread over the fleet).
     const oneChangeSamplesMs: number[] = [];
+    const phases: Array<{ plan: number; build: number; push: number; remote: number }> = [];
     for (let s = 0; s < samples; s++) {
       const i = Math.floor(((s + 0.5) * opts.branches) / samples);
       const [ms, res] = await timed(() => writer.write([branchChange(i, 2 + s, `values change ${s}`)]));
       if (res.changed.length !== 1) throw new Error(`one-change write moved ${res.changed.length} branches`);
       oneChangeSamplesMs.push(ms);
+      phases.push(res.ms);
     }
     const noChange: number[] = [];
     for (let s = 0; s < samples; s++) {
@@ -148,6 +155,12 @@ export async function benchWriter(opts: BenchWriterOptions): Promise<BenchWriter
       seedPushes,
       msOneChange: Math.round(median(oneChangeSamplesMs) * 10) / 10,
       oneChangeSamplesMs: oneChangeSamplesMs.map((v) => Math.round(v * 10) / 10),
+      oneChangePhasesMs: {
+        plan: median(phases.map((p) => p.plan)),
+        build: median(phases.map((p) => p.build)),
+        push: median(phases.map((p) => p.push)),
+        remote: median(phases.map((p) => p.remote)),
+      },
       msNoChange: Math.round(median(noChange) * 10) / 10,
       msRefresh: Math.round(msRefresh),
       rssMb: Math.round(process.memoryUsage().rss / 1e6),
