@@ -87,6 +87,8 @@ const NETWORK_TIMEOUT_MS = 300_000;
 const LOCAL_TIMEOUT_MS = 600_000;
 const SCRATCH_REF = 'refs/stackflux/scratch';
 const DEFAULT_MAX_PUSH_ARG_BYTES = 1_000_000;
+/** A write that moves this many local refs packs them. */
+const PACK_REFS_AFTER = 100;
 /** Writes between two `git gc --auto` (keeps loose objects and packs from piling up). */
 const GC_EVERY = 100;
 
@@ -296,7 +298,10 @@ export class GitFleetWriter implements FleetWriter {
     return this.#catFile;
   }
 
-  /** The reader is restarted after refs or objects change under it. */
+  /**
+   * The reader is restarted after a fetch or a gc (packs replaced under it). Not after our own
+   * writes: git reads refs from disk on every lookup and looks for new packs on a miss.
+   */
   #resetReader(): void {
     this.#catFile?.close();
     this.#catFile = undefined;
@@ -328,6 +333,7 @@ export class GitFleetWriter implements FleetWriter {
       this.#stale = true;
       throw this.#fail('FleetUnreachable', 'fetching the fleet repository', run.stderr);
     }
+    await this.#packRefs();
     this.#stale = false;
   }
 
@@ -372,7 +378,6 @@ export class GitFleetWriter implements FleetWriter {
     }));
     const when = Math.floor(Date.now() / 1000);
     const ids = await fastImport(this.gitDir, this.#env, specs, this.#config.author, when, SCRATCH_REF);
-    this.#resetReader();
     return plan.commits.map((c, i) => ({ branch: c.desired.change.branch, old: c.parent, commit: ids[i] }));
   }
 
@@ -483,7 +488,10 @@ export class GitFleetWriter implements FleetWriter {
       }
       if (outcome.refused.length > 0) return outcome.refused;
     }
-    if (++this.#writes % GC_EVERY === 0) await this.#git(['gc', '--auto', '--quiet']);
+    if (++this.#writes % GC_EVERY === 0) {
+      await this.#git(['gc', '--auto', '--quiet']);
+      this.#resetReader();
+    }
     return [];
   }
 
@@ -496,7 +504,12 @@ export class GitFleetWriter implements FleetWriter {
         : `update refs/heads/${u.branch} ${u.commit} ${u.old ?? zero}\n`,
     );
     await this.#gitOk(['update-ref', '--stdin'], lines.join(''));
-    this.#resetReader();
+    if (updates.length >= PACK_REFS_AFTER) await this.#packRefs();
+  }
+
+  /** Many loose refs slow down every git command that lists refs: keep them in packed-refs. */
+  async #packRefs(): Promise<void> {
+    await this.#git(['pack-refs', '--all', '--prune']);
   }
 
   async #write(desired: readonly Desired[]): Promise<GitWriteResult> {

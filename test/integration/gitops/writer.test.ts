@@ -298,6 +298,24 @@ for (const transport of ['smart-http', 'git'] as const) {
       await restarted.close();
     });
 
+    it('a large batch (a pack, packed local refs) reads back through the same instance, then changes one', async () => {
+      const url = await newRepo();
+      const w = writer(url, 'large');
+      const all = Array.from({ length: 150 }, (_, i) => change(`l${i}`));
+      assert.equal((await w.write(all)).pushes, 1);
+      const tips = remoteTips(url);
+      assert.equal(tips.size, 150);
+      for (const c of all) assert.equal((await w.branch(c.branch))?.commit, tips.get(c.branch));
+      const res = await w.write([change('l77', 2, 'one of many')]);
+      assert.deepEqual(res.changed, [`${PREFIX}default/l77`]);
+      assert.equal(
+        (await w.branch(`${PREFIX}default/l77`))?.commit,
+        remoteTips(url).get(`${PREFIX}default/l77`),
+      );
+      assert.equal((await w.write(all.slice(0, 77))).pushed, false, 'the rest still matches');
+      await w.close();
+    });
+
     it("each branch's history shows what that Cluster ran and why", async () => {
       const url = await newRepo();
       const w = writer(url, 'history');
