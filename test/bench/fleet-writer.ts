@@ -2,7 +2,9 @@
 // of small YAML each) through GitFleetWriter in batches, then times a one-Cluster change against
 // that fleet (median of several). `npm run bench -- fleet` calls benchWriter; run alone:
 //   GIT_SERVER_URL=http://127.0.0.1:PORT node test/bench/fleet-writer.ts 100 10000
-// (a hack/testenv Git server; each N gets a new repository).
+// (a hack/testenv Git server; each N gets a new repository; with STACKFLUX_TESTENV_DIR set, the
+// one-change timing is repeated after server-side maintenance of the repository).
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +25,13 @@ export interface BenchWriterOptions {
   credentials?: GitCredentials;
   /** Where the writer's bare cache lives; default a temporary folder removed afterwards. */
   cacheDir?: string;
+  /**
+   * The repository's folder on the Git server (hack/testenv: `<stateDir>/git/<name>.git`). When
+   * given, the one-change timing is repeated after packing its refs and writing a commit-graph,
+   * as a Git host's maintenance would: the server's receive-pack checks connectivity against
+   * every ref, so the push's server side depends on how the host stores them.
+   */
+  serverGitDir?: string;
   log?: (message: string) => void;
 }
 
@@ -31,14 +40,11 @@ export interface BenchWriterResult {
   /** Wall time to seed every branch, and the pushes it took. */
   seedMs: number;
   seedPushes: number;
-  /** Median wall time of a write that changes one Cluster's branch. */
+  /** Median wall time of a write that changes one Cluster's branch (= oneChange.ms). */
   msOneChange: number;
-  oneChangeSamplesMs: number[];
-  /**
-   * Medians of the one-change write's phases: reading tips, building the commit, pushing; and
-   * of the part of the push spent waiting on the Git server (`remote`).
-   */
-  oneChangePhasesMs: { plan: number; build: number; push: number; remote: number };
+  oneChange: OneChangeTiming;
+  /** The same after `serverGitDir` got packed refs and a commit-graph (when given). */
+  oneChangeServerMaintained?: OneChangeTiming;
   /** Median wall time of a write of one Cluster whose files did not change (no push). */
   msNoChange: number;
   /** A new writer instance's first refresh (fetch of every branch into an existing cache). */
@@ -103,6 +109,51 @@ async function timed<T>(fn: () => Promise<T>): Promise<[number, T]> {
   return [performance.now() - start, value];
 }
 
+type Phases = { plan: number; build: number; push: number; remote: number };
+
+export interface OneChangeTiming {
+  /** Median wall time of a write that changes one Cluster's branch, and every sample. */
+  ms: number;
+  samplesMs: number[];
+  /**
+   * Medians of its phases: reading tips, building the commit, pushing; and the part of the
+   * push spent waiting on the Git server (`remote`).
+   */
+  phasesMs: Phases;
+}
+
+/** Times `samples` one-Cluster changes (a different Cluster each time, spread over the fleet). */
+async function timeOneChange(
+  writer: GitFleetWriter,
+  branches: number,
+  samples: number,
+  rev: number,
+): Promise<OneChangeTiming> {
+  const samplesMs: number[] = [];
+  const phases: Phases[] = [];
+  for (let s = 0; s < samples; s++) {
+    const i = Math.floor(((s + 0.5) * branches) / samples);
+    const [ms, res] = await timed(() => writer.write([branchChange(i, rev + s, `values change ${rev + s}`)]));
+    if (res.changed.length !== 1) throw new Error(`one-change write moved ${res.changed.length} branches`);
+    samplesMs.push(round(ms));
+    phases.push(res.ms);
+  }
+  const phase = (k: keyof Phases) => round(median(phases.map((p) => p[k])));
+  return {
+    ms: round(median(samplesMs)),
+    samplesMs,
+    phasesMs: { plan: phase('plan'), build: phase('build'), push: phase('push'), remote: phase('remote') },
+  };
+}
+
+const round = (v: number) => Math.round(v * 10) / 10;
+
+/** What a Git host's maintenance does to a repository: packed refs and a commit-graph. */
+function maintainServerRepo(gitDir: string): void {
+  execFileSync('git', ['--git-dir', gitDir, 'pack-refs', '--all']);
+  execFileSync('git', ['--git-dir', gitDir, 'commit-graph', 'write', '--reachable'], { stdio: 'ignore' });
+}
+
 export async function benchWriter(opts: BenchWriterOptions): Promise<BenchWriterResult> {
   const log = opts.log ?? (() => undefined);
   const batch = opts.batch ?? 1_000;
@@ -129,21 +180,17 @@ export async function benchWriter(opts: BenchWriterOptions): Promise<BenchWriter
       }
     });
 
-    // One Cluster changed (a different one each time, spread over the fleet).
-    const oneChangeSamplesMs: number[] = [];
-    const phases: Array<{ plan: number; build: number; push: number; remote: number }> = [];
-    for (let s = 0; s < samples; s++) {
-      const i = Math.floor(((s + 0.5) * opts.branches) / samples);
-      const [ms, res] = await timed(() => writer.write([branchChange(i, 2 + s, `values change ${s}`)]));
-      if (res.changed.length !== 1) throw new Error(`one-change write moved ${res.changed.length} branches`);
-      oneChangeSamplesMs.push(ms);
-      phases.push(res.ms);
-    }
+    const oneChange = await timeOneChange(writer, opts.branches, samples, 2);
     const noChange: number[] = [];
     for (let s = 0; s < samples; s++) {
       const [ms, res] = await timed(() => writer.write([branchChange(s, 1, 'unchanged')]));
       if (res.pushed) throw new Error('an unchanged write pushed');
       noChange.push(ms);
+    }
+    let maintained: OneChangeTiming | undefined;
+    if (opts.serverGitDir !== undefined) {
+      maintainServerRepo(opts.serverGitDir);
+      maintained = await timeOneChange(writer, opts.branches, samples, 100);
     }
     await writer.close();
     const fresh = new GitFleetWriter(config);
@@ -153,15 +200,10 @@ export async function benchWriter(opts: BenchWriterOptions): Promise<BenchWriter
       branches: opts.branches,
       seedMs: Math.round(seedMs),
       seedPushes,
-      msOneChange: Math.round(median(oneChangeSamplesMs) * 10) / 10,
-      oneChangeSamplesMs: oneChangeSamplesMs.map((v) => Math.round(v * 10) / 10),
-      oneChangePhasesMs: {
-        plan: median(phases.map((p) => p.plan)),
-        build: median(phases.map((p) => p.build)),
-        push: median(phases.map((p) => p.push)),
-        remote: median(phases.map((p) => p.remote)),
-      },
-      msNoChange: Math.round(median(noChange) * 10) / 10,
+      msOneChange: oneChange.ms,
+      oneChange,
+      oneChangeServerMaintained: maintained,
+      msNoChange: round(median(noChange)),
       msRefresh: Math.round(msRefresh),
       rssMb: Math.round(process.memoryUsage().rss / 1e6),
     };
@@ -180,9 +222,11 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     const name = `bench-writer-${n}-${Date.now()}`;
     const res = await fetch(`${server}/-/repos/${name}`, { method: 'POST' });
     if (!res.ok) throw new Error(`creating ${name}: HTTP ${res.status}`);
+    const stateDir = process.env.STACKFLUX_TESTENV_DIR;
     const result = await benchWriter({
       url: `${server}/${name}.git`,
       branches: n,
+      serverGitDir: stateDir === undefined ? undefined : join(stateDir, 'git', `${name}.git`),
       log: (m) => process.stderr.write(`bench-writer ${n}: ${m}\n`),
     });
     process.stdout.write(`${JSON.stringify(result)}\n`);
