@@ -228,7 +228,8 @@ export async function fastImport(
   scratchRef: string,
 ): Promise<string[]> {
   if (commits.length === 0) return [];
-  const run = await runGit(['--git-dir', gitDir, 'fast-import', '--quiet', '--force'], {
+  // --depth=0: no delta search (4x faster on a 1,000-branch batch; the cache's gc packs later).
+  const run = await runGit(['--git-dir', gitDir, 'fast-import', '--quiet', '--force', '--depth=0'], {
     env,
     input: fastImportStream(commits, author, when, scratchRef),
     timeoutMs: 600_000,

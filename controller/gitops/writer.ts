@@ -87,8 +87,6 @@ const NETWORK_TIMEOUT_MS = 300_000;
 const LOCAL_TIMEOUT_MS = 600_000;
 const SCRATCH_REF = 'refs/stackflux/scratch';
 const DEFAULT_MAX_PUSH_ARG_BYTES = 1_000_000;
-/** A write that moves this many local refs packs them. */
-const PACK_REFS_AFTER = 100;
 /** Writes between two `git gc --auto` (keeps loose objects and packs from piling up). */
 const GC_EVERY = 100;
 
@@ -504,10 +502,12 @@ export class GitFleetWriter implements FleetWriter {
         : `update refs/heads/${u.branch} ${u.commit} ${u.old ?? zero}\n`,
     );
     await this.#gitOk(['update-ref', '--stdin'], lines.join(''));
-    if (updates.length >= PACK_REFS_AFTER) await this.#packRefs();
   }
 
-  /** Many loose refs slow down every git command that lists refs: keep them in packed-refs. */
+  /**
+   * A fetch writes every new or moved ref as a file: pack them (git push and fetch list every
+   * local ref). Not after a write: rewriting packed-refs would cost more than the write.
+   */
   async #packRefs(): Promise<void> {
     await this.#git(['pack-refs', '--all', '--prune']);
   }

@@ -175,8 +175,9 @@ export async function benchWriter(opts: BenchWriterOptions): Promise<BenchWriter
       for (let from = 0; from < opts.branches; from += batch) {
         const to = Math.min(opts.branches, from + batch);
         const changes = Array.from({ length: to - from }, (_, k) => branchChange(from + k, 1, 'seed'));
-        seedPushes += (await writer.write(changes)).pushes;
-        log(`seeded ${to}/${opts.branches}`);
+        const res = await writer.write(changes);
+        seedPushes += res.pushes;
+        log(`seeded ${to}/${opts.branches} (ms ${JSON.stringify(res.ms)})`);
       }
     });
 
