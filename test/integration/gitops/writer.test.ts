@@ -10,7 +10,11 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { BranchChange } from '../../../controller/gitops/branches.ts';
 import { branchTreeIds } from '../../../controller/gitops/objects.ts';
-import { receivePackCapabilities, SmartHttpError } from '../../../controller/gitops/smart-http.ts';
+import {
+  receivePackCapabilities,
+  SmartHttpError,
+  smartHttpPush,
+} from '../../../controller/gitops/smart-http.ts';
 import { GitFleetWriter, type GitFleetWriterConfig } from '../../../controller/gitops/writer.ts';
 import { SourceError } from '../../../controller/sources/git.ts';
 import { createRepo, type Endpoints } from '../../../hack/lib/testenv.ts';
@@ -386,10 +390,40 @@ for (const transport of ['smart-http', 'git'] as const) {
       );
       assert.ok(err instanceof SourceError);
       assert.equal(err.reason, 'FleetUnreachable');
-      for (const text of [err.message, String(err.stack)]) {
-        assert.ok(!text.includes(wrong), 'the wrong password is not in the error');
-        assert.ok(!text.includes(password), 'the password is not in the error');
+      assert.match(err.message, /Authentication failed/);
+      // The push side's own HTTP client (smart-http) with the wrong password: capabilities and push.
+      const creds = { username: user, password: wrong };
+      const capsErr = await receivePackCapabilities(url, creds, 10_000).then(
+        () => assert.fail('a wrong password must fail'),
+        (e: unknown) => e,
+      );
+      const pushErr = await smartHttpPush(
+        url,
+        [{ ref: `refs/heads/${PREFIX}default/x`, old: res.branches.get(`${PREFIX}default/a`)?.commit }],
+        undefined,
+        {
+          credentials: creds,
+          capabilities: ['report-status'],
+          timeoutMs: 10_000,
+        },
+      ).then(
+        () => assert.fail('a wrong password must fail'),
+        (e: unknown) => e,
+      );
+      for (const e of [capsErr, pushErr]) {
+        assert.ok(e instanceof SmartHttpError);
+        assert.equal(e.status, 401);
+        assert.match(e.message, /authentication failed/);
       }
+      const token = Buffer.from(`${user}:${wrong}`).toString('base64');
+      for (const e of [err, capsErr, pushErr] as Error[]) {
+        for (const text of [e.message, String(e.stack)]) {
+          assert.ok(!text.includes(wrong), 'the wrong password is not in the error');
+          assert.ok(!text.includes(password), 'the password is not in the error');
+          assert.ok(!text.includes(token), 'nor its basic-auth token');
+        }
+      }
+      assert.equal(remoteTips(`${gitServerUrl}/${name}.git`).size, 1, 'nothing was written');
       await bad.close();
     });
   });
