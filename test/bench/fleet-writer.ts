@@ -47,6 +47,8 @@ export interface BenchWriterResult {
   oneChangeServerMaintained?: OneChangeTiming;
   /** Median wall time of a write of one Cluster whose files did not change (no push). */
   msNoChange: number;
+  /** Mean time of `branch()` (one Cluster's tip, tree and addon trees from the local cache). */
+  msBranchRead: number;
   /** A new writer instance's first refresh (fetch of every branch into an existing cache). */
   msRefresh: number;
   /** Resident set size of this process after the run, MB. */
@@ -188,6 +190,14 @@ export async function benchWriter(opts: BenchWriterOptions): Promise<BenchWriter
       if (res.pushed) throw new Error('an unchanged write pushed');
       noChange.push(ms);
     }
+    // branch(): the state of one Cluster's branch from the local cache (mean over 200 reads).
+    const [readsMs] = await timed(async () => {
+      for (let s = 0; s < 200; s++) {
+        const i = (s * 7919) % opts.branches;
+        const b = branchChange(i, 1, '').branch;
+        if ((await writer.branch(b)) === undefined) throw new Error(`branch ${b} is missing`);
+      }
+    });
     let maintained: OneChangeTiming | undefined;
     if (opts.serverGitDir !== undefined) {
       maintainServerRepo(opts.serverGitDir);
@@ -205,6 +215,7 @@ export async function benchWriter(opts: BenchWriterOptions): Promise<BenchWriter
       oneChange,
       oneChangeServerMaintained: maintained,
       msNoChange: round(median(noChange)),
+      msBranchRead: Math.round((readsMs / 200) * 1000) / 1000,
       msRefresh: Math.round(msRefresh),
       rssMb: Math.round(process.memoryUsage().rss / 1e6),
     };
