@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { crashAfterCommitHook, setupClusterAddonController } from '../controllers/clusteraddon.ts';
 import { parseDuration } from '../controllers/duration.ts';
 import { setupReleasePipeline } from '../controllers/releasepipeline.ts';
+import { GitFleetWriter } from '../gitops/writer.ts';
+import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { errorFields, newLogger } from '../runtime/logging.ts';
@@ -27,6 +29,20 @@ function positiveInt(name: string, v: string): number {
   if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer, got "${v}"`);
   return n;
 }
+
+/** A Flux duration flag (checked like the CRDs check intervals), or undefined when unset. */
+function durationFlag(name: string, v: string): string | undefined {
+  if (v === '') return undefined;
+  if (parseDuration(v) === undefined) throw new UsageError(`--${name} "${v}" is not a duration like 10m`);
+  return v;
+}
+
+/** Flags of the per-namespace single-branch fleet layout, removed with the per-Cluster branches. */
+const REMOVED_FLEET_FLAGS: Readonly<Record<string, string>> = {
+  'fleet-branch':
+    'every Cluster now has its own branch <prefix><namespace>/<cluster>; set --fleet-branch-prefix (default "stackflux/") instead',
+  'fleet-path': "a Cluster's addons are at the root of its own branch; drop --fleet-path",
+};
 
 export const runCommand: Command = {
   name: 'run',
@@ -87,21 +103,33 @@ export const runCommand: Command = {
     concurrency: { type: 'string', description: 'concurrent reconciles per controller', default: '4' },
     'log-level': { type: 'string', description: 'debug, info, warn or error', default: 'info' },
     'fleet-url': { type: 'string', description: 'fleet repository URL (addon controller)' },
-    'fleet-branch': {
+    'fleet-branch-prefix': {
       type: 'string',
-      description: 'fleet repository branch (addon controller)',
-      default: 'main',
+      description: "prefix of each Cluster's fleet branch <prefix><namespace>/<cluster> (addon controller)",
+      default: DEFAULT_BRANCH_PREFIX,
     },
     'fleet-secret': {
       type: 'string',
       description: 'NS/NAME of the fleet repository Secret (addon controller)',
     },
-    'fleet-path': {
+    'fleet-interval': {
       type: 'string',
       description:
-        'folder in the fleet repository holding <namespace>/<cluster>/<addon>/ (default: the root)',
-      default: '',
+        "Flux interval of each Cluster's fleet GitRepository (a push requests a fetch at once; default 5m)",
     },
+    'addon-interval': {
+      type: 'string',
+      description:
+        "Flux (drift) interval of the addon Kustomizations (default: the ClusterStack's interval, else 5m)",
+    },
+    'flux-shards': {
+      type: 'string',
+      description:
+        "spread each Cluster's GitRepository and addon Kustomizations over N Flux shards (label sharding.fluxcd.io/key=shard0..shardN-1; 0 or 1: no label). Not --shard, which shards stackflux itself",
+      default: '0',
+    },
+    'fleet-branch': { type: 'string', description: 'REMOVED: see --fleet-branch-prefix' },
+    'fleet-path': { type: 'string', description: 'REMOVED: addons are at the root of each Cluster branch' },
     'fleet-batch-window': {
       type: 'string',
       description: 'how long fleet writes are collected into one commit (debounce)',
@@ -118,6 +146,14 @@ export const runCommand: Command = {
     if (pollMs === undefined)
       throw new UsageError(`--poll-interval "${str(flags['poll-interval'])}" is not a duration like 5m`);
     const concurrency = positiveInt('concurrency', str(flags.concurrency) || '4');
+    // Fleet flags are checked before anything connects.
+    for (const [flag, why] of Object.entries(REMOVED_FLEET_FLAGS))
+      if (str(flags[flag]) !== '') throw new UsageError(`--${flag} was removed: ${why}`);
+    const branchPrefix = str(flags['fleet-branch-prefix']) || DEFAULT_BRANCH_PREFIX;
+    const fluxShardsText = str(flags['flux-shards']) || '0';
+    const fluxShards = fluxShardsText === '0' ? 0 : positiveInt('flux-shards', fluxShardsText);
+    const fleetInterval = durationFlag('fleet-interval', str(flags['fleet-interval']));
+    const addonInterval = durationFlag('addon-interval', str(flags['addon-interval']));
     let secret = str(flags['webhook-secret']);
     const secretFile = str(flags['webhook-secret-file']);
     if (secret === '' && secretFile !== '') secret = readFileSync(secretFile, 'utf8').trim();
@@ -179,21 +215,39 @@ export const runCommand: Command = {
       const [secretNs, secretName, ...rest] = secretFlag.split('/');
       if (secretFlag !== '' && (!secretNs || !secretName || rest.length > 0))
         throw new UsageError(`--fleet-secret must be NAMESPACE/NAME, got "${secretFlag}"`);
+      const crashMarker = io.env.STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT;
+      const author = { name: 'stackflux', email: 'stackflux@users.noreply.stackflux.io' };
+      // Checks the URL and prefix now (a usage error), before anything runs.
+      try {
+        new GitFleetWriter({ url: fleetUrl, branchPrefix, cacheDir, author });
+      } catch (err) {
+        throw new UsageError(
+          `--fleet-url/--fleet-branch-prefix: ${err instanceof Error ? err.message : String(err)}`,
+        );
+      }
       await setupClusterAddonController(manager, {
         ...(namespace ? { namespace } : {}),
         fleet: {
           url: fleetUrl,
-          branch: str(flags['fleet-branch']) || 'main',
-          pathPrefix: str(flags['fleet-path']),
+          branchPrefix,
           ...(secretNs && secretName ? { secret: { namespace: secretNs, name: secretName } } : {}),
+          ...(fleetInterval !== undefined ? { interval: fleetInterval } : {}),
+          ...(addonInterval !== undefined ? { addonInterval } : {}),
+          ...(fluxShards > 1 ? { fluxShards } : {}),
         },
+        writer: (credentials) =>
+          new GitFleetWriter({
+            url: fleetUrl,
+            branchPrefix,
+            cacheDir,
+            author,
+            ...(credentials !== undefined ? { credentials } : {}),
+            ...(crashMarker ? { hooks: { afterCommit: crashAfterCommitHook(crashMarker) } } : {}),
+          }),
         cacheDir,
         templates,
         concurrency,
         batchWindowMs,
-        ...(io.env.STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT
-          ? { hooks: crashAfterCommitHook(io.env.STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT) }
-          : {}),
       });
     }
     await manager.start();

@@ -1,21 +1,22 @@
 // A snapshot of a live cluster (for `stackflux diff`): the objects the controllers read, listed
 // from the API server, plus the release sources listed and fetched with the same git functions
 // the controller uses (or taken from a snapshot directory), plus the fleet repository's files.
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { simpleGit } from 'simple-git';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import { FLUX_KUSTOMIZE_API_VERSION, FLUX_SOURCE_API_VERSION } from '../api/flux.ts';
 import { API_VERSION, GROUP } from '../api/meta.ts';
 import { groupOf } from '../api/resources.ts';
 import { secretCredentials } from '../controllers/common.ts';
+import { runGit } from '../gitops/plumbing.ts';
 import { sourceUrl } from '../reconcilers/clusterstack.ts';
 import { providerConfig, providerObjectKind } from '../reconcilers/provider.ts';
 import { MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { classifyTags, formatReleaseTag } from '../releases/tags.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
-import { credentialEnv, fetchReleaseTree, type GitCredentials, listTags } from '../sources/git.ts';
+import { credentialEnv, fetchReleaseTree, type GitCredentials, listTags, scrub } from '../sources/git.ts';
 import { emptySnapshot, objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
 import { isRecord } from './yaml.ts';
 
@@ -26,10 +27,9 @@ export interface LiveOptions {
   sources?: SourceData[];
   fleet?: {
     url: string;
-    branch: string;
-    pathPrefix: string;
+    /** Each Cluster's branch is `<branchPrefix><namespace>/<cluster>`. */
+    branchPrefix: string;
     secretRef?: string;
-    gitRepositoryName: string;
     credentials?: GitCredentials;
   };
 }
@@ -102,15 +102,11 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
     await listSources(client, snapshot, opts.cacheDir);
   }
   if (opts.fleet !== undefined) {
-    const { url, branch, pathPrefix, gitRepositoryName, secretRef } = opts.fleet;
-    snapshot.settings.fleet = {
-      url,
-      branch,
-      pathPrefix,
-      gitRepositoryName,
-      ...(secretRef ? { secretRef } : {}),
-    };
-    snapshot.fleet = await readFleet(url, branch, opts.fleet.credentials);
+    const { url, branchPrefix, secretRef } = opts.fleet;
+    snapshot.settings.fleet = { url, branchPrefix, ...(secretRef ? { secretRef } : {}) };
+    const fleet = await readFleet(url, branchPrefix, opts.fleet.credentials);
+    snapshot.fleet = fleet.files;
+    snapshot.fleetTips = fleet.tips;
   }
   return snapshot;
 }
@@ -231,24 +227,80 @@ async function listSources(client: KubeClient, snapshot: Snapshot, cacheDir: str
   snapshot.sources = [...byUrl.values()];
 }
 
-async function readFleet(url: string, branch: string, creds?: GitCredentials): Promise<Map<string, string>> {
+/** Parses `git cat-file --batch` output: id → content (UTF-8). */
+function parseCatFileBatch(out: Buffer): Map<string, string> {
+  const blobs = new Map<string, string>();
+  let at = 0;
+  while (at < out.length) {
+    const eol = out.indexOf(10, at);
+    if (eol < 0) break;
+    const [id = '', , size = '0'] = out.subarray(at, eol).toString('utf8').split(' ');
+    const start = eol + 1;
+    const end = start + Number(size);
+    blobs.set(id, out.subarray(start, end).toString('utf8'));
+    at = end + 1; // content is followed by a newline
+  }
+  return blobs;
+}
+
+/**
+ * Every branch under the prefix with its files, keyed `<branch>/<path on the branch>` (one shallow
+ * fetch into a scratch bare repository; no checkout).
+ */
+async function readFleet(
+  url: string,
+  prefix: string,
+  creds?: GitCredentials,
+): Promise<{ files: Map<string, string>; tips: Map<string, string> }> {
   const dir = mkdtempSync(join(tmpdir(), 'stackflux-fleet-'));
+  const env = credentialEnv(creds);
+  const git = async (...args: string[]): Promise<string> => {
+    const run = await runGit(['--git-dir', dir, ...args], { env, timeoutMs: 300_000 });
+    if (run.code !== 0)
+      throw new Error(
+        `reading the fleet repository: git ${args[0]} failed: ${scrub(run.stderr.trim(), creds)}`,
+      );
+    return run.stdout;
+  };
   try {
-    await simpleGit()
-      .env(credentialEnv(creds))
-      .clone(url, dir, ['--depth=1', `--branch=${branch}`]);
-    const { readdirSync, readFileSync, statSync } = await import('node:fs');
-    const files = new Map<string, string>();
-    const walk = (d: string, prefix: string) => {
-      for (const e of readdirSync(d).sort()) {
-        if (e === '.git') continue;
-        const p = join(d, e);
-        if (statSync(p).isDirectory()) walk(p, `${prefix}${e}/`);
-        else files.set(`${prefix}${e}`, readFileSync(p, 'utf8'));
+    await git('init', '--bare', '--quiet');
+    await git(
+      'fetch',
+      '--quiet',
+      '--depth=1',
+      '--no-tags',
+      url,
+      `+refs/heads/${prefix}*:refs/heads/${prefix}*`,
+    );
+    const tips = new Map(
+      (await git('for-each-ref', '--format=%(refname:strip=2) %(objectname)', `refs/heads/${prefix}`))
+        .split('\n')
+        .filter((r) => r !== '')
+        .map((r) => r.split(' ') as [string, string])
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+    );
+    const entries: { path: string; id: string }[] = [];
+    for (const branch of tips.keys()) {
+      for (const line of (await git('ls-tree', '-r', '-z', `refs/heads/${branch}`)).split('\0')) {
+        const tab = line.indexOf('\t');
+        if (tab < 0) continue;
+        const [, type, id] = line.slice(0, tab).split(' ');
+        if (type === 'blob' && id !== undefined)
+          entries.push({ path: `${branch}/${line.slice(tab + 1)}`, id });
       }
-    };
-    walk(dir, '');
-    return files;
+    }
+    const ids = [...new Set(entries.map((e) => e.id))];
+    const blobs =
+      ids.length === 0
+        ? new Map<string, string>()
+        : parseCatFileBatch(
+            execFileSync('git', ['--git-dir', dir, 'cat-file', '--batch'], {
+              env,
+              input: `${ids.join('\n')}\n`,
+              maxBuffer: 1 << 30,
+            }),
+          );
+    return { files: new Map(entries.map((e) => [e.path, blobs.get(e.id) ?? ''])), tips };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

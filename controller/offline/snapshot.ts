@@ -3,8 +3,9 @@
 //   namespaces/<ns>/<group|core>/<resource>/<name>.yaml
 //   sources/<repo-key>/tags.yaml            url + tag → commit list (or a listing error)
 //   sources/<repo-key>/trees/<tag>/...      the repository's files at the tag
-//   fleet/...                               the fleet repository's files (optional)
-//   settings.yaml                           controller settings (fleet URL, branch, ...; optional)
+//   fleet/<branch>/<addon>/<file>           the fleet repository's branches and their files (optional)
+//   fleet-tips.yaml                         branch → its tip commit, when read from a real repository (optional)
+//   settings.yaml                           controller settings (fleet URL, branch prefix, ...; optional)
 // Reading is strict: anything malformed or outside the layout is an error naming the file.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -51,11 +52,15 @@ export interface SourceData {
 
 export interface FleetSettingsData {
   url: string;
-  branch: string;
-  pathPrefix: string;
+  /** Each Cluster's branch is `<branchPrefix><namespace>/<cluster>`. */
+  branchPrefix: string;
   secretRef?: string;
-  gitRepositoryName: string;
+  /** Flux interval of each Cluster's GitRepository. */
   interval?: string;
+  /** Flux interval of the addon Kustomizations. */
+  addonInterval?: string;
+  /** Flux shards (sharding.fluxcd.io/key on each Cluster's Flux objects). */
+  fluxShards?: number;
 }
 
 export interface SnapshotSettings {
@@ -66,13 +71,15 @@ export interface Snapshot {
   /** By objectKey(). */
   objects: Map<string, SnapshotObject>;
   sources: SourceData[];
-  /** Fleet repository files, path relative to the repository root. */
+  /** Fleet repository files of every branch: `<branch>/<path on the branch>` → content. */
   fleet: Map<string, string>;
+  /** Branch → tip commit as read from the fleet repository (else the render uses content ids). */
+  fleetTips: Map<string, string>;
   settings: SnapshotSettings;
 }
 
 export const DEFAULT_SETTINGS: SnapshotSettings = {
-  fleet: { url: '', branch: 'main', pathPrefix: '', gitRepositoryName: 'stackflux-fleet' },
+  fleet: { url: '', branchPrefix: 'stackflux/' },
 };
 
 export class SnapshotError extends Error {
@@ -107,7 +114,13 @@ export function objectKey(obj: {
 }
 
 export function emptySnapshot(): Snapshot {
-  return { objects: new Map(), sources: [], fleet: new Map(), settings: structuredClone(DEFAULT_SETTINGS) };
+  return {
+    objects: new Map(),
+    sources: [],
+    fleet: new Map(),
+    fleetTips: new Map(),
+    settings: structuredClone(DEFAULT_SETTINGS),
+  };
 }
 
 function listDir(dir: string): string[] {
@@ -319,31 +332,63 @@ function readSources(root: string, snapshot: Snapshot): void {
   }
 }
 
-function readSettings(root: string, snapshot: Snapshot): void {
-  const rel = 'settings.yaml';
-  if (!existsSync(join(root, rel))) return;
+/** A top-level YAML file of the snapshot as a mapping; undefined when absent or empty. */
+function readTopLevelMapping(root: string, rel: string, what: string): Record<string, unknown> | undefined {
+  if (!existsSync(join(root, rel))) return undefined;
   let value: unknown;
   try {
     value = parseOneDocument(readFileSync(join(root, rel), 'utf8'));
   } catch (err) {
     throw new SnapshotError(rel, `invalid YAML: ${err instanceof Error ? err.message : String(err)}`);
   }
-  if (value === null || value === undefined) return;
-  if (!isRecord(value)) throw new SnapshotError(rel, 'must be a mapping');
+  if (value === null || value === undefined) return undefined;
+  if (!isRecord(value)) throw new SnapshotError(rel, `must be ${what}`);
+  return value;
+}
+
+function readSettings(root: string, snapshot: Snapshot): void {
+  const rel = 'settings.yaml';
+  const value = readTopLevelMapping(root, rel, 'a mapping');
+  if (value === undefined) return;
   for (const k of Object.keys(value)) if (k !== 'fleet') throw new SnapshotError(rel, `unknown field "${k}"`);
   const fleet = value.fleet;
   if (fleet === undefined) return;
   if (!isRecord(fleet)) throw new SnapshotError(rel, 'fleet must be a mapping');
-  const fields = ['url', 'branch', 'pathPrefix', 'secretRef', 'gitRepositoryName', 'interval'] as const;
+  const fields = ['url', 'branchPrefix', 'secretRef', 'interval', 'addonInterval'] as const;
+  const removed = ['branch', 'pathPrefix', 'gitRepositoryName'];
+  const parsed: Partial<FleetSettingsData> = {};
   for (const [k, v] of Object.entries(fleet)) {
+    if (removed.includes(k))
+      throw new SnapshotError(
+        rel,
+        `fleet.${k} was removed: every Cluster has its own branch <branchPrefix><namespace>/<cluster> and GitRepository; set fleet.branchPrefix instead`,
+      );
+    if (k === 'fluxShards') {
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0)
+        throw new SnapshotError(rel, 'fleet.fluxShards must be a non-negative integer');
+      parsed.fluxShards = v;
+      continue;
+    }
     if (!(fields as readonly string[]).includes(k))
       throw new SnapshotError(rel, `fleet: unknown field "${k}"`);
     if (typeof v !== 'string') throw new SnapshotError(rel, `fleet.${k} must be a string`);
+    (parsed as Record<string, string>)[k] = v;
   }
-  snapshot.settings = { fleet: { ...snapshot.settings.fleet, ...(fleet as Partial<FleetSettingsData>) } };
+  snapshot.settings = { fleet: { ...snapshot.settings.fleet, ...parsed } };
 }
 
-const TOP_LEVEL = ['cluster', 'namespaces', 'sources', 'fleet', 'settings.yaml'];
+const TOP_LEVEL = ['cluster', 'namespaces', 'sources', 'fleet', 'fleet-tips.yaml', 'settings.yaml'];
+
+function readFleetTips(root: string, snapshot: Snapshot): void {
+  const rel = 'fleet-tips.yaml';
+  const value = readTopLevelMapping(root, rel, 'a mapping of branch to commit');
+  if (value === undefined) return;
+  for (const [branch, commit] of Object.entries(value)) {
+    if (typeof commit !== 'string' || !COMMIT.test(commit))
+      throw new SnapshotError(rel, `${branch}: "${String(commit)}" is not a 40-hex commit`);
+    snapshot.fleetTips.set(branch, commit);
+  }
+}
 
 /** Reads a snapshot directory; throws SnapshotError naming the offending file. */
 export function readSnapshot(root: string): Snapshot {
@@ -351,12 +396,13 @@ export function readSnapshot(root: string): Snapshot {
   for (const e of listDir(root)) {
     if (!TOP_LEVEL.includes(e))
       throw new SnapshotError(e, `not part of the snapshot layout (expected ${TOP_LEVEL.join(', ')})`);
-    if (e !== 'settings.yaml' && !isDir(join(root, e))) throw new SnapshotError(e, 'expected a directory');
+    if (!e.endsWith('.yaml') && !isDir(join(root, e))) throw new SnapshotError(e, 'expected a directory');
   }
   const snapshot = emptySnapshot();
   readObjects(root, snapshot);
   readSources(root, snapshot);
   readSettings(root, snapshot);
+  readFleetTips(root, snapshot);
   const fleetDir = join(root, 'fleet');
   if (existsSync(fleetDir)) {
     for (const f of walkFiles(fleetDir)) snapshot.fleet.set(f, readFileSync(join(fleetDir, f), 'utf8'));
@@ -382,6 +428,11 @@ export function snapshotFiles(snapshot: Snapshot, yaml: (v: unknown) => string):
       for (const [p, text] of tree) files.set(`sources/${s.key}/trees/${tag}/${p}`, text);
   }
   for (const [p, text] of snapshot.fleet) files.set(`fleet/${p}`, text);
+  if (snapshot.fleetTips.size > 0)
+    files.set(
+      'fleet-tips.yaml',
+      yaml(Object.fromEntries([...snapshot.fleetTips].sort(([a], [b]) => compareStrings(a, b)))),
+    );
   files.set('settings.yaml', yaml({ fleet: snapshot.settings.fleet }));
   return new Map([...files].sort(([a], [b]) => compareStrings(a, b)));
 }

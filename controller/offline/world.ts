@@ -6,11 +6,14 @@
 //   a change outside metadata/status bumps generation;
 // - delete sets deletionTimestamp while finalizers remain, else removes the object, and garbage
 //   collection removes (cascading) objects whose owners were all removed here;
-// - the fleet "commit" is a content hash of the fleet files (a stand-in for the Git commit id).
+// - a fleet branch's "commit" is a content hash of its files (a stand-in for the Git commit id);
+//   its tree ids are git's own (branchTreeIds).
 // Flux is NOT simulated: GitRepository artifacts and Kustomization readiness stay as they are.
 import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { groupOf } from '../api/resources.ts';
+import type { BranchState } from '../gitops/branches.ts';
+import { branchTreeIds } from '../gitops/objects.ts';
 import { objectKey, type Snapshot, type SnapshotObject } from './snapshot.ts';
 import { compareStrings, isRecord } from './yaml.ts';
 
@@ -53,13 +56,19 @@ function withoutMetaAndStatus(obj: SnapshotObject): Record<string, unknown> {
 export class World {
   readonly objects: Map<string, SnapshotObject>;
   readonly fleet: Map<string, string>;
+  /** Real tip commits of branches as read (dropped for a branch once it is written here). */
+  readonly fleetTips: Map<string, string>;
   readonly now: Date;
   /** uids of objects removed here (garbage collection of their dependents). */
   private readonly removedUids = new Set<string>();
 
-  constructor(snapshot: Pick<Snapshot, 'objects' | 'fleet'>, now: Date) {
+  constructor(
+    snapshot: Pick<Snapshot, 'objects' | 'fleet'> & Partial<Pick<Snapshot, 'fleetTips'>>,
+    now: Date,
+  ) {
     this.objects = new Map([...snapshot.objects].map(([k, v]) => [k, structuredClone(v)]));
     this.fleet = new Map(snapshot.fleet);
+    this.fleetTips = new Map(snapshot.fleetTips ?? []);
     this.now = now;
   }
 
@@ -182,40 +191,41 @@ export class World {
     }
   }
 
-  // ---- Fleet repository.
+  // ---- Fleet repository (files keyed `<branch>/<path on the branch>`).
 
-  /** Content id of the fleet files (stands in for the commit id). */
-  fleetCommit(): string {
-    const h = createHash('sha1');
+  /** The files of one branch (path on the branch → content), sorted; empty when it does not exist. */
+  branchFiles(branch: string): Map<string, string> {
+    const base = `${branch}/`;
+    const files = new Map<string, string>();
     for (const [path, text] of [...this.fleet].sort(([a], [b]) => compareStrings(a, b))) {
-      h.update(path).update('\0').update(text).update('\0');
+      if (path.startsWith(base)) files.set(path.slice(base.length), text);
     }
-    return h.digest('hex');
+    return files;
   }
 
-  /** Folders under prefix: `<ns>/<cluster>/<addon>` → files relative to the folder. */
-  fleetFolders(prefix: string): Map<string, Map<string, string>> {
-    const base = prefix === '' ? '' : `${prefix.replace(/\/+$/, '')}/`;
-    const folders = new Map<string, Map<string, string>>();
-    for (const [path, text] of [...this.fleet].sort(([a], [b]) => compareStrings(a, b))) {
-      if (!path.startsWith(base)) continue;
-      const parts = path.slice(base.length).split('/');
-      if (parts.length < 4) continue;
-      const folder = parts.slice(0, 3).join('/');
-      const files = folders.get(folder) ?? new Map<string, string>();
-      files.set(parts.slice(3).join('/'), text);
-      folders.set(folder, files);
+  /**
+   * The branch as the fleet writer reports it; undefined when it has no files (does not exist).
+   * Its commit is the real tip when read from the repository and not written since, else a
+   * content id standing in for the commit.
+   */
+  branchState(branch: string): BranchState | undefined {
+    const files = this.branchFiles(branch);
+    if (files.size === 0) return undefined;
+    const ids = branchTreeIds(files);
+    let commit = this.fleetTips.get(branch);
+    if (commit === undefined) {
+      const h = createHash('sha1');
+      for (const [path, text] of files) h.update(path).update('\0').update(text).update('\0');
+      commit = h.digest('hex');
     }
-    return folders;
+    return { commit, tree: ids.tree, addons: ids.addons };
   }
 
-  /** Replaces whole folders (null removes one). */
-  syncFleet(prefix: string, folders: ReadonlyMap<string, ReadonlyMap<string, string> | null>): void {
-    const base = prefix === '' ? '' : `${prefix.replace(/\/+$/, '')}/`;
-    for (const [folder, files] of folders) {
-      const dir = `${base}${folder}/`;
-      for (const path of [...this.fleet.keys()]) if (path.startsWith(dir)) this.fleet.delete(path);
-      if (files !== null) for (const [f, text] of files) this.fleet.set(`${dir}${f}`, text);
-    }
+  /** Replaces a branch's files (null deletes the branch). */
+  writeBranch(branch: string, files: ReadonlyMap<string, string> | null): void {
+    const base = `${branch}/`;
+    this.fleetTips.delete(branch);
+    for (const path of [...this.fleet.keys()]) if (path.startsWith(base)) this.fleet.delete(path);
+    if (files !== null) for (const [f, text] of files) this.fleet.set(`${base}${f}`, text);
   }
 }

@@ -1,8 +1,11 @@
 // Issue 6 acceptance: `render` over a snapshot exported from a live test environment produces
 // exactly the objects the live controller created there, and nothing further (fixed point):
 //   1. the live controller settles a scenario (a ClusterStack subscribed to two tags, a Cluster
-//      using one of them);
-//   2. `stackflux diff --export-snapshot` on the settled cluster reports no changes (exit 0);
+//      using one of them, its addons rendered to its own fleet branch with its GitRepository and
+//      Kustomizations; no kubeconfig Secret, so Flux reports them not ready without touching the
+//      shared workload cluster);
+//   2. `stackflux diff --export-snapshot` (reading the fleet's branches and tips) on the settled
+//      cluster reports no changes (exit 0);
 //   3. `stackflux render --check-fixed-point` over the exported snapshot writes no mutation;
 //   4. with everything the controller created removed from the snapshot (releases, Flux objects,
 //      status), render creates the same objects the live controller did: kinds, names, labels,
@@ -16,8 +19,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse, stringify } from 'yaml';
+import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
+import type { Kustomization } from '../../controller/api/flux.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { renderSnapshot } from '../../controller/offline/render.ts';
 import { readSnapshot, type SnapshotObject } from '../../controller/offline/snapshot.ts';
@@ -46,6 +51,7 @@ const repoDir = join(work, 'repo');
 const cacheDir = join(work, 'cache');
 const snapDir = join(work, 'snapshot');
 const tag = (v: string) => `docker-ferrol-1-30-${v}`;
+let fleetUrl = '';
 
 /** What the controller creates (removed from the snapshot for the from-scratch render). */
 const CREATED = [
@@ -134,7 +140,13 @@ describe('render over a live snapshot = what the live controller did', { timeout
     const repoUrl = await createRepo(env as Endpoints, ns);
     initRepo(repoDir);
     releaseFerrol130(repoDir, repoUrl, 'v1', 'v2');
-    controller = await ControllerProcess.start({ kubeconfig: env.kubeconfig, namespace: ns, cacheDir });
+    fleetUrl = await createRepo(env as Endpoints, `${ns}-fleet`);
+    controller = await ControllerProcess.start({
+      kubeconfig: env.kubeconfig,
+      namespace: ns,
+      cacheDir,
+      extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-batch-window=1s'],
+    });
     await controller.step(async () => {
       // Pinned v1 plus the latest (v2); a Cluster uses v1.
       await client.create({
@@ -155,7 +167,11 @@ describe('render over a live snapshot = what the live controller did', { timeout
         apiVersion: CAPI,
         kind: 'Cluster',
         metadata: { name: 'c1', namespace: ns },
-        spec: { topology: { classRef: { name: tag('v1') }, version: 'v1.30.4' } },
+        spec: {
+          clusterNetwork: { pods: { cidrBlocks: ['10.244.0.0/16'] } },
+          controlPlaneEndpoint: { host: 'c1.example.internal', port: 6443 },
+          topology: { classRef: { name: tag('v1') }, version: 'v1.30.4' },
+        },
       });
       for (const v of ['v1', 'v2'])
         await waitFor(`release ${v} Ready`, async () => {
@@ -167,6 +183,28 @@ describe('render over a live snapshot = what the live controller did', { timeout
           ? true
           : undefined,
       );
+      // The addons are on c1's branch and Flux has reported on each of their Kustomizations (not
+      // ready: there is no kubeconfig Secret).
+      const caStatus = async () =>
+        JSON.stringify(
+          (await client.get<ClusterAddon & KubeObject>(API_VERSION, 'ClusterAddon', 'c1', ns))?.status ?? {},
+        );
+      await waitFor('ClusterAddon c1 settled with Flux status for its three addons', async () => {
+        const ks = await client.list<Kustomization & KubeObject>(
+          'kustomize.toolkit.fluxcd.io/v1',
+          'Kustomization',
+          { namespace: ns, labelSelector: 'stackflux.io/cluster=c1' },
+        );
+        const observed = ks.items.filter(
+          (k) => cond(k, 'Ready')?.observedGeneration === k.metadata.generation,
+        );
+        if (observed.length !== 3) return undefined;
+        const before = await caStatus();
+        const status = JSON.parse(before) as NonNullable<ClusterAddon['status']>;
+        if (status.fleetCommit === undefined || status.addons?.length !== 3) return undefined;
+        await new Promise((r) => setTimeout(r, 3_000));
+        return (await caStatus()) === before ? true : undefined;
+      });
       await waitFor('ClusterStack Ready with latest v2 and both releases in its summary', async () => {
         const c = await client.get<CSK>(API_VERSION, 'ClusterStack', 'ferrol', ns);
         return cond(c, 'Ready')?.status === 'True' &&
@@ -182,13 +220,20 @@ describe('render over a live snapshot = what the live controller did', { timeout
   });
 
   after(async () => {
+    // Stopped already unless the setup failed half way.
+    await controller?.stop();
     // The release-in-use finalizer needs the controller to go: run it again for the cleanup.
     await client.delete(CAPI, 'Cluster', 'c1', ns).catch(() => undefined);
     const cleaner = await ControllerProcess.start({
       kubeconfig: env.kubeconfig,
       namespace: ns,
       cacheDir,
+      extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-batch-window=1s'],
     }).catch(() => undefined);
+    // The ClusterAddon's fleet-cleanup finalizer comes off once its branch is deleted.
+    await waitFor('ClusterAddon c1 gone', async () =>
+      (await client.get(API_VERSION, 'ClusterAddon', 'c1', ns)) === undefined ? true : undefined,
+    ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
     await deleteTestNamespace(client, ns);
     await cleaner?.stop();
     client.close();
@@ -203,6 +248,7 @@ describe('render over a live snapshot = what the live controller did', { timeout
       `--cache-dir=${cacheDir}`,
       `--export-snapshot=${snapDir}`,
       `--now=${now}`,
+      `--fleet-url=${fleetUrl}`,
     ]);
     assert.equal(r.status, 0, `diff found changes:\n${r.stdout}\n${r.stderr}`);
     assert.equal(r.stdout, '');
@@ -212,6 +258,14 @@ describe('render over a live snapshot = what the live controller did', { timeout
       assert.ok(files.includes(`namespaces/${ns}/kustomize.toolkit.fluxcd.io/kustomizations/${tag(v)}.yaml`));
     }
     assert.ok(files.includes(`namespaces/${ns}/cluster.x-k8s.io/clusters/c1.yaml`));
+    assert.ok(files.includes(`namespaces/${ns}/source.toolkit.fluxcd.io/gitrepositories/c1-addons.yaml`));
+    assert.ok(files.includes(`namespaces/${ns}/kustomize.toolkit.fluxcd.io/kustomizations/c1.cni.yaml`));
+    assert.ok(files.includes(`fleet/stackflux/${ns}/c1/cni/config.yaml`), "c1's branch is in the snapshot");
+    const tips = parse(readFileSync(join(snapDir, 'fleet-tips.yaml'), 'utf8')) as Record<string, string>;
+    const ca = readSnapshot(snapDir).objects.get(`namespaces/${ns}/stackflux.io/clusteraddons/c1`) as
+      | (SnapshotObject & { status?: { fleetCommit?: string } })
+      | undefined;
+    assert.equal(tips[`stackflux/${ns}/c1`], ca?.status?.fleetCommit, 'the real tip of the branch');
     assert.ok(files.some((f) => /^sources\/[^/]+\/tags\.yaml$/.test(f)));
   });
 
@@ -262,8 +316,8 @@ describe('render over a live snapshot = what the live controller did', { timeout
     const live = readSnapshot(snapDir);
     const liveCreated = created(walk(snapDir), '.yaml');
     assert.ok(
-      liveCreated.length >= 6,
-      `the live controller created releases and Flux objects: ${liveCreated}`,
+      liveCreated.length >= 10,
+      `the live controller created releases and Flux objects (also c1's GitRepository and 3 addon Kustomizations): ${liveCreated}`,
     );
     assert.deepEqual(
       created(

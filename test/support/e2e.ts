@@ -58,6 +58,7 @@ export interface Cond {
   status: string;
   reason?: string;
   message?: string;
+  observedGeneration?: number;
 }
 
 export const cond = (o: { status?: { conditions?: Cond[] } } | undefined, type: string): Cond | undefined =>

@@ -45,6 +45,19 @@ describe('stackflux CLI', () => {
     assert.match(d.out(), /STACKFLUX_OUTPUT/);
   });
 
+  it('run: the removed single-branch fleet flags and bad fleet settings are usage errors naming the fix', async () => {
+    for (const [args, message] of [
+      [['--fleet-branch=main'], /--fleet-branch was removed: .*--fleet-branch-prefix/],
+      [['--fleet-path=clusters'], /--fleet-path was removed/],
+      [['--flux-shards=two'], /--flux-shards must be a positive integer/],
+      [['--addon-interval=soon'], /--addon-interval "soon" is not a duration/],
+    ] as const) {
+      const c = capture();
+      assert.equal(await main(['run', '--fleet-url=https://git.example.com/fleet.git', ...args], c.io), 2);
+      assert.match(c.err(), message);
+    }
+  });
+
   it('an unknown command or flag is a usage error (exit 2) that says what is wrong', async () => {
     const c = capture();
     assert.equal(await main(['frobnicate'], c.io), 2);
