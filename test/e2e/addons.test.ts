@@ -25,6 +25,7 @@ import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
 import {
+  abandonNamespace,
   CAPI,
   ControllerProcess,
   cond,
@@ -217,26 +218,7 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
 
   after(async () => {
     await controller?.stop();
-    // Without the controller nobody removes the fleet-cleanup and release in-use finalizers: drop
-    // them; addon Kustomizations are orphaned so Flux does not try to prune through kubeconfig
-    // Secrets that go away with the namespace.
-    for (const kind of ['ClusterAddon', 'ClusterStackRelease']) {
-      const left = await client.list(API_VERSION, kind, { namespace: ns }).catch(() => undefined);
-      for (const o of left?.items ?? []) {
-        await client
-          .mergePatch(API_VERSION, kind, o.metadata.name ?? '', ns, { metadata: { finalizers: null } })
-          .catch(() => undefined);
-      }
-    }
-    const ks = await client.list(KUSTOMIZE, 'Kustomization', { namespace: ns }).catch(() => undefined);
-    for (const k of ks?.items ?? []) {
-      await client
-        .mergePatch(KUSTOMIZE, 'Kustomization', k.metadata.name ?? '', ns, {
-          spec: { deletionPolicy: 'Orphan' },
-        })
-        .catch(() => undefined);
-    }
-    await client.delete('v1', 'Namespace', ns).catch(() => undefined);
+    await abandonNamespace(client, ns);
     client.close();
     workload.close();
     rmSync(work, { recursive: true, force: true });

@@ -79,6 +79,32 @@ export async function deleteTestNamespace(client: KubeClient, ns: string): Promi
   ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
 }
 
+/**
+ * Cleanup after the controller has stopped: nobody removes stackflux's finalizers any more, so
+ * drop them; addon Kustomizations are orphaned so Flux does not try to prune through kubeconfig
+ * Secrets that go away with the namespace; then deletes the namespace (without waiting).
+ */
+export async function abandonNamespace(client: KubeClient, ns: string): Promise<void> {
+  for (const kind of ['ClusterAddon', 'ClusterStackRelease']) {
+    const left = await client.list(API_VERSION, kind, { namespace: ns }).catch(() => undefined);
+    for (const o of left?.items ?? []) {
+      await client
+        .mergePatch(API_VERSION, kind, o.metadata.name ?? '', ns, { metadata: { finalizers: null } })
+        .catch(() => undefined);
+    }
+  }
+  const kustomize = 'kustomize.toolkit.fluxcd.io/v1';
+  const ks = await client.list(kustomize, 'Kustomization', { namespace: ns }).catch(() => undefined);
+  for (const k of ks?.items ?? []) {
+    await client
+      .mergePatch(kustomize, 'Kustomization', k.metadata.name ?? '', ns, {
+        spec: { deletionPolicy: 'Orphan' },
+      })
+      .catch(() => undefined);
+  }
+  await client.delete('v1', 'Namespace', ns).catch(() => undefined);
+}
+
 // --- reading releases --------------------------------------------------------------------------
 export type CSKR = ClusterStackRelease & KubeObject;
 
@@ -237,6 +263,40 @@ export function stackflux(args: string[], env: Record<string, string | undefined
   });
   if (r.error) throw r.error;
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+// --- the real flux CLI ($FLUX_BIN, built by hack/build-testenv.sh) -------------------------------
+/** Runs `flux ARGS` against the cluster of `kubeconfig`; throws with its stderr if it fails. */
+export function flux(args: string[], kubeconfig: string): string {
+  const r = spawnSync(required('FLUX_BIN'), args, {
+    env: { ...process.env, KUBECONFIG: kubeconfig },
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (r.error) throw r.error;
+  if (r.status !== 0) throw new Error(`flux ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** The rows of a `flux get` table (cells are tab-separated and space-padded), keyed by header. */
+export function fluxTable(stdout: string): Array<Record<string, string>> {
+  const [header, ...lines] = stdout.split('\n').filter((l) => l.trim() !== '');
+  const keys = (header ?? '').split('\t').map((h) => h.trim());
+  return lines.map((line) => {
+    const cells = line.split('\t').map((c) => c.trim());
+    return Object.fromEntries(keys.map((k, i) => [k, cells[i] ?? '']));
+  });
+}
+
+/** `flux tree` output: its root line and every object below it (`Kind/namespace/name`), in order. */
+export function fluxTree(stdout: string): { root: string; children: string[] } {
+  const [root = '', ...rest] = stdout.split('\n').filter((l) => l.trim() !== '');
+  return { root: root.trim(), children: rest.map((l) => l.replace(/^[\s│├└─]+/u, '').trim()) };
+}
+
+/** How the flux CLI shows a revision or message: hex digests (40–128 chars) cut to 8. */
+export function truncateHex(s: string): string {
+  return s.replace(/\b[a-f0-9]{40,128}\b/g, (h) => h.slice(0, 8));
 }
 
 // --- the controller subprocess -----------------------------------------------------------------
