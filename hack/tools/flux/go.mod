@@ -5,7 +5,7 @@ module stackflux.io/hack/tools/flux
 go 1.26.0
 
 require (
-	github.com/fluxcd/kustomize-controller v1.9.6
+	github.com/fluxcd/kustomize-controller v1.9.5
 	github.com/fluxcd/source-controller v1.9.6
 )
 
@@ -126,7 +126,7 @@ require (
 	github.com/fatih/color v1.19.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/fluxcd/cli-utils v1.2.3 // indirect
-	github.com/fluxcd/kustomize-controller/api v1.9.6 // indirect
+	github.com/fluxcd/kustomize-controller/api v1.9.5 // indirect
 	github.com/fluxcd/pkg/apis/acl v0.10.0 // indirect
 	github.com/fluxcd/pkg/apis/event v0.27.2 // indirect
 	github.com/fluxcd/pkg/apis/kustomize v1.19.2 // indirect
@@ -134,11 +134,9 @@ require (
 	github.com/fluxcd/pkg/artifact v0.18.3 // indirect
 	github.com/fluxcd/pkg/auth v0.54.3 // indirect
 	github.com/fluxcd/pkg/cache v0.14.0 // indirect
-	github.com/fluxcd/pkg/envsubst v1.7.1 // indirect
 	github.com/fluxcd/pkg/git v0.52.0 // indirect
 	github.com/fluxcd/pkg/http/fetch v0.25.0 // indirect
 	github.com/fluxcd/pkg/http/transport v0.8.0 // indirect
-	github.com/fluxcd/pkg/kustomize v1.35.7 // indirect
 	github.com/fluxcd/pkg/lockedfile v0.8.0 // indirect
 	github.com/fluxcd/pkg/masktoken v0.9.0 // indirect
 	github.com/fluxcd/pkg/oci v0.68.1 // indirect
@@ -388,11 +386,12 @@ require (
 )
 
 replace (
-	// The module proxy reachable here refuses these exact patch versions (403: source-controller
-	// v1.9.6 wants pkg/artifact v0.18.3, kustomize-controller v1.9.6 pkg/kustomize v1.35.7);
-	// pin the nearest patch release it serves (a patch-level, API-compatible move).
+	// The module proxy reachable here refuses these exact patch versions (403); pin the
+	// nearest patch release it serves (a patch-level, API-compatible move): source-controller
+	// v1.9.6 wants pkg/artifact v0.18.3. kustomize-controller stays v1.9.5: v1.9.6 needs
+	// pkg/kustomize v1.35.7 (refused), and v1.35.6 lacks the API it calls
+	// (generator.ContextWithSecretVarsCollector), so that replace does not compile.
 	github.com/fluxcd/pkg/artifact => github.com/fluxcd/pkg/artifact v0.18.1
-	github.com/fluxcd/pkg/kustomize => github.com/fluxcd/pkg/kustomize v1.35.6
 	github.com/opencontainers/go-digest => github.com/opencontainers/go-digest v1.0.1-0.20220411205349-bde1400a84be
 	gopkg.in/yaml.v3 => gopkg.in/yaml.v3 v3.0.1
 	sigs.k8s.io/kustomize/api => sigs.k8s.io/kustomize/api v0.21.1
