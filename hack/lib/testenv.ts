@@ -348,6 +348,9 @@ async function startApiServer(
     `--secure-port=${port}`,
     '--bind-address=127.0.0.1',
     '--advertise-address=127.0.0.1',
+    // Since 1.37 the endpoint reconciler refuses a loopback advertise address; Kubernetes' own
+    // test server (cmd/kube-apiserver/app/testing) disables it the same way.
+    '--endpoint-reconciler-type=none',
     '--service-cluster-ip-range=10.96.0.0/16',
     '--allow-privileged=true',
     '--authorization-mode=RBAC',
