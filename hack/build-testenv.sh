@@ -29,14 +29,36 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   stamp+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
 
-build() { # module-dir output package [extra ldflags]
+build() { # module-dir (under hack/tools, or absolute) output package [extra ldflags]
   local dir=$1 out=$2 pkg=$3 extra=${4:-}
   if [ -x "$bin/$out" ]; then return; fi
+  [[ $dir == /* ]] || dir="$tools/$dir"
   echo "build-testenv: building $out ($pkg)" >&2
   local start=$SECONDS
-  (cd "$tools/$dir" && go build -trimpath -ldflags "$ldflags_common $extra" -o "$bin/$out.tmp" "$pkg")
+  (cd "$dir" && go build -trimpath -ldflags "$ldflags_common $extra" -o "$bin/$out.tmp" "$pkg")
   mv "$bin/$out.tmp" "$bin/$out"
   echo "build-testenv: built $out in $((SECONDS - start))s" >&2
+}
+
+# The flux CLI's cmd/flux embeds install manifests generated at Flux's release time, absent
+# from the module: build it from a writable copy of the module (with its own go.mod/go.sum)
+# holding a placeholder there. `flux install`/`bootstrap` from this build are not usable;
+# get, tree, reconcile, suspend, resume, events and trace do not read the manifests.
+flux_cli_source() {
+  local version dir src
+  version=$(cd "$tools/flux-cli" && go list -m -f '{{.Version}}' github.com/fluxcd/flux2/v2)
+  src="$cache_root/src/flux2-$version"
+  if [ ! -f "$src/.stackflux-ready" ]; then
+    (cd "$tools/flux-cli" && go mod download github.com/fluxcd/flux2/v2)
+    dir=$(cd "$tools/flux-cli" && go list -m -f '{{.Dir}}' github.com/fluxcd/flux2/v2)
+    rm -rf "$src" && mkdir -p "$(dirname "$src")"
+    cp -r "$dir" "$src" && chmod -R u+w "$src"
+    mkdir -p "$src/cmd/flux/manifests"
+    printf '# Placeholder: stackflux test environment build, no install manifests.\n' \
+      > "$src/cmd/flux/manifests/placeholder.yaml"
+    touch "$src/.stackflux-ready"
+  fi
+  echo "$src"
 }
 
 build gitserver gitserver .
@@ -45,16 +67,25 @@ build kubernetes kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$stamp"
 build kubernetes kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$stamp"
 build flux source-controller github.com/fluxcd/source-controller
 build flux kustomize-controller github.com/fluxcd/kustomize-controller
+build helm-controller helm-controller github.com/fluxcd/helm-controller
+build kubernetes kubectl k8s.io/kubernetes/cmd/kubectl "$stamp"
+flux_version=$(cd "$tools/flux-cli" && go list -m -f '{{.Version}}' github.com/fluxcd/flux2/v2)
+build "$(flux_cli_source)" flux ./cmd/flux "-X main.VERSION=${flux_version#v}"
 
 # CRDs are applied from the module cache; record where they are so `up` needs no Go.
 {
   (cd "$tools/flux" && go list -m -f 'FLUX_SOURCE_CRDS={{.Dir}}/config/crd/bases' github.com/fluxcd/source-controller)
   (cd "$tools/flux" && go list -m -f 'FLUX_KUSTOMIZE_CRDS={{.Dir}}/config/crd/bases' github.com/fluxcd/kustomize-controller)
-  (cd "$tools/crds" && go mod download sigs.k8s.io/cluster-api && go list -m -f 'CAPI_CRDS={{.Dir}}/config/crd/bases' sigs.k8s.io/cluster-api)
+  (cd "$tools/helm-controller" && go list -m -f 'FLUX_HELM_CRDS={{.Dir}}/config/crd/bases' github.com/fluxcd/helm-controller)
+  # Cluster API v1.14 moved the core CRDs from config/ to core/config/.
+  capi=$(cd "$tools/crds" && go mod download sigs.k8s.io/cluster-api && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+  if [ -d "$capi/core/config/crd/bases" ]; then echo "CAPI_CRDS=$capi/core/config/crd/bases"; else echo "CAPI_CRDS=$capi/config/crd/bases"; fi
   echo "KUBERNETES_VERSION=$k8s_version"
   (cd "$tools/etcd" && go list -m -f 'ETCD_VERSION={{.Version}}' go.etcd.io/etcd/server/v3)
   (cd "$tools/flux" && go list -m -f 'SOURCE_CONTROLLER_VERSION={{.Version}}' github.com/fluxcd/source-controller)
   (cd "$tools/flux" && go list -m -f 'KUSTOMIZE_CONTROLLER_VERSION={{.Version}}' github.com/fluxcd/kustomize-controller)
+  (cd "$tools/helm-controller" && go list -m -f 'HELM_CONTROLLER_VERSION={{.Version}}' github.com/fluxcd/helm-controller)
+  echo "FLUX_VERSION=$flux_version"
   (cd "$tools/crds" && go list -m -f 'CLUSTER_API_VERSION={{.Version}}' sigs.k8s.io/cluster-api)
 } > "$bin/paths.env"
 touch "$bin/.complete"

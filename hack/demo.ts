@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../controller/runtime/client.ts';
 import { cutRelease } from './lib/release-repo.ts';
-import { createRepo, down, envShPath, up, workloadKubeconfigSecret } from './lib/testenv.ts';
+import { createRepo, down, type Endpoints, envShPath, up, workloadKubeconfigSecret } from './lib/testenv.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const keep = process.argv.includes('--keep');
@@ -79,34 +79,33 @@ async function freePort(): Promise<number> {
   });
 }
 
-function table(rows: string[][]): string {
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  return rows
-    .map((r) =>
-      r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join('   ')
-        .trimEnd(),
-    )
-    .join('\n');
+/** Runs the real `flux` CLI of the test environment (hack/build-testenv.sh builds it). */
+function flux(binDir: string | undefined, kubeconfig: string, args: string[]): string {
+  if (!binDir) return 'flux: the test environment has no bin directory\n';
+  try {
+    return execFileSync(join(binDir, 'flux'), args, {
+      encoding: 'utf8',
+      env: { ...process.env, KUBECONFIG: kubeconfig },
+    });
+  } catch (err) {
+    return `flux ${args.join(' ')} failed: ${err instanceof Error ? err.message : String(err)}\n`;
+  }
 }
 
-/** What `flux get kustomizations -A` shows, read from the Kustomizations' status. */
-async function fluxKustomizations(client: KubeClient): Promise<string> {
-  const list = await client.listAll<Obj>('kustomize.toolkit.fluxcd.io/v1', 'Kustomization');
-  const rows = [['NAMESPACE', 'NAME', 'REVISION', 'SUSPENDED', 'READY', 'MESSAGE']];
-  for (const k of list.items) {
-    const c = k.status?.conditions?.find((x) => x.type === 'Ready');
-    rows.push([
-      k.metadata.namespace ?? '',
-      k.metadata.name ?? '',
-      String(k.status?.lastAppliedRevision ?? ''),
-      String(k.spec?.suspend === true),
-      c?.status ?? 'Unknown',
-      (c?.message ?? '').slice(0, 70),
-    ]);
-  }
-  return table(rows);
+/** `flux get kustomizations -A`, then `flux tree` of the release's and the Cluster's addon Kustomizations. */
+async function showFlux(client: KubeClient, env: Endpoints, releaseTag: string): Promise<void> {
+  const run = (args: string[]) => {
+    say(`flux ${args.join(' ')}`);
+    process.stdout.write(flux(env.binDir, env.kubeconfig, args));
+  };
+  run(['get', 'kustomizations', '-A']);
+  const release = await client.get<Obj>('stackflux.io/v1alpha1', 'ClusterStackRelease', releaseTag, ns);
+  const releaseKs = release?.status?.kustomization;
+  if (typeof releaseKs === 'string') run(['tree', 'kustomization', releaseKs, '-n', ns]);
+  const addon = await client.get<Obj>('stackflux.io/v1alpha1', 'ClusterAddon', 'workload', ns);
+  const addons = (addon?.status?.addons ?? []) as Array<{ kustomization?: string }>;
+  for (const name of new Set(addons.map((a) => a.kustomization).filter((k) => k !== undefined)))
+    run(['tree', 'kustomization', name, '-n', ns]);
 }
 
 function stackfluxStatus(kubeconfig: string): string {
@@ -268,8 +267,7 @@ async function main(): Promise<void> {
       `in the workload cluster, kube-system ConfigMaps: ${cni.items.map((c) => c.metadata.name).join(', ')}`,
     );
 
-    say('flux get kustomizations -A');
-    process.stdout.write(`${await fluxKustomizations(client)}\n`);
+    await showFlux(client, env, v1.tag);
     say(`stackflux status -n ${ns}`);
     process.stdout.write(stackfluxStatus(env.kubeconfig));
 
@@ -318,8 +316,7 @@ async function main(): Promise<void> {
       async () => ready(await release(v1.tag)).why,
     );
 
-    say('flux get kustomizations -A');
-    process.stdout.write(`${await fluxKustomizations(client)}\n`);
+    await showFlux(client, env, v2.tag);
     say(`stackflux status -n ${ns}`);
     process.stdout.write(stackfluxStatus(env.kubeconfig));
     say(`The Cluster's own fleet branch: git log stackflux/${ns}/workload`);
@@ -328,7 +325,8 @@ async function main(): Promise<void> {
   } finally {
     if (keep) {
       say('Left running (--keep). To look around:');
-      note(`source ${envShPath(stateDir)}      # KUBECONFIG, WORKLOAD_KUBECONFIG, GIT_SERVER_URL`);
+      note(`source ${envShPath(stateDir)}      # KUBECONFIG, GIT_SERVER_URL, …; flux and kubectl on PATH`);
+      note(`flux get kustomizations -A && kubectl get clusteraddons -n ${ns}`);
       note(`node bin/stackflux.js status -n ${ns}`);
       note(`controller logs: ${logFile}`);
       note(`To stop: kill ${controller.pid} && hack/testenv down --dir ${stateDir}`);

@@ -1,7 +1,8 @@
 // The local test environment: a management cluster (etcd, kube-apiserver,
 // kube-controller-manager), a workload cluster (etcd, kube-apiserver), Flux's
-// source-controller and kustomize-controller, and a smart-HTTP Git server, all as processes
-// on 127.0.0.1. Binaries come from hack/build-testenv.sh (built from pinned Go modules).
+// source-controller, kustomize-controller and helm-controller, and a smart-HTTP Git server, all
+// as processes on 127.0.0.1. Binaries (and the `flux` and `kubectl` CLIs) come from
+// hack/build-testenv.sh (built from pinned Go modules).
 import { execFileSync, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -27,6 +28,10 @@ export interface Endpoints {
   sourceControllerStorage: string;
   sourceControllerHealth: string;
   kustomizeControllerHealth: string;
+  /** helm-controller's health address (absent when the bin directory has no helm-controller). */
+  helmControllerHealth?: string;
+  /** The bin directory: the `flux` and `kubectl` CLIs next to the components (absent in older environments). */
+  binDir?: string;
   /** Cluster API CRD folder in the Go module cache. */
   capiCrds: string;
   /** The management cluster's etcd client URL (tests force compaction through it). */
@@ -343,6 +348,9 @@ async function startApiServer(
     `--secure-port=${port}`,
     '--bind-address=127.0.0.1',
     '--advertise-address=127.0.0.1',
+    // Since 1.37 the endpoint reconciler refuses a loopback advertise address; Kubernetes' own
+    // test server (cmd/kube-apiserver/app/testing) disables it the same way.
+    '--endpoint-reconciler-type=none',
     '--service-cluster-ip-range=10.96.0.0/16',
     '--allow-privileged=true',
     '--authorization-mode=RBAC',
@@ -474,7 +482,22 @@ export function envVars(e: Endpoints): Record<string, string> {
     FLUX_KUSTOMIZE_CONTROLLER_HEALTH: e.kustomizeControllerHealth,
     CAPI_CRDS: e.capiCrds,
     ETCD_URL: e.etcdUrl,
+    ...(e.helmControllerHealth ? { FLUX_HELM_CONTROLLER_HEALTH: e.helmControllerHealth } : {}),
+    ...(e.binDir
+      ? {
+          TESTENV_BIN_DIR: e.binDir,
+          FLUX_BIN: join(e.binDir, 'flux'),
+          KUBECTL_BIN: join(e.binDir, 'kubectl'),
+        }
+      : {}),
   };
+}
+
+/** env.sh: the variables of envVars(), and the bin directory (flux, kubectl) first on PATH. */
+export function envSh(e: Endpoints): string {
+  const lines = Object.entries(envVars(e)).map(([k, v]) => `export ${k}='${v}'`);
+  if (e.binDir) lines.push(`export PATH='${e.binDir}':"$PATH"`);
+  return `${lines.join('\n')}\n`;
 }
 
 /** Starts every component; call down() first if a previous environment is half alive. */
@@ -519,9 +542,12 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
 
   log('applying Flux and Cluster API CRDs…');
   const capiNames = new Set(['clusters.cluster.x-k8s.io', 'clusterclasses.cluster.x-k8s.io']);
+  // helm-controller only where the bin directory has it (built since Flux 2.9.5's pins).
+  const withHelm = paths.FLUX_HELM_CRDS !== undefined && existsSync(join(bin, 'helm-controller'));
   const crds = [
     ...readCrds(String(paths.FLUX_SOURCE_CRDS)),
     ...readCrds(String(paths.FLUX_KUSTOMIZE_CRDS)),
+    ...(withHelm ? readCrds(String(paths.FLUX_HELM_CRDS)) : []),
     ...readCrds(String(paths.CAPI_CRDS), capiNames).map(storageVersionOnly),
   ];
   for (const crd of crds) await applyManifest(mgmt, crd);
@@ -531,8 +557,10 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
   );
   await applyManifest(mgmt, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'flux-system' } });
 
-  log('starting Flux source-controller and kustomize-controller…');
-  const [storagePort, scMetrics, scHealth, kcMetrics, kcHealth] = await Promise.all([
+  log(`starting Flux source-controller, kustomize-controller${withHelm ? ', helm-controller' : ''}…`);
+  const [storagePort, scMetrics, scHealth, kcMetrics, kcHealth, hcMetrics, hcHealth] = await Promise.all([
+    freePort(),
+    freePort(),
     freePort(),
     freePort(),
     freePort(),
@@ -569,6 +597,21 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
     ],
     fluxEnv,
   );
+  const hc = withHelm
+    ? startProcess(
+        stateDir,
+        'helm-controller',
+        join(bin, 'helm-controller'),
+        [
+          `--metrics-addr=127.0.0.1:${hcMetrics}`,
+          `--health-addr=127.0.0.1:${hcHealth}`,
+          '--log-level=info',
+          '--concurrent=4',
+          '--requeue-dependency=5s',
+        ],
+        fluxEnv,
+      )
+    : undefined;
 
   log('starting Git server (smart HTTP)…');
   const [gitPort, gitAuthPort] = [await freePort(), await freePort()];
@@ -590,6 +633,7 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
     waitFor(kcm, '/healthz', () => kcmHealthy(kcmPort)),
     waitFor(sc, '/readyz', () => httpOk(`http://127.0.0.1:${scHealth}/readyz`)),
     waitFor(kc, '/readyz', () => httpOk(`http://127.0.0.1:${kcHealth}/readyz`)),
+    ...(hc ? [waitFor(hc, '/readyz', () => httpOk(`http://127.0.0.1:${hcHealth}/readyz`))] : []),
     waitFor(git, '/healthz', () => httpOk(`http://127.0.0.1:${gitPort}/healthz`)),
     waitFor(gitAuth, '/healthz', () => httpOk(`http://127.0.0.1:${gitAuthPort}/healthz`)),
   ]);
@@ -619,13 +663,14 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
     sourceControllerStorage: `http://127.0.0.1:${storagePort}`,
     sourceControllerHealth: `http://127.0.0.1:${scHealth}`,
     kustomizeControllerHealth: `http://127.0.0.1:${kcHealth}`,
+    ...(hc ? { helmControllerHealth: `http://127.0.0.1:${hcHealth}` } : {}),
+    binDir: bin,
     capiCrds: String(paths.CAPI_CRDS),
     etcdUrl: mgmtEtcd,
   };
   writeFileSync(join(stateDir, 'versions.env'), readFileSync(join(bin, 'paths.env'), 'utf8'));
   writeFileSync(endpointsFile(stateDir), JSON.stringify(endpoints, null, 2));
-  const lines = Object.entries(envVars(endpoints)).map(([k, v]) => `export ${k}='${v}'`);
-  writeFileSync(envShPath(stateDir), `${lines.join('\n')}\n`);
+  writeFileSync(envShPath(stateDir), envSh(endpoints));
   return endpoints;
 }
 

@@ -4,7 +4,7 @@
 # folders, which `go install` refuses; this wrapper module replaces each with its
 # published v0.<minor>.<patch> instead (the pattern Kubernetes documents for importers).
 set -euo pipefail
-version=${1:?usage: gen-kubernetes-gomod.sh v1.36.5}
+version=${1:?usage: gen-kubernetes-gomod.sh v1.37.2}
 staging=v0.${version#v1.}
 dir=$(cd "$(dirname "$0")/kubernetes" && pwd)
 cd "$dir"
@@ -30,6 +30,7 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
 go mod tidy

@@ -35,6 +35,7 @@ import {
   git,
   initRepo,
   push,
+  releaseAddonNamespace,
   required,
   sleep,
 } from '../support/e2e.ts';
@@ -254,26 +255,7 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
 
   after(async () => {
     await controller?.stop();
-    // Without the controller nobody removes the fleet-cleanup and release in-use finalizers: drop
-    // them; addon Kustomizations are orphaned so Flux does not try to prune through kubeconfig
-    // Secrets that go away with the namespace.
-    for (const kind of ['ClusterAddon', 'ClusterStackRelease']) {
-      const left = await client.list(API_VERSION, kind, { namespace: ns }).catch(() => undefined);
-      for (const o of left?.items ?? []) {
-        await client
-          .mergePatch(API_VERSION, kind, o.metadata.name ?? '', ns, { metadata: { finalizers: null } })
-          .catch(() => undefined);
-      }
-    }
-    const ks = await client.list(KUSTOMIZE, 'Kustomization', { namespace: ns }).catch(() => undefined);
-    for (const k of ks?.items ?? []) {
-      await client
-        .mergePatch(KUSTOMIZE, 'Kustomization', k.metadata.name ?? '', ns, {
-          spec: { deletionPolicy: 'Orphan' },
-        })
-        .catch(() => undefined);
-    }
-    await client.delete('v1', 'Namespace', ns).catch(() => undefined);
+    await releaseAddonNamespace(client, ns);
     client.close();
     workload.close();
     rmSync(work, { recursive: true, force: true });

@@ -144,7 +144,7 @@ describe("Flux's conventions on stackflux objects: requestedAt, suspend, get/rec
       kubeconfig: env.kubeconfig,
       namespace: ns,
       cacheDir,
-      extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-branch=main', '--fleet-batch-window=1s'],
+      extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-batch-window=1s'],
     });
     // Listed when created, then once an hour: nothing but a request lists it again in this test.
     await client.create(

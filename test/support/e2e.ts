@@ -359,6 +359,40 @@ export function stackflux(args: string[], env: Record<string, string | undefined
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+// --- the real flux CLI ($FLUX_BIN, built by hack/build-testenv.sh) -------------------------------
+/** Runs `flux ARGS` against the cluster of `kubeconfig`; throws with its stderr if it fails. */
+export function flux(args: string[], kubeconfig: string): string {
+  const r = spawnSync(required('FLUX_BIN'), args, {
+    env: { ...process.env, KUBECONFIG: kubeconfig },
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (r.error) throw r.error;
+  if (r.status !== 0) throw new Error(`flux ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** The rows of a `flux get` table (cells are tab-separated and space-padded), keyed by header. */
+export function fluxTable(stdout: string): Array<Record<string, string>> {
+  const [header, ...lines] = stdout.split('\n').filter((l) => l.trim() !== '');
+  const keys = (header ?? '').split('\t').map((h) => h.trim());
+  return lines.map((line) => {
+    const cells = line.split('\t').map((c) => c.trim());
+    return Object.fromEntries(keys.map((k, i) => [k, cells[i] ?? '']));
+  });
+}
+
+/** `flux tree` output: its root line and every object below it (`Kind/namespace/name`), in order. */
+export function fluxTree(stdout: string): { root: string; children: string[] } {
+  const [root = '', ...rest] = stdout.split('\n').filter((l) => l.trim() !== '');
+  return { root: root.trim(), children: rest.map((l) => l.replace(/^[\s│├└─]+/u, '').trim()) };
+}
+
+/** How the flux CLI shows a revision or message: hex digests (40–128 chars) cut to 8. */
+export function truncateHex(s: string): string {
+  return s.replace(/\b[a-f0-9]{40,128}\b/g, (h) => h.slice(0, 8));
+}
+
 // --- the controller subprocess -----------------------------------------------------------------
 export interface ControllerOptions {
   /** The only kubeconfig the controller gets ($KUBECONFIG is set to it too). */

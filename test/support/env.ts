@@ -32,6 +32,8 @@ export function testEnv(): Endpoints {
     kustomizeControllerHealth: required('FLUX_KUSTOMIZE_CONTROLLER_HEALTH'),
     capiCrds: required('CAPI_CRDS'),
     etcdUrl: required('ETCD_URL'),
+    helmControllerHealth: process.env.FLUX_HELM_CONTROLLER_HEALTH,
+    binDir: process.env.TESTENV_BIN_DIR,
   };
 }
 

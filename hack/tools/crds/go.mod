@@ -4,4 +4,4 @@ module stackflux.io/hack/tools/crds
 
 go 1.26.0
 
-require sigs.k8s.io/cluster-api v1.13.6
+require sigs.k8s.io/cluster-api v1.14.2

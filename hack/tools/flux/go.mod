@@ -387,8 +387,10 @@ require (
 
 replace (
 	// The module proxy reachable here refuses these exact patch versions (403); pin the
-	// nearest patch release it serves (a patch-level, API-compatible move). kustomize-controller
-	// is v1.9.5 because v1.9.6 needs github.com/fluxcd/pkg/kustomize v1.35.7, likewise refused.
+	// nearest patch release it serves (a patch-level, API-compatible move): source-controller
+	// v1.9.6 wants pkg/artifact v0.18.3. kustomize-controller stays v1.9.5: v1.9.6 needs
+	// pkg/kustomize v1.35.7 (refused), and v1.35.6 lacks the API it calls
+	// (generator.ContextWithSecretVarsCollector), so that replace does not compile.
 	github.com/fluxcd/pkg/artifact => github.com/fluxcd/pkg/artifact v0.18.1
 	github.com/opencontainers/go-digest => github.com/opencontainers/go-digest v1.0.1-0.20220411205349-bde1400a84be
 	gopkg.in/yaml.v3 => gopkg.in/yaml.v3 v3.0.1

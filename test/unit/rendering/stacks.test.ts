@@ -72,7 +72,7 @@ function strictSchema(schema: unknown): unknown {
 function clusterClassCrd(): string | undefined {
   const candidates = [
     process.env.CAPI_CRDS,
-    join(process.env.HOME ?? '/root', 'go/pkg/mod/sigs.k8s.io/cluster-api@v1.13.6/config/crd/bases'),
+    join(process.env.HOME ?? '/root', 'go/pkg/mod/sigs.k8s.io/cluster-api@v1.14.2/core/config/crd/bases'),
   ];
   for (const dir of candidates) {
     const file = dir && join(dir, 'cluster.x-k8s.io_clusterclasses.yaml');
