@@ -271,7 +271,8 @@ describe("Flux's conventions on stackflux objects: requestedAt, suspend, get/rec
         releases.some(
           (r) =>
             r.NAME === tag('v3') &&
-            r.REVISION === `${tag('v3')}@sha1:${v3.status?.commit}` &&
+            // A commit-pinned GitRepository's revision is refs/tags/<tag>@sha1:<commit> (Flux).
+            r.REVISION === `refs/tags/${tag('v3')}@sha1:${v3.status?.commit}` &&
             r.READY === 'True',
         ),
       );
@@ -286,7 +287,7 @@ describe("Flux's conventions on stackflux objects: requestedAt, suspend, get/rec
       const gitRepository = (await cskr(tag('v3')))?.status?.gitRepository ?? '';
       assert.notEqual(gitRepository, '');
       assert.match(r.stderr, new RegExp(`► annotating GitRepository ${gitRepository} in ${ns} namespace`));
-      assert.match(r.stderr, new RegExp(`✔ fetched revision ${tag('v3')}@sha1:[0-9a-f]{40}`));
+      assert.match(r.stderr, new RegExp(`✔ fetched revision refs/tags/${tag('v3')}@sha1:[0-9a-f]{40}`));
       assert.ok(
         r.stderr.indexOf('GitRepository reconciliation completed') <
           r.stderr.indexOf('► annotating ClusterStack'),

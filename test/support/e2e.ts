@@ -177,6 +177,7 @@ export function pinnedFerrolStack(
       provider: 'docker',
       name: 'ferrol',
       kubernetesVersion: '1.30',
+      noProvider: true,
       autoSubscribe: false,
       versions,
       interval: '3s',
