@@ -148,6 +148,8 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string } =
 
 export interface RequestOptions {
   query?: Query;
+  /** Accept header (default application/json); e.g. PartialObjectMetadata for metadata-only reads. */
+  accept?: string;
   body?: unknown;
   contentType?: string;
   signal?: AbortSignal;
@@ -163,8 +165,14 @@ export interface ListOptions {
   continue?: string;
   resourceVersion?: string;
   resourceVersionMatch?: string;
+  /** Only metadata (PartialObjectMetadataList): no spec, status or data crosses the wire. */
+  metadataOnly?: boolean;
   signal?: AbortSignal;
 }
+
+/** Accept headers of metadata-only reads (what client-go's metadata client sends). */
+export const ACCEPT_METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
+export const ACCEPT_METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
 export interface WatchOptions {
   namespace?: string;
@@ -174,6 +182,8 @@ export interface WatchOptions {
   allowWatchBookmarks?: boolean;
   /** Server-side timeout of the watch in seconds. */
   timeoutSeconds?: number;
+  /** Events carry PartialObjectMetadata (metadata only). */
+  metadataOnly?: boolean;
   signal?: AbortSignal;
 }
 
@@ -184,6 +194,8 @@ export interface ApplyOptions {
   dryRun?: boolean;
   signal?: AbortSignal;
 }
+
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 export type PropagationPolicy = 'Foreground' | 'Background' | 'Orphan';
 
@@ -200,6 +212,8 @@ export class KubeClient {
   private readonly userAgent: string;
   private readonly timeoutMs: number;
   private readonly discovery = new Map<string, Promise<ResourceInfo[]>>();
+  /** Requests sent, by "METHOD CODE" (code 0: no response); watches count as WATCH. See requestCounts(). */
+  private readonly counts = new Map<string, number>();
 
   constructor(config: KubeConfig, opts: ClientOptions = {}) {
     this.config = config;
@@ -253,13 +267,14 @@ export class KubeClient {
       payload = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
     const reqHeaders: Record<string, string> = {
       ...headers,
-      accept: 'application/json',
+      accept: opts.accept ?? 'application/json',
       'user-agent': this.userAgent,
     };
     if (payload !== undefined) {
       reqHeaders['content-type'] = opts.contentType ?? 'application/json';
       reqHeaders['content-length'] = String(Buffer.byteLength(payload));
     }
+    const verb = method === 'GET' && opts.query?.watch === true ? 'WATCH' : method;
     return new Promise((resolve, reject) => {
       const options = {
         method,
@@ -268,8 +283,17 @@ export class KubeClient {
         ...tls,
         ...(opts.signal ? { signal: opts.signal } : {}),
       };
-      const req = this.isHttps ? httpsRequest(url, options, resolve) : httpRequest(url, options, resolve);
-      req.on('error', reject);
+      const onResponse = (res: IncomingMessage): void => {
+        this.count(verb, res.statusCode ?? 0);
+        resolve(res);
+      };
+      const req = this.isHttps
+        ? httpsRequest(url, options, onResponse)
+        : httpRequest(url, options, onResponse);
+      req.on('error', (err) => {
+        this.count(verb, 0);
+        reject(err);
+      });
       if (timeoutMs > 0) {
         req.setTimeout(timeoutMs, () =>
           req.destroy(new Error(`${method} ${path}: no response within ${timeoutMs} ms`)),
@@ -278,6 +302,29 @@ export class KubeClient {
       if (payload !== undefined) req.write(payload);
       req.end();
     });
+  }
+
+  private count(verb: string, code: number): void {
+    const key = `${verb} ${code}`;
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
+
+  /**
+   * Requests this client has sent: one entry per method (GET, WATCH, POST, PUT, PATCH, DELETE) and
+   * HTTP status (0 when no response came), like client-go's rest_client_requests_total.
+   */
+  requestCounts(): Array<{ method: string; code: number; count: number }> {
+    return [...this.counts].map(([k, count]) => {
+      const [method = '', code = '0'] = k.split(' ');
+      return { method, code: Number(code), count };
+    });
+  }
+
+  /** How many write requests (POST, PUT, PATCH, DELETE) this client has sent, whatever their outcome. */
+  writeCount(): number {
+    let n = 0;
+    for (const { method, count } of this.requestCounts()) if (WRITE_METHODS.has(method)) n += count;
+    return n;
   }
 
   /** One request; JSON response decoded; non-2xx → ApiError. */
@@ -296,11 +343,17 @@ export class KubeClient {
     path: string,
     query: Query,
     signal?: AbortSignal,
+    accept?: string,
   ): AsyncGenerator<WatchEvent<T>> {
     const res = await this.open(
       'GET',
       path,
-      { query: { ...query, watch: true }, unlimited: true, ...(signal ? { signal } : {}) },
+      {
+        query: { ...query, watch: true },
+        unlimited: true,
+        ...(signal ? { signal } : {}),
+        ...(accept ? { accept } : {}),
+      },
       0,
     );
     const status = res.statusCode ?? 0;
@@ -387,6 +440,7 @@ export class KubeClient {
         resourceVersion: o.resourceVersion,
         resourceVersionMatch: o.resourceVersionMatch,
       },
+      ...(o.metadataOnly ? { accept: ACCEPT_METADATA_LIST } : {}),
       ...(o.signal ? { signal: o.signal } : {}),
     });
     list.items = (list.items ?? []).map((item) => ({ ...item, apiVersion, kind }));
@@ -431,6 +485,7 @@ export class KubeClient {
         timeoutSeconds: o.timeoutSeconds,
       },
       o.signal,
+      o.metadataOnly ? ACCEPT_METADATA : undefined,
     );
   }
 

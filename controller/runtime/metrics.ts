@@ -19,6 +19,11 @@ const reconcileBuckets = [
 // client-go's workqueue buckets: 10ns … 1000s.
 const queueBuckets = Array.from({ length: 12 }, (_, i) => 1e-8 * 10 ** i);
 
+/** What observeClient needs of a client (KubeClient has it). */
+export interface RequestCounter {
+  requestCounts(): Array<{ method: string; code: number; count: number }>;
+}
+
 export class RuntimeMetrics {
   readonly registry: Registry;
   readonly reconcileTotal: Counter<'controller' | 'result'>;
@@ -33,8 +38,11 @@ export class RuntimeMetrics {
   readonly queueDuration: Histogram<'name'>;
   readonly workDuration: Histogram<'name'>;
   readonly leaderStatus: Gauge<'name'>;
+  readonly restClientRequests: Counter<'method' | 'code'>;
+  private readonly clients: RequestCounter[] = [];
 
   constructor(opts: { registry?: Registry; processMetrics?: boolean } = {}) {
+    const clients = (): RequestCounter[] => this.clients;
     this.registry = opts.registry ?? new Registry();
     const registers = [this.registry];
     if (opts.processMetrics) collectDefaultMetrics({ register: this.registry });
@@ -113,6 +121,23 @@ export class RuntimeMetrics {
       labelNames: ['name'],
       registers,
     });
+    this.restClientRequests = new Counter({
+      name: 'rest_client_requests_total',
+      help: 'Number of HTTP requests to the API server, partitioned by method and status code (0: no response)',
+      labelNames: ['method', 'code'],
+      registers,
+      collect() {
+        this.reset();
+        for (const c of clients())
+          for (const { method, code, count } of c.requestCounts())
+            this.inc({ method, code: String(code) }, count);
+      },
+    });
+  }
+
+  /** Exports a client's request counts as rest_client_requests_total{method,code} (client-go's name). */
+  observeClient(client: RequestCounter): void {
+    this.clients.push(client);
   }
 
   queue(name: string): QueueMetrics {
