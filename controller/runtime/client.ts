@@ -2,12 +2,11 @@
 // HTTPS agent, a client-side QPS/burst limit, and a small typed request layer for any resource
 // (GET / LIST / WATCH / server-side apply / status apply / delete / finalizers), with discovery of
 // plural names cached per group-version.
-import { existsSync } from 'node:fs';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { KubeConfig } from '@kubernetes/client-node';
 import type { ObjectMeta as ApiObjectMeta, OwnerReference } from '../api/meta.ts';
 import { type Clock, realClock, sleep } from './clock.ts';
+import { type KubeConfigSource, loadKubeConfig } from './kubeconfig.ts';
 import { BucketRateLimiter } from './workqueue.ts';
 
 export const FIELD_MANAGER = 'stackflux';
@@ -127,24 +126,7 @@ export interface ClientOptions {
   timeoutMs?: number;
 }
 
-/** Loads a kubeconfig: explicit path, $KUBECONFIG, in-cluster service account, ~/.kube/config. */
-export function loadKubeConfig(opts: { kubeconfig?: string; context?: string } = {}): KubeConfig {
-  const kc = new KubeConfig();
-  if (opts.kubeconfig) {
-    kc.loadFromFile(opts.kubeconfig);
-  } else if (process.env.KUBECONFIG) {
-    kc.loadFromDefault();
-  } else if (
-    process.env.KUBERNETES_SERVICE_HOST &&
-    existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token')
-  ) {
-    kc.loadFromCluster();
-  } else {
-    kc.loadFromDefault();
-  }
-  if (opts.context) kc.setCurrentContext(opts.context);
-  return kc;
-}
+export { type KubeConfigSource, loadKubeConfig };
 
 export interface RequestOptions {
   query?: Query;
@@ -200,7 +182,7 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 export type PropagationPolicy = 'Foreground' | 'Background' | 'Orphan';
 
 export class KubeClient {
-  readonly config: KubeConfig;
+  readonly config: KubeConfigSource;
   readonly server: string;
   private readonly agent: HttpsAgent | HttpAgent;
   private readonly isHttps: boolean;
@@ -215,7 +197,7 @@ export class KubeClient {
   /** Requests sent, by "METHOD CODE" (code 0: no response); watches count as WATCH. See requestCounts(). */
   private readonly counts = new Map<string, number>();
 
-  constructor(config: KubeConfig, opts: ClientOptions = {}) {
+  constructor(config: KubeConfigSource, opts: ClientOptions = {}) {
     this.config = config;
     const cluster = config.getCurrentCluster();
     if (!cluster) throw new Error('kubeconfig has no current cluster');
@@ -226,7 +208,12 @@ export class KubeClient {
     this.userAgent = opts.userAgent ?? 'stackflux';
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     const user = config.getCurrentUser();
-    this.dynamicAuth = Boolean(user && (user.exec || user.authProvider));
+    // Exec plugins, auth providers and token files (rotated) are asked again for every request.
+    const lean = config as Partial<{ hasDynamicAuth(): boolean }>;
+    this.dynamicAuth =
+      typeof lean.hasDynamicAuth === 'function'
+        ? lean.hasDynamicAuth()
+        : Boolean(user && (user.exec || user.authProvider));
     const agentOpts = { keepAlive: true, maxSockets: 100 };
     this.agent = this.isHttps ? new HttpsAgent(agentOpts) : new HttpAgent(agentOpts);
   }
