@@ -15,6 +15,7 @@ export const ROOT = join(import.meta.dirname, '..', '..');
 export const NODE = join(ROOT, 'node_modules', '.bin', 'node');
 export const STACKFLUX = join(ROOT, 'bin', 'stackflux.js');
 export const CAPI = 'cluster.x-k8s.io/v1beta2';
+const KUSTOMIZE_API = 'kustomize.toolkit.fluxcd.io/v1';
 
 /** The endpoints an e2e test of the release pipeline needs (not every variable testEnv() insists on). */
 export interface E2eEnv {
@@ -77,6 +78,55 @@ export async function deleteTestNamespace(client: KubeClient, ns: string): Promi
     async () => ((await client.get('v1', 'Namespace', ns)) === undefined ? true : undefined),
     { timeoutMs: 120_000 },
   ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
+}
+
+/** The ferrol ClusterStack (stacks/docker-ferrol-1-30 releases) the tests and benches create. */
+export function ferrolClusterStack(
+  ns: string,
+  url: string,
+  o: { path: string; versions: string[]; interval?: string; autoSubscribe?: boolean },
+): KubeObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'ClusterStack',
+    metadata: { name: 'ferrol', namespace: ns },
+    spec: {
+      provider: 'docker',
+      name: 'ferrol',
+      kubernetesVersion: '1.30',
+      autoSubscribe: o.autoSubscribe ?? false,
+      versions: o.versions,
+      ...(o.interval !== undefined ? { interval: o.interval } : {}),
+      source: { git: { url }, path: o.path },
+    },
+  };
+}
+
+/**
+ * Cleanup without a running controller: drops stackflux's finalizers (nobody else removes them)
+ * and orphans the Kustomizations so Flux does not prune through kubeconfig Secrets that go away
+ * with the namespace.
+ */
+export async function releaseControllerHolds(client: KubeClient, ns: string, parallel = 16): Promise<void> {
+  const each = async (items: KubeObject[], fn: (o: KubeObject) => Promise<unknown>): Promise<void> => {
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < items.length) await fn(items[next++] as KubeObject).catch(() => undefined);
+    };
+    await Promise.all(Array.from({ length: parallel }, worker));
+  };
+  for (const kind of ['ClusterAddon', 'ClusterStackRelease']) {
+    const left = await client.listAll(API_VERSION, kind, { namespace: ns }).catch(() => undefined);
+    await each(left?.items ?? [], (o) =>
+      client.mergePatch(API_VERSION, kind, o.metadata.name ?? '', ns, { metadata: { finalizers: null } }),
+    );
+  }
+  const ks = await client.listAll(KUSTOMIZE_API, 'Kustomization', { namespace: ns }).catch(() => undefined);
+  await each(ks?.items ?? [], (k) =>
+    client.mergePatch(KUSTOMIZE_API, 'Kustomization', k.metadata.name ?? '', ns, {
+      spec: { deletionPolicy: 'Orphan' },
+    }),
+  );
 }
 
 // --- reading releases --------------------------------------------------------------------------
@@ -258,6 +308,8 @@ export interface ControllerOptions {
 export class ControllerProcess {
   readonly logLines: string[] = [];
   webhookUrl = '';
+  /** Its /metrics (Prometheus text). */
+  metricsUrl = '';
   private child: ChildProcess | undefined;
 
   static async start(o: ControllerOptions): Promise<ControllerProcess> {
@@ -268,6 +320,7 @@ export class ControllerProcess {
 
   private async run(o: ControllerOptions): Promise<void> {
     const [metrics, health, webhook] = await Promise.all([freePort(), freePort(), freePort()]);
+    this.metricsUrl = `http://127.0.0.1:${metrics}/metrics`;
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries({ ...process.env, KUBECONFIG: o.kubeconfig, ...o.env }))
       if (v !== undefined) env[k] = v;
@@ -301,6 +354,18 @@ export class ControllerProcess {
       const res = await fetch(`http://127.0.0.1:${health}/readyz`).catch(() => undefined);
       return res?.ok ? true : undefined;
     });
+  }
+
+  /** Sum of the samples of metric `name` whose labels include all of `labels`. */
+  async metric(name: string, labels: Record<string, string> = {}): Promise<number> {
+    const text = await (await fetch(this.metricsUrl)).text();
+    let sum = 0;
+    for (const m of text.matchAll(/^(\w+)(?:\{([^}]*)\})? (\S+)$/gm)) {
+      if (m[1] !== name) continue;
+      const have = m[2] ?? '';
+      if (Object.entries(labels).every(([k, v]) => have.includes(`${k}="${v}"`))) sum += Number(m[3]);
+    }
+    return sum;
   }
 
   /** Resolves with the exit code when the process exits (register before causing the exit). */
