@@ -66,17 +66,37 @@ export function stripManagedFields<T extends KubeObject>(obj: KubeObject): T {
 /** kubectl's copy of the whole object as last applied: often as big as the object; never read here. */
 export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-configuration';
 
+/** Flux's own records in the status of its objects: what it applied, and its reconcile history. */
+const FLUX_GROUP_SUFFIX = '.toolkit.fluxcd.io/';
+const FLUX_RECORDS = ['inventory', 'history'] as const;
+
 /**
  * Default transform: drops what no controller here reads but can be most of an object's size:
- * metadata.managedFields and kubectl's last-applied-configuration annotation.
+ * metadata.managedFields, kubectl's last-applied-configuration annotation, and on Flux objects
+ * status.inventory / status.history (Flux's bookkeeping; stackflux reads conditions, revisions and
+ * observedGeneration). Other fields stay: templates may read any field of a Cluster.
  */
 export function leanObject<T extends KubeObject>(obj: KubeObject): T {
   const annotations = obj.metadata?.annotations;
   const lastApplied = annotations !== undefined && LAST_APPLIED_ANNOTATION in annotations;
-  if (!lastApplied) return stripManagedFields<T>(obj);
-  const { [LAST_APPLIED_ANNOTATION]: _drop, ...rest } = annotations;
+  const status = obj.status as Record<string, unknown> | undefined;
+  const fluxRecords =
+    status !== undefined &&
+    typeof obj.apiVersion === 'string' &&
+    obj.apiVersion.includes(FLUX_GROUP_SUFFIX) &&
+    FLUX_RECORDS.some((k) => k in status);
+  if (!lastApplied && !fluxRecords) return stripManagedFields<T>(obj);
   const { managedFields: _m, ...metadata } = obj.metadata;
-  return { ...obj, metadata: { ...metadata, annotations: rest } } as T;
+  const out: KubeObject = { ...obj, metadata };
+  if (lastApplied) {
+    const { [LAST_APPLIED_ANNOTATION]: _drop, ...rest } = annotations;
+    out.metadata = { ...metadata, annotations: rest };
+  }
+  if (fluxRecords) {
+    const { inventory: _i, history: _h, ...kept } = status;
+    out.status = kept;
+  }
+  return out as T;
 }
 
 export function objectKey(obj: KubeObject): string {

@@ -165,6 +165,9 @@ function options(argv: string[]): Options | undefined {
 function buildApp(source: string, into: string): string {
   log(`compiling ${source} into ${into}…`);
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  // A bare snapshot (git archive) compiles against this checkout's dependencies.
+  if (!existsSync(join(source, 'node_modules')))
+    symlinkSync(join(ROOT, 'node_modules'), join(source, 'node_modules'));
   execFileSync(
     process.execPath,
     [tsc, '-p', join(source, 'tsconfig.build.json'), '--outDir', join(into, 'dist')],
