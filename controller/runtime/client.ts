@@ -179,6 +179,16 @@ export interface ApplyOptions {
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
+/** The resource of an API path: plural, plus "/subresource"; "other" for discovery and the like. */
+export function resourceOfPath(path: string): string {
+  const parts = (path.split('?')[0] ?? '').split('/').filter((p) => p !== '');
+  let i = parts[0] === 'api' ? 2 : parts[0] === 'apis' ? 3 : -1;
+  if (i < 0 || i >= parts.length) return 'other';
+  if (parts[i] === 'namespaces' && parts.length > i + 2) i += 2;
+  const sub = parts[i + 2];
+  return sub !== undefined ? `${parts[i]}/${sub}` : (parts[i] ?? 'other');
+}
+
 export type PropagationPolicy = 'Foreground' | 'Background' | 'Orphan';
 
 export class KubeClient {
@@ -194,7 +204,7 @@ export class KubeClient {
   private readonly userAgent: string;
   private readonly timeoutMs: number;
   private readonly discovery = new Map<string, Promise<ResourceInfo[]>>();
-  /** Requests sent, by "METHOD CODE" (code 0: no response); watches count as WATCH. See requestCounts(). */
+  /** Requests sent, by "METHOD CODE RESOURCE" (code 0: no response); watches count as WATCH. */
   private readonly counts = new Map<string, number>();
 
   constructor(config: KubeConfigSource, opts: ClientOptions = {}) {
@@ -262,6 +272,7 @@ export class KubeClient {
       reqHeaders['content-length'] = String(Buffer.byteLength(payload));
     }
     const verb = method === 'GET' && opts.query?.watch === true ? 'WATCH' : method;
+    const resource = resourceOfPath(path);
     return new Promise((resolve, reject) => {
       const options = {
         method,
@@ -271,14 +282,14 @@ export class KubeClient {
         ...(opts.signal ? { signal: opts.signal } : {}),
       };
       const onResponse = (res: IncomingMessage): void => {
-        this.count(verb, res.statusCode ?? 0);
+        this.count(verb, res.statusCode ?? 0, resource);
         resolve(res);
       };
       const req = this.isHttps
         ? httpsRequest(url, options, onResponse)
         : httpRequest(url, options, onResponse);
       req.on('error', (err) => {
-        this.count(verb, 0);
+        this.count(verb, 0, resource);
         reject(err);
       });
       if (timeoutMs > 0) {
@@ -291,9 +302,21 @@ export class KubeClient {
     });
   }
 
-  private count(verb: string, code: number): void {
-    const key = `${verb} ${code}`;
+  private count(verb: string, code: number, resource: string): void {
+    const key = `${verb} ${code} ${resource}`;
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
+
+  private countsBy<K extends string>(
+    keyOf: (method: string, code: number, resource: string) => K,
+  ): Map<K, number> {
+    const out = new Map<K, number>();
+    for (const [k, n] of this.counts) {
+      const [method = '', code = '0', resource = ''] = k.split(' ');
+      const key = keyOf(method, Number(code), resource);
+      out.set(key, (out.get(key) ?? 0) + n);
+    }
+    return out;
   }
 
   /**
@@ -301,9 +324,17 @@ export class KubeClient {
    * HTTP status (0 when no response came), like client-go's rest_client_requests_total.
    */
   requestCounts(): Array<{ method: string; code: number; count: number }> {
-    return [...this.counts].map(([k, count]) => {
+    return [...this.countsBy((m, c) => `${m} ${c}`)].map(([k, count]) => {
       const [method = '', code = '0'] = k.split(' ');
       return { method, code: Number(code), count };
+    });
+  }
+
+  /** Requests by method and resource ("clusteraddons", "clusteraddons/status", "events", …). */
+  requestCountsByResource(): Array<{ method: string; resource: string; count: number }> {
+    return [...this.countsBy((m, _c, r) => `${m} ${r}`)].map(([k, count]) => {
+      const [method = '', resource = ''] = k.split(' ');
+      return { method, resource, count };
     });
   }
 

@@ -25,6 +25,7 @@ export const EVENT_LOOP_SAMPLE_MS = 100;
 /** What observeClient needs of a client (KubeClient has it). */
 export interface RequestCounter {
   requestCounts(): Array<{ method: string; code: number; count: number }>;
+  requestCountsByResource(): Array<{ method: string; resource: string; count: number }>;
 }
 
 export class RuntimeMetrics {
@@ -42,6 +43,7 @@ export class RuntimeMetrics {
   readonly workDuration: Histogram<'name'>;
   readonly leaderStatus: Gauge<'name'>;
   readonly restClientRequests: Counter<'method' | 'code'>;
+  readonly apiRequestsByResource: Counter<'method' | 'resource'>;
   private readonly clients: RequestCounter[] = [];
 
   constructor(opts: { registry?: Registry; processMetrics?: boolean } = {}) {
@@ -137,6 +139,18 @@ export class RuntimeMetrics {
         for (const c of clients())
           for (const { method, code, count } of c.requestCounts())
             this.inc({ method, code: String(code) }, count);
+      },
+    });
+    this.apiRequestsByResource = new Counter({
+      name: 'stackflux_api_requests_total',
+      help: 'API requests by method and resource (plural, /subresource): which kinds stackflux reads and writes',
+      labelNames: ['method', 'resource'],
+      registers,
+      collect() {
+        this.reset();
+        for (const c of clients())
+          for (const { method, resource, count } of c.requestCountsByResource())
+            this.inc({ method, resource }, count);
       },
     });
   }

@@ -273,6 +273,12 @@ class StackfluxProcess {
       const method = /method="([^"]*)"/.exec(m[1] ?? '')?.[1] ?? '?';
       out[method] = (out[method] ?? 0) + Number(m[2]);
     }
+    // Writes by resource ("PATCH clusteraddons/status"), when this stackflux exports them.
+    for (const m of text.matchAll(/^stackflux_api_requests_total\{([^}]*)\} (\S+)$/gm)) {
+      const method = /method="([^"]*)"/.exec(m[1] ?? '')?.[1] ?? '?';
+      const resource = /resource="([^"]*)"/.exec(m[1] ?? '')?.[1] ?? '?';
+      if (WRITES.includes(method)) out[`${method} ${resource}`] = Number(m[2]);
+    }
     return found ? out : undefined;
   }
 
@@ -290,17 +296,22 @@ const WRITES = ['POST', 'PUT', 'PATCH', 'DELETE'];
 function diffRequests(
   a: Record<string, number> | undefined,
   b: Record<string, number> | undefined,
-): { total: number; writes: number } | undefined {
+): { total: number; writes: number; writesByResource: Record<string, number> } | undefined {
   if (a === undefined || b === undefined) return undefined;
   let total = 0;
   let writes = 0;
-  for (const [m, v] of Object.entries(b)) {
-    if (m === 'WATCH') continue;
-    const d = v - (a[m] ?? 0);
+  const writesByResource: Record<string, number> = {};
+  for (const [k, v] of Object.entries(b)) {
+    const d = v - (a[k] ?? 0);
+    if (k.includes(' ')) {
+      if (d > 0) writesByResource[k] = d;
+      continue;
+    }
+    if (k === 'WATCH') continue;
     total += d;
-    if (WRITES.includes(m)) writes += d;
+    if (WRITES.includes(k)) writes += d;
   }
-  return { total, writes };
+  return { total, writes, writesByResource };
 }
 
 // --- the environment --------------------------------------------------------------------------
@@ -762,7 +773,11 @@ async function fanout(env: Env, o: Options, f: Fleet): Promise<Scenario> {
     pushes: pushesTo(env.e, f.fleetRepo) - pushes0,
     fleetBranches: f.fleet.branches(),
     ...(requests !== undefined
-      ? { requests: diffRequests({}, requests)?.total, writes: diffRequests({}, requests)?.writes }
+      ? {
+          requests: diffRequests({}, requests)?.total,
+          writes: diffRequests({}, requests)?.writes,
+          writesByResource: diffRequests({}, requests)?.writesByResource,
+        }
       : {}),
     apiserverRequests: (await apiserverRequests(env.e)) - api0,
     layout: f.layout,
@@ -889,7 +904,7 @@ async function change(env: Env, o: Options, f: Fleet): Promise<Scenario> {
     seconds: secs(t1 - t0),
     cpuSeconds: Math.round((cpu1.self - cpu0.self + cpu1.children - cpu0.children) * 100) / 100,
     pushes: pushesTo(env.e, f.fleetRepo) - pushes0,
-    ...(d !== undefined ? { requests: d.total, writes: d.writes } : {}),
+    ...(d !== undefined ? { requests: d.total, writes: d.writes, writesByResource: d.writesByResource } : {}),
   };
 }
 
@@ -938,7 +953,7 @@ async function release(env: Env, o: Options, f: Fleet): Promise<Scenario> {
     gitCpuSeconds: Math.round((cpu1.children - cpu0.children) * 10) / 10,
     peakRssMb: memoryMb(pid).peak,
     pushes: pushesTo(env.e, f.fleetRepo) - pushes0,
-    ...(d !== undefined ? { requests: d.total, writes: d.writes } : {}),
+    ...(d !== undefined ? { requests: d.total, writes: d.writes, writesByResource: d.writesByResource } : {}),
   };
 }
 
@@ -1136,6 +1151,17 @@ function report(
     lines.push(
       `N=${r.n}: fleet layout: ${r.layout}; stackflux ready (caches synced) after ${(r.fanout as Scenario).readySeconds} s`,
     );
+  for (const r of runs) {
+    for (const name of ['fanout', 'change', 'release'] as const) {
+      const w = (r[name] as Scenario | undefined)?.writesByResource as Record<string, number> | undefined;
+      if (w !== undefined && Object.keys(w).length > 0)
+        lines.push(
+          `N=${r.n} ${name} writes: ${Object.entries(w)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', ')}`,
+        );
+    }
+  }
   const flux = results.flux as Scenario | undefined;
   if (flux !== undefined) {
     lines.push(

@@ -358,14 +358,25 @@ export class ControllerProcess {
 
   /** Sum of the samples of metric `name` whose labels include all of `labels`. */
   async metric(name: string, labels: Record<string, string> = {}): Promise<number> {
+    const found = await this.samples(name, (have) => Object.entries(labels).every(([k, v]) => have[k] === v));
+    return found.reduce((sum, s) => sum + s.value, 0);
+  }
+
+  /** The samples of metric `name` (with their labels) that `keep` accepts. */
+  async samples(
+    name: string,
+    keep: (labels: Record<string, string>) => boolean = () => true,
+  ): Promise<Array<{ labels: Record<string, string>; value: number }>> {
     const text = await (await fetch(this.metricsUrl)).text();
-    let sum = 0;
+    const out: Array<{ labels: Record<string, string>; value: number }> = [];
     for (const m of text.matchAll(/^(\w+)(?:\{([^}]*)\})? (\S+)$/gm)) {
       if (m[1] !== name) continue;
-      const have = m[2] ?? '';
-      if (Object.entries(labels).every(([k, v]) => have.includes(`${k}="${v}"`))) sum += Number(m[3]);
+      const labels = Object.fromEntries(
+        [...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]),
+      );
+      if (keep(labels)) out.push({ labels, value: Number(m[3]) });
     }
-    return sum;
+    return out;
   }
 
   /** Resolves with the exit code when the process exits (register before causing the exit). */
