@@ -1,0 +1,209 @@
+// Pushing over Git's smart HTTP protocol directly: one POST to `<url>/git-receive-pack` carrying
+// the ref commands (`<old> <new> <ref>`, the old value being the lease: receive-pack updates a
+// ref only if it still holds that value, under its lock) and a pack of the new objects.
+//
+// Why not `git push`: over HTTP its client matches every pushed refspec and lease against every
+// remote ref (send-pack, behind git-remote-http), so one push of 1,000 branches into a repository
+// of 10,000 took 46-72 s of client CPU here, while the same commands sent by this module took
+// 1.3 s; and every `git push` first downloads the advertisement of all remote refs. The pack is
+// still made by git (`pack-objects`, from the new tips minus their old tips: what changed).
+//
+// Credentials: HTTP basic auth from the configured username/password, held in this process only
+// (never in argv, a URL or an error message).
+import type { GitCredentials } from '../sources/git.ts';
+
+const ZERO = '0'.repeat(40);
+
+/** One ref command; `old` undefined: the ref must not exist; `new` undefined: delete it. */
+export interface RefCommand {
+  ref: string;
+  old?: string;
+  new?: string;
+}
+
+export interface PushReport {
+  /** `unpack ok`, or the server's unpack error. */
+  unpack: string;
+  /** Ref → undefined when updated, else the server's reason. */
+  refs: Map<string, string | undefined>;
+}
+
+export class SmartHttpError extends Error {
+  /** HTTP status when the server answered with an error status. */
+  readonly status?: number;
+  constructor(message: string, status?: number) {
+    super(message);
+    this.name = 'SmartHttpError';
+    this.status = status;
+  }
+}
+
+/** A pkt-line: 4 hex digits of length (including themselves), then the payload. */
+export function pktLine(payload: string | Buffer): Buffer {
+  const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
+  if (body.length + 4 > 65520) throw new Error('pkt-line too long');
+  return Buffer.concat([Buffer.from((body.length + 4).toString(16).padStart(4, '0')), body]);
+}
+
+export const FLUSH = Buffer.from('0000');
+
+/** The request body's command section: one pkt-line per ref, capabilities on the first, a flush. */
+export function commandSection(commands: readonly RefCommand[], capabilities: readonly string[]): Buffer {
+  if (commands.length === 0) throw new Error('no ref commands');
+  const lines = commands.map((c, i) => {
+    const text = `${c.old ?? ZERO} ${c.new ?? ZERO} ${c.ref}`;
+    return pktLine(i === 0 ? `${text}\0${capabilities.join(' ')}\n` : `${text}\n`);
+  });
+  return Buffer.concat([...lines, FLUSH]);
+}
+
+/** Splits a pkt-line stream into payloads (flush packets are left out). */
+export function readPktLines(data: Buffer): string[] {
+  const out: string[] = [];
+  let i = 0;
+  while (i + 4 <= data.length) {
+    const len = Number.parseInt(data.subarray(i, i + 4).toString('latin1'), 16);
+    if (Number.isNaN(len)) throw new SmartHttpError('malformed pkt-line in the server response');
+    if (len === 0 || len === 1 || len === 2) {
+      i += 4;
+      continue;
+    }
+    if (len < 4 || i + len > data.length)
+      throw new SmartHttpError('truncated pkt-line in the server response');
+    out.push(
+      data
+        .subarray(i + 4, i + len)
+        .toString('utf8')
+        .replace(/\n$/, ''),
+    );
+    i += len;
+  }
+  return out;
+}
+
+/** Parses a report-status answer (`unpack ok`, `ok <ref>`, `ng <ref> <reason>`). */
+export function parseReport(lines: readonly string[]): PushReport {
+  const report: PushReport = { unpack: '', refs: new Map() };
+  for (const line of lines) {
+    if (line.startsWith('unpack ')) report.unpack = line.slice('unpack '.length);
+    else if (line.startsWith('ok ')) report.refs.set(line.slice(3), undefined);
+    else if (line.startsWith('ng ')) {
+      const rest = line.slice(3);
+      const space = rest.indexOf(' ');
+      report.refs.set(
+        space < 0 ? rest : rest.slice(0, space),
+        space < 0 ? 'rejected' : rest.slice(space + 1),
+      );
+    } else if (line.startsWith('ERR '))
+      throw new SmartHttpError(`the server refused the push: ${line.slice(4)}`);
+  }
+  if (report.unpack === '') throw new SmartHttpError('the server sent no push report');
+  return report;
+}
+
+/** The capabilities of a receive-pack advertisement's first pkt-line. */
+export function parseAdvertisedCapabilities(lines: readonly string[]): Set<string> {
+  const first = lines.find((l) => !l.startsWith('# service='));
+  const nul = first?.indexOf('\0') ?? -1;
+  if (first === undefined || nul < 0) return new Set();
+  return new Set(
+    first
+      .slice(nul + 1)
+      .split(' ')
+      .filter(Boolean),
+  );
+}
+
+function headers(creds: GitCredentials | undefined, extra: Record<string, string>): Record<string, string> {
+  const h: Record<string, string> = { 'User-Agent': 'git/stackflux', ...extra };
+  if (creds?.username !== undefined || creds?.password !== undefined) {
+    const token = Buffer.from(`${creds.username ?? 'git'}:${creds.password ?? ''}`, 'utf8').toString(
+      'base64',
+    );
+    h.Authorization = `Basic ${token}`;
+  }
+  return h;
+}
+
+function base(url: string): string {
+  return url.replace(/\/+$/, '');
+}
+
+async function failure(res: Response, what: string): Promise<SmartHttpError> {
+  const text = (await res.text().catch(() => '')).trim().split('\n').slice(-2).join(' ').slice(0, 300);
+  const hint = res.status === 401 || res.status === 403 ? 'authentication failed; ' : '';
+  return new SmartHttpError(
+    `${what}: ${hint}HTTP ${res.status}${text === '' ? '' : ` (${text})`}`,
+    res.status,
+  );
+}
+
+/**
+ * The capabilities the server's receive-pack advertises. Reads only the first packets of the
+ * advertisement (the rest, every ref of the repository, is not downloaded).
+ */
+export async function receivePackCapabilities(
+  url: string,
+  creds: GitCredentials | undefined,
+  timeoutMs: number,
+): Promise<Set<string>> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeoutMs);
+  try {
+    const res = await fetch(`${base(url)}/info/refs?service=git-receive-pack`, {
+      headers: headers(creds, { 'Git-Protocol': 'version=0' }),
+      redirect: 'manual',
+      signal: controller.signal,
+    });
+    if (!res.ok) throw await failure(res, 'reading the receive-pack capabilities');
+    if (!/^application\/x-git-receive-pack-advertisement/.test(res.headers.get('content-type') ?? ''))
+      throw new SmartHttpError('the server does not speak smart HTTP (no receive-pack advertisement)');
+    let buf = Buffer.alloc(0);
+    for await (const chunk of res.body ?? []) {
+      buf = Buffer.concat([buf, Buffer.from(chunk as Uint8Array)]);
+      const lines = safeLines(buf);
+      const caps = parseAdvertisedCapabilities(lines);
+      if (caps.size > 0) return caps;
+      if (buf.length > 1 << 20) break;
+    }
+    return parseAdvertisedCapabilities(safeLines(buf));
+  } finally {
+    clearTimeout(timer);
+    controller.abort(); // stop the download of the rest of the advertisement
+  }
+}
+
+/** The complete pkt-lines at the start of buf (a partial last one is left out). */
+function safeLines(buf: Buffer): string[] {
+  let end = 0;
+  while (end + 4 <= buf.length) {
+    const len = Number.parseInt(buf.subarray(end, end + 4).toString('latin1'), 16);
+    if (Number.isNaN(len)) break;
+    const size = len < 4 ? 4 : len;
+    if (end + size > buf.length) break;
+    end += size;
+  }
+  return readPktLines(buf.subarray(0, end));
+}
+
+/** One POST to git-receive-pack: the commands, then the pack (none when every command is a delete). */
+export async function smartHttpPush(
+  url: string,
+  commands: readonly RefCommand[],
+  pack: Buffer | undefined,
+  opts: { credentials?: GitCredentials; capabilities: readonly string[]; timeoutMs: number },
+): Promise<PushReport> {
+  const body = Buffer.concat([commandSection(commands, opts.capabilities), ...(pack ? [pack] : [])]);
+  const res = await fetch(`${base(url)}/git-receive-pack`, {
+    method: 'POST',
+    headers: headers(opts.credentials, {
+      'Content-Type': 'application/x-git-receive-pack-request',
+      Accept: 'application/x-git-receive-pack-result',
+    }),
+    body,
+    redirect: 'manual',
+    signal: AbortSignal.timeout(opts.timeoutMs),
+  });
+  if (!res.ok) throw await failure(res, 'pushing');
+  return parseReport(readPktLines(Buffer.from(await res.arrayBuffer())));
+}
