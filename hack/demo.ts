@@ -188,7 +188,6 @@ async function main(): Promise<void> {
       `--webhook-secret=${webhookSecret}`,
       `--cache-dir=${join(stateDir, 'controller-cache')}`,
       `--fleet-url=${fleetRepo}`,
-      '--fleet-branch=main',
       '--fleet-batch-window=1s',
     ],
     {
@@ -322,6 +321,8 @@ async function main(): Promise<void> {
     process.stdout.write(`${await fluxKustomizations(client)}\n`);
     say(`stackflux status -n ${ns}`);
     process.stdout.write(stackfluxStatus(env.kubeconfig));
+    say(`The Cluster's own fleet branch: git log stackflux/${ns}/workload`);
+    process.stdout.write(fleetLog(fleetRepo, `stackflux/${ns}/workload`, join(stateDir, 'fleet-log')));
     say(`Done in ${elapsed()}: two releases rolled out, the old one collected.`);
   } finally {
     if (keep) {
@@ -338,6 +339,17 @@ async function main(): Promise<void> {
       note('stopped everything');
     }
   }
+}
+
+/** The audit trail of one Cluster's branch: its files and `git log` (what ran, when, why). */
+function fleetLog(url: string, branch: string, dir: string): string {
+  rmSync(dir, { recursive: true, force: true });
+  const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8' });
+  git('clone', '-q', '--branch', branch, url, dir);
+  const files = git('-C', dir, 'ls-files');
+  const log = git('-C', dir, 'log', '--date=iso', '--format=%h %ad%n    %B');
+  rmSync(dir, { recursive: true, force: true });
+  return `${files}\n${log}`;
 }
 
 try {

@@ -1,6 +1,6 @@
 // ClusterAddon (caddon): one per Cluster API Cluster whose topology names a ClusterClass of a
 // cluster stack release; owned by the Cluster. Records which release and addons were rendered
-// into the fleet repo and their readiness in the workload cluster (from Flux).
+// into the Cluster's branch of the fleet repo and their readiness in the workload cluster (from Flux).
 import { type API_VERSION, conditionsSchema, type ObjectMeta, readyPrinterColumns } from './meta.ts';
 import { type FromSchema, schema } from './schema.ts';
 
@@ -35,8 +35,18 @@ export const clusterAddonStatusSchema = schema({
   properties: {
     observedGeneration: { type: 'integer', format: 'int64' },
     release: { type: 'string', description: 'The release the addons were last rendered from.' },
-    fleetCommit: { type: 'string', description: 'The fleet repo commit holding the rendered files.' },
-    fleetPath: { type: 'string', description: '<namespace>/<cluster> in the fleet repo.' },
+    fleetCommit: {
+      type: 'string',
+      description: "The tip commit of the Cluster's fleet branch holding the rendered files.",
+    },
+    fleetBranch: {
+      type: 'string',
+      description: "The Cluster's branch in the fleet repo (<prefix><namespace>/<cluster>).",
+    },
+    gitRepository: {
+      type: 'string',
+      description: "The Flux GitRepository (owned by this ClusterAddon) tracking the Cluster's branch.",
+    },
     addons: {
       type: 'array',
       items: addonStatusSchema,

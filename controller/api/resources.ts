@@ -222,8 +222,9 @@ export const OUTPUT_RESOURCES: readonly ResourceDeclaration[] = [
     group: FLUX_SOURCE,
     version: 'v1',
     resource: 'gitrepositories',
-    verbs: ['create', 'patch'],
-    purpose: 'release GitRepositories and the fleet GitRepository (server-side apply)',
+    verbs: ['create', 'patch', 'delete'],
+    purpose:
+      "release GitRepositories and each Cluster's fleet GitRepository (server-side apply; requestedAt patches; deleted when the Cluster has no branch)",
   },
   {
     group: FLUX_KUSTOMIZE,

@@ -10,6 +10,7 @@ import { mutationPath, parseControllers, RenderError, renderSnapshot } from '../
 import { readSnapshot, type SnapshotObject, snapshotFiles } from '../offline/snapshot.ts';
 import { unifiedDiff } from '../offline/unified.ts';
 import { canonicalYaml, compareStrings } from '../offline/yaml.ts';
+import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { type Command, UsageError } from './command.ts';
@@ -52,11 +53,6 @@ export const diffCommand: Command = {
     },
     'cache-dir': { type: 'string', description: 'cache of fetched release trees' },
     'fleet-secret': { type: 'string', description: 'NS/NAME of the fleet repository Secret' },
-    'fleet-git-repository': {
-      type: 'string',
-      description: 'name of the fleet GitRepository',
-      default: 'stackflux-fleet',
-    },
     'fleet-secret-ref': {
       type: 'string',
       description: 'Secret Flux reads the fleet repository with (per namespace)',
@@ -100,9 +96,7 @@ export const diffCommand: Command = {
           ? {
               fleet: {
                 url: fleetUrl,
-                branch: str(flags['fleet-branch']) || 'main',
-                pathPrefix: str(flags['fleet-path']),
-                gitRepositoryName: str(flags['fleet-git-repository']) || 'stackflux-fleet',
+                branchPrefix: str(flags['fleet-branch-prefix']) || DEFAULT_BRANCH_PREFIX,
                 ...(str(flags['fleet-secret-ref']) ? { secretRef: str(flags['fleet-secret-ref']) } : {}),
                 ...(credentials ? { credentials } : {}),
               },
@@ -126,10 +120,10 @@ export const diffCommand: Command = {
           changed++;
         }
       }
-      const folders = [...output.fleet.written.keys(), ...output.fleet.removed].sort(compareStrings);
-      for (const folder of folders) {
+      // Fleet files as `fleet/<branch>/<addon>/<file>`, per branch the render would change.
+      for (const branch of output.fleet.branches.keys()) {
         const paths = new Set(
-          [...snapshot.fleet.keys(), ...output.world.fleet.keys()].filter((p) => p.startsWith(`${folder}/`)),
+          [...snapshot.fleet.keys(), ...output.world.fleet.keys()].filter((p) => p.startsWith(`${branch}/`)),
         );
         for (const p of [...paths].sort(compareStrings)) {
           const d = unifiedDiff(

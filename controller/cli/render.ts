@@ -24,14 +24,15 @@ export function parseNow(value: string): Date {
 export function applyFleetFlags(snapshot: Snapshot, flags: FlagValues): void {
   const f = snapshot.settings.fleet;
   if (str(flags['fleet-url']) !== '') f.url = str(flags['fleet-url']);
-  if (str(flags['fleet-branch']) !== '') f.branch = str(flags['fleet-branch']);
-  if (str(flags['fleet-path']) !== '') f.pathPrefix = str(flags['fleet-path']);
+  if (str(flags['fleet-branch-prefix']) !== '') f.branchPrefix = str(flags['fleet-branch-prefix']);
 }
 
 export const fleetFlags: Command['flags'] = {
   'fleet-url': { type: 'string', description: 'fleet repository URL (overrides settings.yaml)' },
-  'fleet-branch': { type: 'string', description: 'fleet repository branch (overrides settings.yaml)' },
-  'fleet-path': { type: 'string', description: 'folder in the fleet repository (overrides settings.yaml)' },
+  'fleet-branch-prefix': {
+    type: 'string',
+    description: "prefix of each Cluster's branch <prefix><namespace>/<cluster> (overrides settings.yaml)",
+  },
 };
 
 export const renderCommand: Command = {
@@ -82,7 +83,7 @@ export const renderCommand: Command = {
     const files = outputFiles(output, now);
     writeFiles(out, files);
     io.stderr(
-      `rendered ${output.mutations.length} mutation(s), ${output.fleet.commits.length} fleet commit(s) in ${output.rounds} round(s) to ${out}\n`,
+      `rendered ${output.mutations.length} mutation(s), ${output.fleet.branches.size} fleet branch(es) changed in ${output.fleet.pushes} push(es), ${output.rounds} round(s) to ${out}\n`,
     );
     return 0;
   },

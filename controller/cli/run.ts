@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { crashAfterCommitHook, setupClusterAddonController } from '../controllers/clusteraddon.ts';
 import { parseDuration } from '../controllers/duration.ts';
 import { setupReleasePipeline } from '../controllers/releasepipeline.ts';
+import { GitFleetWriter } from '../gitops/writer.ts';
+import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { errorFields, newLogger } from '../runtime/logging.ts';
@@ -38,6 +40,20 @@ function positiveNumber(name: string, v: string): number {
 /** Flux's controllers' defaults (--kube-api-qps 50, --kube-api-burst 300). */
 export const DEFAULT_KUBE_API_QPS = 50;
 export const DEFAULT_KUBE_API_BURST = 300;
+
+/** A Flux duration flag (checked like the CRDs check intervals), or undefined when unset. */
+function durationFlag(name: string, v: string): string | undefined {
+  if (v === '') return undefined;
+  if (parseDuration(v) === undefined) throw new UsageError(`--${name} "${v}" is not a duration like 10m`);
+  return v;
+}
+
+/** Flags of the per-namespace single-branch fleet layout, removed with the per-Cluster branches. */
+const REMOVED_FLEET_FLAGS: Readonly<Record<string, string>> = {
+  'fleet-branch':
+    'every Cluster now has its own branch <prefix><namespace>/<cluster>; set --fleet-branch-prefix (default "stackflux/") instead',
+  'fleet-path': "a Cluster's addons are at the root of its own branch; drop --fleet-path",
+};
 
 export const runCommand: Command = {
   name: 'run',
@@ -108,21 +124,33 @@ export const runCommand: Command = {
     },
     'log-level': { type: 'string', description: 'debug, info, warn or error', default: 'info' },
     'fleet-url': { type: 'string', description: 'fleet repository URL (addon controller)' },
-    'fleet-branch': {
+    'fleet-branch-prefix': {
       type: 'string',
-      description: 'fleet repository branch (addon controller)',
-      default: 'main',
+      description: "prefix of each Cluster's fleet branch <prefix><namespace>/<cluster> (addon controller)",
+      default: DEFAULT_BRANCH_PREFIX,
     },
     'fleet-secret': {
       type: 'string',
       description: 'NS/NAME of the fleet repository Secret (addon controller)',
     },
-    'fleet-path': {
+    'fleet-interval': {
       type: 'string',
       description:
-        'folder in the fleet repository holding <namespace>/<cluster>/<addon>/ (default: the root)',
-      default: '',
+        "Flux interval of each Cluster's fleet GitRepository (a push requests a fetch at once; default 5m)",
     },
+    'addon-interval': {
+      type: 'string',
+      description:
+        "Flux (drift) interval of the addon Kustomizations (default: the ClusterStack's interval, else 5m)",
+    },
+    'flux-shards': {
+      type: 'string',
+      description:
+        "spread each Cluster's GitRepository and addon Kustomizations over N Flux shards (label sharding.fluxcd.io/key=shard0..shardN-1; 0 or 1: no label). Not --shard, which shards stackflux itself",
+      default: '0',
+    },
+    'fleet-branch': { type: 'string', description: 'REMOVED: see --fleet-branch-prefix' },
+    'fleet-path': { type: 'string', description: 'REMOVED: addons are at the root of each Cluster branch' },
     'fleet-batch-window': {
       type: 'string',
       description: 'how long fleet writes are collected into one commit (debounce)',
@@ -195,6 +223,8 @@ export const runCommand: Command = {
         logger: log,
       });
     }
+    for (const [flag, why] of Object.entries(REMOVED_FLEET_FLAGS))
+      if (str(flags[flag]) !== '') throw new UsageError(`--${flag} was removed: ${why}`);
     const fleetUrl = str(flags['fleet-url']);
     if (fleetUrl !== '') {
       const windowText = str(flags['fleet-batch-window']) || '2s';
@@ -205,21 +235,44 @@ export const runCommand: Command = {
       const [secretNs, secretName, ...rest] = secretFlag.split('/');
       if (secretFlag !== '' && (!secretNs || !secretName || rest.length > 0))
         throw new UsageError(`--fleet-secret must be NAMESPACE/NAME, got "${secretFlag}"`);
+      const branchPrefix = str(flags['fleet-branch-prefix']) || DEFAULT_BRANCH_PREFIX;
+      const fluxShardsText = str(flags['flux-shards']) || '0';
+      const fluxShards = fluxShardsText === '0' ? 0 : positiveInt('flux-shards', fluxShardsText);
+      const fleetInterval = durationFlag('fleet-interval', str(flags['fleet-interval']));
+      const addonInterval = durationFlag('addon-interval', str(flags['addon-interval']));
+      const crashMarker = io.env.STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT;
+      const author = { name: 'stackflux', email: 'stackflux@users.noreply.stackflux.io' };
+      // Checks the URL and prefix now (a usage error), before anything runs.
+      try {
+        new GitFleetWriter({ url: fleetUrl, branchPrefix, cacheDir, author });
+      } catch (err) {
+        throw new UsageError(
+          `--fleet-url/--fleet-branch-prefix: ${err instanceof Error ? err.message : String(err)}`,
+        );
+      }
       await setupClusterAddonController(manager, {
         ...(namespace ? { namespace } : {}),
         fleet: {
           url: fleetUrl,
-          branch: str(flags['fleet-branch']) || 'main',
-          pathPrefix: str(flags['fleet-path']),
+          branchPrefix,
           ...(secretNs && secretName ? { secret: { namespace: secretNs, name: secretName } } : {}),
+          ...(fleetInterval !== undefined ? { interval: fleetInterval } : {}),
+          ...(addonInterval !== undefined ? { addonInterval } : {}),
+          ...(fluxShards > 1 ? { fluxShards } : {}),
         },
+        writer: (credentials) =>
+          new GitFleetWriter({
+            url: fleetUrl,
+            branchPrefix,
+            cacheDir,
+            author,
+            ...(credentials !== undefined ? { credentials } : {}),
+            ...(crashMarker ? { hooks: { afterCommit: crashAfterCommitHook(crashMarker) } } : {}),
+          }),
         cacheDir,
         templates,
         concurrency,
         batchWindowMs,
-        ...(io.env.STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT
-          ? { hooks: crashAfterCommitHook(io.env.STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT) }
-          : {}),
       });
     }
     await manager.start();

@@ -55,10 +55,13 @@ export function statusRows(input: StatusInput): Row[] {
       rows.push({
         namespace: ns,
         name: `${depth}clusteraddon/${ca.metadata.name}`,
+        // The tip of the Cluster's fleet branch, as Flux names a branch revision (shortened).
         revision:
-          ca.status?.fleetCommit !== undefined
-            ? `${rel ?? ''}@${ca.status.fleetCommit.slice(0, 12)}`
-            : (rel ?? ''),
+          ca.status?.fleetCommit === undefined
+            ? (rel ?? '')
+            : ca.status.fleetBranch !== undefined
+              ? `${ca.status.fleetBranch}@sha1:${ca.status.fleetCommit.slice(0, 12)}`
+              : `${rel ?? ''}@${ca.status.fleetCommit.slice(0, 12)}`,
         ...readyOf(ca.status?.conditions),
       });
       for (const a of ca.status?.addons ?? []) {

@@ -1,18 +1,21 @@
 // The live ClusterAddon controller: one key per Cluster API Cluster ("namespace/name"). It reads
 // the caches (Cluster, ClusterAddon, ClusterStackRelease, ClusterStack, addon Kustomizations, the
-// objects the Cluster's refs point at), the release tree at the release's commit and the fleet
-// repository as last read, calls the pure reconcileClusterAddon with `now`, and applies what it
-// returns: the ClusterAddon (owned by the Cluster), its finalizers, merge patches, the fleet
-// GitRepository of the namespace, the addon Kustomizations (owned by the ClusterAddon), deletes and
-// status. Fleet folder changes are not written per key: they are collected for a batch window
-// (debounce, bounded by a maximum wait) and written by ONE FleetRepo.sync with commitMessage(...).
-// After a commit the affected keys are requeued (they now see the folders in the fleet commit and
-// create their Kustomizations) and every fleet GitRepository is annotated with
-// reconcile.fluxcd.io/requestedAt so Flux fetches the new commit at once.
+// objects the Cluster's refs point at), the release tree at the release's commit and the state of
+// the Cluster's fleet branch (tip + per-addon tree ids, from FleetWriter.branch() on the first
+// reconcile of the key), calls the pure reconcileClusterAddon with `now`, and applies what it
+// returns: the ClusterAddon (owned by the Cluster), its finalizers, merge patches, the Cluster's
+// GitRepository and addon Kustomizations (owned by the ClusterAddon), deletes and status.
+// Branch changes are not written per key: they are collected for a batch window (debounce,
+// bounded by a maximum wait) and written by ONE FleetWriter.write (one atomic push of every
+// changed branch). After the write the per-Cluster state is taken from its result, the written
+// keys are requeued (they now see their addons on the branch and create their Kustomizations),
+// and ONLY the GitRepositories of the Clusters whose branch moved are annotated with
+// reconcile.fluxcd.io/requestedAt so Flux fetches them at once.
 //
-// Crash safety: nothing is remembered between processes. The fleet state is read from Git at
-// start, a batch lost in a crash is derived again from the Clusters, and FleetRepo resets its
-// working clone to the remote before every sync (an unpushed commit is redone, not duplicated).
+// Memory: per Cluster a few git ids, never file contents of the fleet. Crash safety: nothing is
+// remembered between processes: branch state is read from Git (refresh() once at start), a batch
+// lost in a crash is derived again from the Clusters, and the writer's trees are deterministic
+// (an unpushed commit is redone with the same tree, not duplicated).
 import { existsSync, rmSync } from 'node:fs';
 import type { ClusterAddon } from '../api/clusteraddon.ts';
 import type { ClusterStack } from '../api/clusterstack.ts';
@@ -25,16 +28,17 @@ import {
 } from '../api/flux.ts';
 import { API_VERSION, LABEL_ADDON, LABEL_CLUSTER } from '../api/meta.ts';
 import type { ReleaseTree } from '../api/release.ts';
-import { type FleetConfig, type FleetHooks, FleetRepo, type FleetSnapshot } from '../gitops/fleet.ts';
+import type { BranchState, FleetWriter } from '../gitops/branches.ts';
 import {
-  type ClusterChange,
-  commitMessage,
+  type BranchUpdate,
+  DEFAULT_BRANCH_PREFIX,
   type FleetSettings,
+  fleetBranchName,
   Reason,
   reconcileClusterAddon,
 } from '../reconcilers/clusteraddon.ts';
 import { clusterUse } from '../reconcilers/clusterstack.ts';
-import { type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
+import { clusterGitRepositoryName, type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { tagForClusterClassName } from '../releases/tags.ts';
 import type { PlainObject } from '../rendering/index.ts';
 import { isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
@@ -48,28 +52,26 @@ import { fetchReleaseTree, type GitCredentials } from '../sources/git.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials } from './common.ts';
 import { servedClusterApiVersion } from './releasepipeline.ts';
 
-/** Name of the fleet GitRepository in every namespace with Clusters. */
-export const FLEET_GIT_REPOSITORY = 'stackflux-fleet';
 export const ANNOTATION_REQUESTED_AT = 'reconcile.fluxcd.io/requestedAt';
 
 const CLUSTER_INDEX = 'clusteraddon/cluster';
 const CLASS_INDEX = 'clusteraddon/class';
 const NS_INDEX = 'clusteraddon/namespace';
 const REF_INDEX = 'clusteraddon/ref';
+/** Concurrent requestedAt patches after a write. */
+const FETCH_REQUEST_CONCURRENCY = 8;
 
 /**
  * Test fault point (acceptance: "kill the controller between commit and push"): while `markerFile`
  * exists, the process removes it and exits right after the local fleet commit, before the push.
  * Enabled only through STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT in `stackflux run`.
  */
-export function crashAfterCommitHook(markerFile: string): FleetHooks {
-  return {
-    afterCommit: () => {
-      if (!existsSync(markerFile)) return;
-      rmSync(markerFile, { force: true });
-      process.stderr.write('fault point: exiting between fleet commit and push\n');
-      process.exit(3);
-    },
+export function crashAfterCommitHook(markerFile: string): () => void {
+  return () => {
+    if (!existsSync(markerFile)) return;
+    rmSync(markerFile, { force: true });
+    process.stderr.write('fault point: exiting between fleet commit and push\n');
+    process.exit(3);
   };
 }
 
@@ -78,32 +80,33 @@ export interface ClusterAddonControllerOptions {
   namespace?: string;
   fleet: {
     url: string;
-    branch: string;
-    /** Folder inside the fleet repo holding <namespace>/<cluster>/<addon>/ ("" = root). */
-    pathPrefix: string;
+    /** Prefix of the Clusters' branches, `<prefix><namespace>/<cluster>` (default "stackflux/"). */
+    branchPrefix?: string;
     /**
      * Secret with the fleet repo credentials (username/password or token) the controller pushes
-     * with. The fleet GitRepository of each namespace references a Secret of the same name in
-     * that namespace (Flux reads with it); create it there when the repo needs auth.
+     * with. Each Cluster's GitRepository references a Secret of the same name in the Cluster's
+     * namespace (Flux reads with it); create it there when the repo needs auth.
      */
     secret?: { namespace: string; name: string };
-    /** Flux interval of the fleet GitRepository (default 1m; a push requests a fetch at once). */
+    /** Flux interval of each Cluster's GitRepository (a push requests a fetch at once). */
     interval?: string;
+    /** Flux interval of the addon Kustomizations (default: the ClusterStack's interval). */
+    addonInterval?: string;
+    /** Flux shards (≥ 2: each Cluster's Flux objects get sharding.fluxcd.io/key=shard<k>). */
+    fluxShards?: number;
   };
+  /** Builds the fleet writer once the fleet credentials are read. */
+  writer: (credentials: GitCredentials | undefined) => FleetWriter;
   cacheDir: string;
   templates: FluxTemplates;
   concurrency?: number;
   /** Debounce window of fleet writes (default 2 s); a batch waits at most 5 windows. */
   batchWindowMs?: number;
   clock?: Clock;
-  author?: { name: string; email: string };
-  /** Test fault points of the fleet writer. */
-  hooks?: FleetHooks;
 }
 
 export interface ClusterAddonControllerHandle {
   controller: Controller;
-  fleet: FleetRepo;
   /** Writes the pending batch now (tests, shutdown). */
   flush(): Promise<void>;
 }
@@ -166,13 +169,15 @@ export async function setupClusterAddonController(
     .map(([k, v]) => `${k}=${v}`)
     .join(',');
   const windowMs = opts.batchWindowMs ?? 2_000;
+  const branchPrefix = opts.fleet.branchPrefix ?? DEFAULT_BRANCH_PREFIX;
+  const fluxShards = opts.fleet.fluxShards !== undefined && opts.fleet.fluxShards >= 2;
   const fleetSettings: FleetSettings = {
     url: opts.fleet.url,
-    branch: opts.fleet.branch,
-    pathPrefix: opts.fleet.pathPrefix,
-    gitRepositoryName: FLEET_GIT_REPOSITORY,
+    branchPrefix,
     ...(opts.fleet.secret !== undefined ? { secretRef: opts.fleet.secret.name } : {}),
     ...(opts.fleet.interval !== undefined ? { interval: opts.fleet.interval } : {}),
+    ...(opts.fleet.addonInterval !== undefined ? { addonInterval: opts.fleet.addonInterval } : {}),
+    ...(fluxShards ? { fluxShards: opts.fleet.fluxShards } : {}),
   };
 
   // ---- caches (shared with the release pipeline where the selectors are the same; sharded by --shard)
@@ -185,16 +190,16 @@ export async function setupClusterAddonController(
     scope,
   );
   const clusterStacks = manager.shardedInformer<ClusterStack & Obj>(API_VERSION, 'ClusterStack', scope);
-  const kustomizations = manager.shardedInformer<Kustomization & Obj>(
-    FLUX_KUSTOMIZE_API_VERSION,
-    'Kustomization',
-    { ...scope, labelSelector: managedBy },
-  );
-  const gitRepositories = manager.shardedInformer<GitRepository & Obj>(
-    FLUX_SOURCE_API_VERSION,
-    'GitRepository',
-    { ...scope, labelSelector: managedBy },
-  );
+  // The Flux objects of a Cluster carry its stackflux shard label, or with --flux-shards the Flux
+  // shard label (sharding.fluxcd.io/key=shard<k>, for Flux's own shards): then they are selected
+  // as every per-Cluster Flux object of stackflux, whatever its key.
+  const fluxInformer = <T extends Obj>(apiVersion: string, kind: string): Informer<T> =>
+    fluxShards
+      ? manager.informer<T>(apiVersion, kind, { ...scope, labelSelector: `${managedBy},${LABEL_CLUSTER}` })
+      : manager.shardedInformer<T>(apiVersion, kind, { ...scope, labelSelector: managedBy });
+  const withOwnShard = <T extends Obj>(o: T): T => (fluxShards ? o : manager.withShardLabel(o));
+  const kustomizations = fluxInformer<Kustomization & Obj>(FLUX_KUSTOMIZE_API_VERSION, 'Kustomization');
+  const gitRepositories = fluxInformer<GitRepository & Obj>(FLUX_SOURCE_API_VERSION, 'GitRepository');
   const nsOf = (o: Obj): string => o.metadata.namespace ?? '';
   clusters.addIndexer(NS_INDEX, (c) => [nsOf(c)]);
   clusters.addIndexer(CLASS_INDEX, (c) => {
@@ -214,44 +219,42 @@ export async function setupClusterAddonController(
       : [];
   });
 
-  // ---- the fleet repository
-  let credentials: GitCredentials | undefined;
-  let fleet: FleetRepo | undefined;
-  const fleetConfig = (creds?: GitCredentials): FleetConfig => ({
-    url: opts.fleet.url,
-    branch: opts.fleet.branch,
-    pathPrefix: opts.fleet.pathPrefix,
-    cacheDir: opts.cacheDir,
-    author: opts.author ?? { name: 'stackflux', email: 'stackflux@users.noreply.stackflux.io' },
-    ...(creds !== undefined ? { credentials: creds } : {}),
-  });
-  // Constructed without credentials for validation (URL) at start; replaced once they are read.
-  const initialFleet = new FleetRepo(fleetConfig(), opts.hooks);
-  const fleetRepo = async (): Promise<FleetRepo> => {
-    if (fleet !== undefined) return fleet;
-    if (opts.fleet.secret !== undefined) {
-      credentials = await secretCredentials(client, opts.fleet.secret.namespace, opts.fleet.secret.name);
-      fleet = new FleetRepo(fleetConfig(credentials), opts.hooks);
-    } else {
-      fleet = initialFleet;
-    }
-    return fleet;
+  // ---- the fleet writer and the state of each Cluster's branch (ids only, no file contents)
+  let writer: Promise<FleetWriter> | undefined;
+  const fleetWriter = (): Promise<FleetWriter> => {
+    writer ??= (async () => {
+      const secret = opts.fleet.secret;
+      const creds =
+        secret !== undefined ? await secretCredentials(client, secret.namespace, secret.name) : undefined;
+      return opts.writer(creds);
+    })().catch((err: unknown) => {
+      writer = undefined;
+      throw err;
+    });
+    return writer;
   };
-  let state: FleetSnapshot | undefined;
-  let loading: Promise<FleetSnapshot> | undefined;
-  const fleetState = async (): Promise<FleetSnapshot> => {
-    if (state !== undefined) return state;
-    loading ??= (async () => {
-      try {
-        const snap = await (await fleetRepo()).snapshot();
-        state ??= snap;
-        log.info({ commit: snap.commit ?? '(no branch yet)', folders: snap.folders.size }, 'fleet read');
-        return state;
-      } finally {
-        loading = undefined;
-      }
-    })();
-    return loading;
+  let refreshed: Promise<void> | undefined;
+  /** One fetch of every branch under the prefix: at start and after a failed write. */
+  const refreshOnce = (): Promise<void> => {
+    refreshed ??= (async () => {
+      const started = clock.now();
+      await (await fleetWriter()).refresh();
+      log.info({ ms: Math.round(clock.now() - started) }, 'fleet branches fetched');
+    })().catch((err: unknown) => {
+      refreshed = undefined;
+      throw err;
+    });
+    return refreshed;
+  };
+  /** key → its branch as last read or written (null: known absent). */
+  const branches = new Map<string, BranchState | null>();
+  const branchOf = async (key: string, namespace: string, name: string): Promise<BranchState | undefined> => {
+    const known = branches.get(key);
+    if (known !== undefined) return known ?? undefined;
+    await refreshOnce();
+    const state = await (await fleetWriter()).branch(fleetBranchName(branchPrefix, namespace, name));
+    branches.set(key, state ?? null);
+    return state;
   };
 
   // ---- release trees (on disk by commit; parsed copies kept in memory, bounded)
@@ -330,15 +333,24 @@ export async function setupClusterAddonController(
     return { object: object as PlainObject | undefined, pending: object === undefined };
   };
 
-  // ---- the batch of fleet writes
-  const pending = new Map<
-    string,
-    { folders: Map<string, Map<string, string> | null>; change: ClusterChange }
-  >();
+  // ---- the batch of branch writes
+  const pending = new Map<string, BranchUpdate>();
   let timer: TimerHandle | undefined;
   let firstPendingAt: number | undefined;
   let chain: Promise<void> = Promise.resolve();
   let stopped = false;
+
+  /** Takes each written Cluster's branch state from the write's result. */
+  const recordWrite = (
+    batch: ReadonlyMap<string, BranchUpdate>,
+    after: ReadonlyMap<string, BranchState | null>,
+  ) => {
+    for (const [key, update] of batch) {
+      const state = after.get(update.branch);
+      if (state === undefined) branches.delete(key);
+      else branches.set(key, state);
+    }
+  };
 
   const flushNow = async (): Promise<void> => {
     if (timer !== undefined) clock.clearTimeout(timer);
@@ -347,48 +359,47 @@ export async function setupClusterAddonController(
     if (pending.size === 0) return;
     const batch = new Map(pending);
     pending.clear();
-    const folders = new Map<string, Map<string, string> | null>();
-    for (const entry of batch.values()) for (const [f, files] of entry.folders) folders.set(f, files);
-    const changes = [...batch.values()].map((e) => e.change);
     const keys = [...batch.keys()];
     const started = clock.now();
     try {
-      const repo = await fleetRepo();
-      const res = await repo.sync(folders, commitMessage(changes));
-      const before = state?.commit;
-      state = res.snapshot;
+      const res = await (await fleetWriter()).write(
+        [...batch.values()].map(({ branch, files, message }) => ({ branch, files, message })),
+      );
+      recordWrite(batch, res.branches);
+      const moved = new Set(res.changed);
+      const movedKeys = keys.filter((k) => moved.has(batch.get(k)?.branch ?? ''));
       log.info(
         {
           clusters: keys.length,
-          folders: folders.size,
-          committed: res.committed,
-          commit: res.commit,
+          moved: movedKeys.length,
+          pushed: res.pushed,
           attempts: res.attempts,
           ms: Math.round(clock.now() - started),
         },
-        res.committed ? 'fleet commit pushed' : 'fleet already up to date',
+        res.pushed ? 'fleet branches pushed' : 'fleet branches already up to date',
       );
-      if (res.committed) {
-        for (const k of keys) {
-          const ca = clusterAddons.get(k);
-          if (ca === undefined) continue;
-          void manager.events.event(
-            ca,
-            'Normal',
-            'FleetCommitPushed',
-            'Commit',
-            `fleet commit ${res.commit} pushed to ${opts.fleet.branch} (${keys.length} cluster(s) in this commit)`,
-          );
-        }
+      for (const k of movedKeys) {
+        const ca = clusterAddons.get(k);
+        const update = batch.get(k);
+        if (ca === undefined || update === undefined) continue;
+        const tip = res.branches.get(update.branch);
+        void manager.events.event(
+          ca,
+          'Normal',
+          'FleetCommitPushed',
+          'Commit',
+          tip === null || tip === undefined
+            ? `fleet branch ${update.branch} deleted`
+            : `fleet commit ${tip.commit} pushed to ${update.branch} (${update.change.reason})`,
+        );
       }
-      if (res.committed || before !== res.snapshot.commit) {
-        for (const k of keys) controller?.enqueue(k);
-        await requestFluxFetch();
-      }
+      for (const k of keys) controller?.enqueue(k);
+      await requestFluxFetch(movedKeys);
     } catch (err) {
-      log.error({ ...errorFields(err), clusters: keys.length }, 'fleet sync failed; retrying with backoff');
-      // Forget the fleet as read: the next reconciles read it again.
-      state = undefined;
+      log.error({ ...errorFields(err), clusters: keys.length }, 'fleet write failed; retrying with backoff');
+      // Forget what was read: the next reconciles fetch the branches again.
+      for (const k of keys) branches.delete(k);
+      refreshed = undefined;
       for (const k of keys) controller?.queue.addRateLimited(k);
     }
   };
@@ -409,19 +420,30 @@ export async function setupClusterAddonController(
     }, delay);
   };
 
-  /** Asks Flux to fetch every fleet GitRepository now (they all track the branch tip). */
-  const requestFluxFetch = async (): Promise<void> => {
+  /**
+   * Asks Flux to fetch the GitRepositories of these Clusters now (their branch moved). A Cluster
+   * whose GitRepository does not exist yet gets it on its requeued reconcile (Flux fetches a new
+   * GitRepository at once).
+   */
+  const requestFluxFetch = async (keys: readonly string[]): Promise<void> => {
     const at = formatTime(new Date(clock.now()));
-    for (const repo of gitRepositories.list()) {
-      if (repo.metadata.name !== FLEET_GIT_REPOSITORY) continue;
-      try {
-        await client.mergePatch(FLUX_SOURCE_API_VERSION, 'GitRepository', repo.metadata.name, nsOf(repo), {
-          metadata: { annotations: { [ANNOTATION_REQUESTED_AT]: at } },
-        });
-      } catch (err) {
-        if (!isNotFound(err)) log.warn(errorFields(err), 'requesting a fleet fetch from Flux failed');
+    const queue = keys.flatMap((k) => {
+      const [namespace = '', name = ''] = k.split('/');
+      const repo = clusterGitRepositoryName(name);
+      return gitRepositories.get(`${namespace}/${repo}`) !== undefined ? [{ namespace, repo }] : [];
+    });
+    const worker = async (): Promise<void> => {
+      for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+        try {
+          await client.mergePatch(FLUX_SOURCE_API_VERSION, 'GitRepository', next.repo, next.namespace, {
+            metadata: { annotations: { [ANNOTATION_REQUESTED_AT]: at } },
+          });
+        } catch (err) {
+          if (!isNotFound(err)) log.warn(errorFields(err), 'requesting a fleet fetch from Flux failed');
+        }
       }
-    }
+    };
+    await Promise.all(Array.from({ length: FETCH_REQUEST_CONCURRENCY }, worker));
   };
 
   // ---- reconcile
@@ -430,11 +452,10 @@ export async function setupClusterAddonController(
     const name = ctx.name;
     const cluster = clusters.get(key);
     const existing = clusterAddons.get(key);
-    const snap = await fleetState();
-    const prefix = `${namespace}/${name}/`;
-    const folders = new Map([...snap.folders].filter(([f]) => f.startsWith(prefix)));
-    if (cluster === undefined && existing === undefined && folders.size === 0) {
+    const branch = await branchOf(key, namespace, name);
+    if (cluster === undefined && existing === undefined && branch === undefined) {
       pending.delete(key);
+      branches.delete(key);
       return undefined;
     }
 
@@ -478,7 +499,7 @@ export async function setupClusterAddonController(
       ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
       ...(clusterStack !== undefined ? { clusterStack } : {}),
       kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
-      fleet: { ...(snap.commit !== undefined ? { commit: snap.commit } : {}), folders },
+      branch,
       fleetSettings,
       templates: opts.templates,
       now: new Date(clock.now()),
@@ -524,14 +545,21 @@ export async function setupClusterAddonController(
 
     // 3. Flux objects.
     if (result.gitRepository !== undefined) {
-      const desired = manager.withShardLabel(result.gitRepository as GitRepository & Obj);
+      const desired = withOwnShard(result.gitRepository as GitRepository & Obj);
       if (needsApply(gitRepositories.get(`${namespace}/${desired.metadata.name}`), desired)) {
         await client.apply(desired, { force: true, signal: ctx.signal });
       }
     }
+    const staleRepo = result.deleteGitRepository;
+    const stale = staleRepo !== undefined ? gitRepositories.get(`${namespace}/${staleRepo}`) : undefined;
+    if (staleRepo !== undefined && stale?.metadata.labels?.[LABEL_CLUSTER] === name) {
+      await client.delete(FLUX_SOURCE_API_VERSION, 'GitRepository', staleRepo, namespace, {
+        signal: ctx.signal,
+      });
+    }
     const byName = new Map(kustomizations.byIndex(CLUSTER_INDEX, key).map((k) => [k.metadata.name, k]));
     for (const k of result.kustomizations ?? []) {
-      const desired = manager.withShardLabel(k as Kustomization & Obj);
+      const desired = withOwnShard(k as Kustomization & Obj);
       if (needsApply(byName.get(desired.metadata.name ?? ''), desired)) {
         await client.apply(desired, { force: true, signal: ctx.signal });
       }
@@ -574,15 +602,15 @@ export async function setupClusterAddonController(
       );
     }
 
-    // 5. Fleet folder changes join the batch (a newer result of the same key replaces an older one).
-    if (result.folders.size > 0 && result.change !== undefined) {
-      pending.set(key, { folders: result.folders, change: result.change });
+    // 5. A branch change joins the batch (a newer result of the same key replaces an older one).
+    if (result.branch !== undefined) {
+      pending.set(key, result.branch);
       schedule();
     } else {
       pending.delete(key);
     }
 
-    // 6. The finalizer comes off last, once the fleet no longer holds the cluster's folders.
+    // 6. The finalizer comes off last, once the Cluster's branch is known to be gone.
     if (!adding && current !== undefined && !sameSet(have, result.finalizers)) await setFinalizers();
 
     if (fetchError !== undefined) throw fetchError;
@@ -615,5 +643,5 @@ export async function setupClusterAddonController(
     if (timer !== undefined) clock.clearTimeout(timer);
   });
 
-  return { controller: c, fleet: initialFleet, flush };
+  return { controller: c, flush };
 }

@@ -1,6 +1,7 @@
 // A snapshot of a live cluster (for `stackflux diff`): the objects the controllers read, listed
 // from the API server, plus the release sources listed and fetched with the same git functions
 // the controller uses (or taken from a snapshot directory), plus the fleet repository's files.
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,10 +25,9 @@ export interface LiveOptions {
   sources?: SourceData[];
   fleet?: {
     url: string;
-    branch: string;
-    pathPrefix: string;
+    /** Each Cluster's branch is `<branchPrefix><namespace>/<cluster>`. */
+    branchPrefix: string;
     secretRef?: string;
-    gitRepositoryName: string;
     credentials?: GitCredentials;
   };
 }
@@ -99,15 +99,9 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
     await listSources(client, snapshot, opts.cacheDir);
   }
   if (opts.fleet !== undefined) {
-    const { url, branch, pathPrefix, gitRepositoryName, secretRef } = opts.fleet;
-    snapshot.settings.fleet = {
-      url,
-      branch,
-      pathPrefix,
-      gitRepositoryName,
-      ...(secretRef ? { secretRef } : {}),
-    };
-    snapshot.fleet = await readFleet(url, branch, opts.fleet.credentials);
+    const { url, branchPrefix, secretRef } = opts.fleet;
+    snapshot.settings.fleet = { url, branchPrefix, ...(secretRef ? { secretRef } : {}) };
+    snapshot.fleet = await readFleet(url, branchPrefix, opts.fleet.credentials);
   }
   return snapshot;
 }
@@ -192,24 +186,58 @@ async function listSources(client: KubeClient, snapshot: Snapshot, cacheDir: str
   snapshot.sources = [...byUrl.values()];
 }
 
-async function readFleet(url: string, branch: string, creds?: GitCredentials): Promise<Map<string, string>> {
+/** Parses `git cat-file --batch` output: id → content (UTF-8). */
+function parseCatFileBatch(out: Buffer): Map<string, string> {
+  const blobs = new Map<string, string>();
+  let at = 0;
+  while (at < out.length) {
+    const eol = out.indexOf(10, at);
+    if (eol < 0) break;
+    const [id = '', , size = '0'] = out.subarray(at, eol).toString('utf8').split(' ');
+    const start = eol + 1;
+    const end = start + Number(size);
+    blobs.set(id, out.subarray(start, end).toString('utf8'));
+    at = end + 1; // content is followed by a newline
+  }
+  return blobs;
+}
+
+/**
+ * Every branch under the prefix with its files, keyed `<branch>/<path on the branch>` (one shallow
+ * fetch into a scratch bare repository; no checkout).
+ */
+async function readFleet(url: string, prefix: string, creds?: GitCredentials): Promise<Map<string, string>> {
   const dir = mkdtempSync(join(tmpdir(), 'stackflux-fleet-'));
   try {
-    await simpleGit()
-      .env(credentialEnv(creds))
-      .clone(url, dir, ['--depth=1', `--branch=${branch}`]);
-    const { readdirSync, readFileSync, statSync } = await import('node:fs');
-    const files = new Map<string, string>();
-    const walk = (d: string, prefix: string) => {
-      for (const e of readdirSync(d).sort()) {
-        if (e === '.git') continue;
-        const p = join(d, e);
-        if (statSync(p).isDirectory()) walk(p, `${prefix}${e}/`);
-        else files.set(`${prefix}${e}`, readFileSync(p, 'utf8'));
+    const git = simpleGit(dir).env(credentialEnv(creds));
+    await git.init(true);
+    await git.raw(['fetch', '--depth=1', '--no-tags', url, `+refs/heads/${prefix}*:refs/heads/${prefix}*`]);
+    const refs = (await git.raw(['for-each-ref', '--format=%(refname:strip=2)', `refs/heads/${prefix}`]))
+      .split('\n')
+      .filter((r) => r !== '')
+      .sort();
+    const entries: { path: string; id: string }[] = [];
+    for (const branch of refs) {
+      for (const line of (await git.raw(['ls-tree', '-r', '-z', branch])).split('\0')) {
+        const tab = line.indexOf('\t');
+        if (tab < 0) continue;
+        const [, type, id] = line.slice(0, tab).split(' ');
+        if (type === 'blob' && id !== undefined)
+          entries.push({ path: `${branch}/${line.slice(tab + 1)}`, id });
       }
-    };
-    walk(dir, '');
-    return files;
+    }
+    const ids = [...new Set(entries.map((e) => e.id))];
+    const blobs =
+      ids.length === 0
+        ? new Map<string, string>()
+        : parseCatFileBatch(
+            execFileSync('git', ['cat-file', '--batch'], {
+              cwd: dir,
+              input: `${ids.join('\n')}\n`,
+              maxBuffer: 1 << 30,
+            }),
+          );
+    return new Map(entries.map((e) => [e.path, blobs.get(e.id) ?? '']));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -1,8 +1,8 @@
 // The render output as files (deterministic bytes), and the fixed-point check.
 //   <verb>/<scope>/<group>/<resource>/<name>.meta.yaml   verb, resource, namespace, name, fieldManager, reconciler
 //   <verb>/<scope>/<group>/<resource>/<name>.body.yaml   what is sent (applied object, status, merge patch, DeleteOptions)
-//   fleet/changes.yaml                                   commit messages, folders written and removed
-//   fleet/files/<repository path>                        final files of every written folder
+//   fleet/changes.yaml                                   pushes; per changed branch its commit messages (or deleted)
+//   fleet/branches/<branch>/<addon>/<file>               final files of every written branch
 //   results.yaml                                         per-reconciler outcome
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -41,13 +41,20 @@ export function outputFiles(output: RenderOutput, now: Date): Map<string, string
     files.set(`${base}.body.yaml`, canonicalYaml(m.body));
   }
   const { fleet } = output;
-  if (fleet.written.size > 0 || fleet.removed.length > 0) {
+  if (fleet.branches.size > 0) {
     files.set(
       'fleet/changes.yaml',
-      canonicalYaml({ commits: fleet.commits, written: [...fleet.written.keys()], removed: fleet.removed }),
+      canonicalYaml({
+        pushes: fleet.pushes,
+        branches: [...fleet.branches].map(([branch, b]) => ({
+          branch,
+          ...(b.files === null ? { deleted: true } : {}),
+          commits: b.commits,
+        })),
+      }),
     );
-    for (const [folder, folderFiles] of fleet.written) {
-      for (const [f, text] of folderFiles) files.set(`fleet/files/${folder}/${f}`, text);
+    for (const [branch, b] of fleet.branches) {
+      for (const [f, text] of b.files ?? []) files.set(`fleet/branches/${branch}/${f}`, text);
     }
   }
   files.set(
@@ -57,7 +64,7 @@ export function outputFiles(output: RenderOutput, now: Date): Map<string, string
       rounds: output.rounds,
       controllers: output.controllers,
       mutations: output.mutations.length,
-      fleetCommits: fleet.commits.length,
+      fleetPushes: fleet.pushes,
       results: output.results,
     }),
   );
@@ -112,13 +119,7 @@ export function applyOutput(snapshot: Snapshot, output: RenderOutput, now: Date)
         break;
     }
   }
-  for (const folder of output.fleet.removed) {
-    for (const p of [...world.fleet.keys()]) if (p.startsWith(`${folder}/`)) world.fleet.delete(p);
-  }
-  for (const [folder, files] of output.fleet.written) {
-    for (const p of [...world.fleet.keys()]) if (p.startsWith(`${folder}/`)) world.fleet.delete(p);
-    for (const [f, text] of files) world.fleet.set(`${folder}/${f}`, text);
-  }
+  for (const [branch, b] of output.fleet.branches) world.writeBranch(branch, b.files);
   return { ...snapshot, objects: new Map(world.objects), fleet: new Map(world.fleet) };
 }
 
@@ -139,8 +140,9 @@ export function checkFixedPoint(snapshot: Snapshot, output: RenderOutput, option
   const again = renderSnapshot(next, options);
   const further = [
     ...again.mutations.map(describeMutation),
-    ...[...again.fleet.written.keys()].map((f) => `fleet: write ${f}`),
-    ...again.fleet.removed.map((f) => `fleet: remove ${f}`),
+    ...[...again.fleet.branches].map(([branch, b]) =>
+      b.files === null ? `fleet: delete branch ${branch}` : `fleet: write branch ${branch}`,
+    ),
   ];
   if (further.length > 0) throw new FixedPointError(further);
 }

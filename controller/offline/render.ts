@@ -20,10 +20,10 @@ import type { ReleaseTree, StackManifest } from '../api/release.ts';
 import { groupOf, isDeclaredOutput, kindInfo, requiredPermission } from '../api/resources.ts';
 import { needsApply, sameJson } from '../controllers/common.ts';
 import {
+  type BranchUpdate,
   type ClusterAddonResult,
-  type ClusterChange,
-  commitMessage,
   type FleetSettings,
+  fleetBranchName,
   reconcileClusterAddon,
 } from '../reconcilers/clusteraddon.ts';
 import {
@@ -73,13 +73,19 @@ export interface ReconcileOutcome {
   mutations: number;
 }
 
-export interface FleetOutput {
-  /** One commit message per wave that changed the fleet. */
+/** One fleet branch the render changed. */
+export interface BranchOutput {
+  /** The commit messages written to it, in order (one per wave that changed it). */
   commits: string[];
-  /** Folders (repository paths) written, with their final files (path relative to the folder). */
-  written: Map<string, Map<string, string>>;
-  /** Folders (repository paths) removed. */
-  removed: string[];
+  /** Its final files (path on the branch → content); null: the branch was deleted. */
+  files: Map<string, string> | null;
+}
+
+export interface FleetOutput {
+  /** Waves that changed any branch: each is one atomic push (of every branch it changed). */
+  pushes: number;
+  /** Every branch whose final content differs from the snapshot's, by name (sorted). */
+  branches: Map<string, BranchOutput>;
 }
 
 export interface RenderOutput {
@@ -193,8 +199,9 @@ class Renderer {
   readonly world: World;
   readonly mutations = new Map<string, Mutation>();
   readonly results = new Map<string, ReconcileOutcome>();
-  readonly fleetCommits: string[] = [];
-  readonly touchedFolders = new Set<string>();
+  /** Commit messages per branch written during the render. */
+  readonly branchCommits = new Map<string, string[]>();
+  private pushes = 0;
   private readonly original: ReadonlySet<string>;
   private readonly reconcilers: Reconcilers;
   private round: Mutation[] = [];
@@ -472,17 +479,17 @@ class Renderer {
     }
   }
 
-  // ---- ClusterAddon (the live addon controller follows the same contract: one fleet commit per wave).
+  // ---- ClusterAddon (the live addon controller follows the same contract: one push per wave).
 
   private fleetSettings(): FleetSettings {
     const f = this.snapshot.settings.fleet;
     return {
       url: f.url,
-      branch: f.branch,
-      pathPrefix: f.pathPrefix,
-      gitRepositoryName: f.gitRepositoryName,
+      branchPrefix: f.branchPrefix,
       ...(f.secretRef !== undefined ? { secretRef: f.secretRef } : {}),
       ...(f.interval !== undefined ? { interval: f.interval } : {}),
+      ...(f.addonInterval !== undefined ? { addonInterval: f.addonInterval } : {}),
+      ...(f.fluxShards !== undefined ? { fluxShards: f.fluxShards } : {}),
     };
   }
 
@@ -494,10 +501,7 @@ class Renderer {
       keys.add(`${c.metadata.namespace ?? ''}/${c.metadata.name}`);
     for (const a of w.list(GROUP, 'ClusterAddon'))
       keys.add(`${a.metadata.namespace ?? ''}/${a.metadata.name}`);
-    const wave = new Map<string, Map<string, string> | null>();
-    const changes: ClusterChange[] = [];
-    const commit = w.fleetCommit();
-    const allFolders = w.fleetFolders(settings.pathPrefix);
+    const wave: BranchUpdate[] = [];
     for (const key of [...keys].sort(compareStrings)) {
       const [namespace = '', name = ''] = key.split('/');
       const cluster = w.list(CAPI_GROUP, 'Cluster', namespace).find((c) => c.metadata.name === name);
@@ -539,8 +543,7 @@ class Renderer {
       const kustomizations = w
         .list('kustomize.toolkit.fluxcd.io', 'Kustomization', namespace)
         .filter((k) => k.metadata.labels?.[LABEL_CLUSTER] === name) as unknown as Kustomization[];
-      const prefix = `${namespace}/${name}/`;
-      const folders = new Map([...allFolders].filter(([f]) => f.startsWith(prefix)));
+      const branch = w.branchState(fleetBranchName(settings.branchPrefix, namespace, name));
       const result = this.reconcilers.clusterAddon({
         cluster,
         namespace,
@@ -553,7 +556,7 @@ class Renderer {
         ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
         ...(clusterStack !== undefined ? { clusterStack } : {}),
         kustomizations,
-        fleet: { commit, folders },
+        branch,
         fleetSettings: settings,
         templates: this.options.templates,
         now: this.options.now,
@@ -561,15 +564,18 @@ class Renderer {
       if (result === undefined) continue;
       this.current = this.outcome('clusteraddon', namespace, name);
       this.applyAddonResult(namespace, name, clusterAddon, result);
-      for (const [f, files] of result.folders) wave.set(f, files);
-      if (result.change !== undefined) changes.push(result.change);
+      if (result.branch !== undefined) wave.push(result.branch);
       Object.assign(this.current, readyOf(result.status.conditions));
     }
-    if (wave.size > 0) {
-      w.syncFleet(settings.pathPrefix, wave);
-      const base = settings.pathPrefix.replace(/^\/+|\/+$/g, '');
-      for (const f of wave.keys()) this.touchedFolders.add(base === '' ? f : `${base}/${f}`);
-      this.fleetCommits.push(commitMessage(changes));
+    // The wave's branch changes: one push, a commit per branch.
+    if (wave.length > 0) {
+      for (const u of wave) {
+        w.writeBranch(u.branch, u.files);
+        const commits = this.branchCommits.get(u.branch) ?? [];
+        commits.push(u.message);
+        this.branchCommits.set(u.branch, commits);
+      }
+      this.pushes++;
       this.fleetChanged = true;
     }
   }
@@ -614,6 +620,24 @@ class Renderer {
       const have = w.get(k.apiVersion, k.kind, k.metadata.name, k.metadata.namespace);
       if (needsApply(have as KubeObject | undefined, k as unknown as KubeObject))
         this.mutate({ verb: 'apply', reconciler: r, ...ids(k), body: k });
+    }
+    if (result.deleteGitRepository !== undefined) {
+      const name = result.deleteGitRepository;
+      const have = w.get(FLUX_SOURCE_API_VERSION, 'GitRepository', name, namespace);
+      if (
+        have !== undefined &&
+        have.metadata.deletionTimestamp === undefined &&
+        have.metadata.labels?.[LABEL_CLUSTER] !== undefined
+      )
+        this.mutate({
+          verb: 'delete',
+          reconciler: r,
+          apiVersion: FLUX_SOURCE_API_VERSION,
+          kind: 'GitRepository',
+          namespace,
+          name,
+          body: deleteOptions(have),
+        });
     }
     for (const kname of result.deleteKustomizations) {
       const have = w.get(FLUX_KUSTOMIZE_API_VERSION, 'Kustomization', kname, namespace);
@@ -706,21 +730,14 @@ class Renderer {
   }
 
   private fleetOutput(): FleetOutput {
-    const written = new Map<string, Map<string, string>>();
-    const removed: string[] = [];
-    for (const folder of [...this.touchedFolders].sort(compareStrings)) {
-      const files = new Map<string, string>();
-      for (const [p, text] of [...this.world.fleet].sort(([a], [b]) => compareStrings(a, b))) {
-        if (p.startsWith(`${folder}/`)) files.set(p.slice(folder.length + 1), text);
-      }
-      const before = [...this.snapshot.fleet].filter(([p]) => p.startsWith(`${folder}/`));
-      const same =
-        before.length === files.size && before.every(([p, t]) => files.get(p.slice(folder.length + 1)) === t);
-      if (same) continue;
-      if (files.size > 0) written.set(folder, files);
-      else removed.push(folder);
+    const branches = new Map<string, BranchOutput>();
+    const before = new World({ objects: new Map(), fleet: this.snapshot.fleet }, this.options.now);
+    for (const [branch, commits] of [...this.branchCommits].sort(([a], [b]) => compareStrings(a, b))) {
+      const files = this.world.branchFiles(branch);
+      if (sameJson([...files], [...before.branchFiles(branch)])) continue;
+      branches.set(branch, { commits, files: files.size > 0 ? files : null });
     }
-    return { commits: this.fleetCommits, written, removed };
+    return { pushes: this.pushes, branches };
   }
 }
 

@@ -3,8 +3,8 @@
 //   namespaces/<ns>/<group|core>/<resource>/<name>.yaml
 //   sources/<repo-key>/tags.yaml            url + tag → commit list (or a listing error)
 //   sources/<repo-key>/trees/<tag>/...      the repository's files at the tag
-//   fleet/...                               the fleet repository's files (optional)
-//   settings.yaml                           controller settings (fleet URL, branch, ...; optional)
+//   fleet/<branch>/<addon>/<file>           the fleet repository's branches and their files (optional)
+//   settings.yaml                           controller settings (fleet URL, branch prefix, ...; optional)
 // Reading is strict: anything malformed or outside the layout is an error naming the file.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -49,11 +49,15 @@ export interface SourceData {
 
 export interface FleetSettingsData {
   url: string;
-  branch: string;
-  pathPrefix: string;
+  /** Each Cluster's branch is `<branchPrefix><namespace>/<cluster>`. */
+  branchPrefix: string;
   secretRef?: string;
-  gitRepositoryName: string;
+  /** Flux interval of each Cluster's GitRepository. */
   interval?: string;
+  /** Flux interval of the addon Kustomizations. */
+  addonInterval?: string;
+  /** Flux shards (sharding.fluxcd.io/key on each Cluster's Flux objects). */
+  fluxShards?: number;
 }
 
 export interface SnapshotSettings {
@@ -64,13 +68,13 @@ export interface Snapshot {
   /** By objectKey(). */
   objects: Map<string, SnapshotObject>;
   sources: SourceData[];
-  /** Fleet repository files, path relative to the repository root. */
+  /** Fleet repository files of every branch: `<branch>/<path on the branch>` → content. */
   fleet: Map<string, string>;
   settings: SnapshotSettings;
 }
 
 export const DEFAULT_SETTINGS: SnapshotSettings = {
-  fleet: { url: '', branch: 'main', pathPrefix: '', gitRepositoryName: 'stackflux-fleet' },
+  fleet: { url: '', branchPrefix: 'stackflux/' },
 };
 
 export class SnapshotError extends Error {
@@ -332,13 +336,27 @@ function readSettings(root: string, snapshot: Snapshot): void {
   const fleet = value.fleet;
   if (fleet === undefined) return;
   if (!isRecord(fleet)) throw new SnapshotError(rel, 'fleet must be a mapping');
-  const fields = ['url', 'branch', 'pathPrefix', 'secretRef', 'gitRepositoryName', 'interval'] as const;
+  const fields = ['url', 'branchPrefix', 'secretRef', 'interval', 'addonInterval'] as const;
+  const removed = ['branch', 'pathPrefix', 'gitRepositoryName'];
+  const parsed: Partial<FleetSettingsData> = {};
   for (const [k, v] of Object.entries(fleet)) {
+    if (removed.includes(k))
+      throw new SnapshotError(
+        rel,
+        `fleet.${k} was removed: every Cluster has its own branch <branchPrefix><namespace>/<cluster> and GitRepository; set fleet.branchPrefix instead`,
+      );
+    if (k === 'fluxShards') {
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0)
+        throw new SnapshotError(rel, 'fleet.fluxShards must be a non-negative integer');
+      parsed.fluxShards = v;
+      continue;
+    }
     if (!(fields as readonly string[]).includes(k))
       throw new SnapshotError(rel, `fleet: unknown field "${k}"`);
     if (typeof v !== 'string') throw new SnapshotError(rel, `fleet.${k} must be a string`);
+    (parsed as Record<string, string>)[k] = v;
   }
-  snapshot.settings = { fleet: { ...snapshot.settings.fleet, ...(fleet as Partial<FleetSettingsData>) } };
+  snapshot.settings = { fleet: { ...snapshot.settings.fleet, ...parsed } };
 }
 
 const TOP_LEVEL = ['cluster', 'namespaces', 'sources', 'fleet', 'settings.yaml'];

@@ -6,11 +6,14 @@
 //   a change outside metadata/status bumps generation;
 // - delete sets deletionTimestamp while finalizers remain, else removes the object, and garbage
 //   collection removes (cascading) objects whose owners were all removed here;
-// - the fleet "commit" is a content hash of the fleet files (a stand-in for the Git commit id).
+// - a fleet branch's "commit" is a content hash of its files (a stand-in for the Git commit id);
+//   its tree ids are git's own (branchTreeIds).
 // Flux is NOT simulated: GitRepository artifacts and Kustomization readiness stay as they are.
 import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { groupOf } from '../api/resources.ts';
+import type { BranchState } from '../gitops/branches.ts';
+import { branchTreeIds } from '../gitops/objects.ts';
 import { objectKey, type Snapshot, type SnapshotObject } from './snapshot.ts';
 import { compareStrings, isRecord } from './yaml.ts';
 
@@ -182,40 +185,32 @@ export class World {
     }
   }
 
-  // ---- Fleet repository.
+  // ---- Fleet repository (files keyed `<branch>/<path on the branch>`).
 
-  /** Content id of the fleet files (stands in for the commit id). */
-  fleetCommit(): string {
+  /** The files of one branch (path on the branch → content), sorted; empty when it does not exist. */
+  branchFiles(branch: string): Map<string, string> {
+    const base = `${branch}/`;
+    const files = new Map<string, string>();
+    for (const [path, text] of [...this.fleet].sort(([a], [b]) => compareStrings(a, b))) {
+      if (path.startsWith(base)) files.set(path.slice(base.length), text);
+    }
+    return files;
+  }
+
+  /** The branch as the fleet writer reports it; undefined when it has no files (does not exist). */
+  branchState(branch: string): BranchState | undefined {
+    const files = this.branchFiles(branch);
+    if (files.size === 0) return undefined;
     const h = createHash('sha1');
-    for (const [path, text] of [...this.fleet].sort(([a], [b]) => compareStrings(a, b))) {
-      h.update(path).update('\0').update(text).update('\0');
-    }
-    return h.digest('hex');
+    for (const [path, text] of files) h.update(path).update('\0').update(text).update('\0');
+    const ids = branchTreeIds(files);
+    return { commit: h.digest('hex'), tree: ids.tree, addons: ids.addons };
   }
 
-  /** Folders under prefix: `<ns>/<cluster>/<addon>` → files relative to the folder. */
-  fleetFolders(prefix: string): Map<string, Map<string, string>> {
-    const base = prefix === '' ? '' : `${prefix.replace(/\/+$/, '')}/`;
-    const folders = new Map<string, Map<string, string>>();
-    for (const [path, text] of [...this.fleet].sort(([a], [b]) => compareStrings(a, b))) {
-      if (!path.startsWith(base)) continue;
-      const parts = path.slice(base.length).split('/');
-      if (parts.length < 4) continue;
-      const folder = parts.slice(0, 3).join('/');
-      const files = folders.get(folder) ?? new Map<string, string>();
-      files.set(parts.slice(3).join('/'), text);
-      folders.set(folder, files);
-    }
-    return folders;
-  }
-
-  /** Replaces whole folders (null removes one). */
-  syncFleet(prefix: string, folders: ReadonlyMap<string, ReadonlyMap<string, string> | null>): void {
-    const base = prefix === '' ? '' : `${prefix.replace(/\/+$/, '')}/`;
-    for (const [folder, files] of folders) {
-      const dir = `${base}${folder}/`;
-      for (const path of [...this.fleet.keys()]) if (path.startsWith(dir)) this.fleet.delete(path);
-      if (files !== null) for (const [f, text] of files) this.fleet.set(`${dir}${f}`, text);
-    }
+  /** Replaces a branch's files (null deletes the branch). */
+  writeBranch(branch: string, files: ReadonlyMap<string, string> | null): void {
+    const base = `${branch}/`;
+    for (const path of [...this.fleet.keys()]) if (path.startsWith(base)) this.fleet.delete(path);
+    if (files !== null) for (const [f, text] of files) this.fleet.set(`${base}${f}`, text);
   }
 }

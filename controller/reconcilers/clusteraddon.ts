@@ -1,9 +1,13 @@
 // The ClusterAddon reconcile (pure): a Cluster API Cluster (+ the objects its refs point at) + its
 // ClusterAddon + the ClusterStackRelease/ClusterStack whose ClusterClass it uses + the release tree +
-// the addon Kustomizations as they are + this cluster's folders in the fleet repo + now →
-// fleet folder changes, desired Flux objects, the desired ClusterAddon and its status.
+// the addon Kustomizations as they are + the state of this Cluster's fleet branch + now →
+// the branch's desired content (only when it differs), desired Flux objects, the desired
+// ClusterAddon and its status.
 //
 // Decisions:
+// - The fleet holds one branch per Cluster, `<prefix><namespace>/<cluster>`, with `<addon>/<file>`
+//   at its root; a GitRepository per Cluster (owned by the ClusterAddon, see
+//   clusterGitRepositoryName) tracks it, so a commit moves only this Cluster's Flux revision.
 // - Per-cluster values come from the Cluster's `spec.topology.variables` entry named
 //   `stackfluxAddonValues` (a mapping keyed by addon name): they live in the one manifest users
 //   already write per cluster and survive a re-created ClusterAddon (which is generated and owned
@@ -13,24 +17,23 @@
 // - Disable per cluster: annotation `stackflux.io/disabled-addons: "a,b"` on the Cluster; for every
 //   cluster: ClusterStack spec.addons[{name, enabled: false}]. A disabled addon's dependents
 //   depend on what it depended on (transitively), so no Kustomization waits for a missing one.
-// - `folders` holds CHANGES only (relative to the fleet path prefix, as FleetRepo.sync takes them):
-//   a folder whose content differs from the fleet, or `null` for a folder of this cluster that is
-//   in the fleet but no longer wanted. Nothing to change → empty map → no commit.
+// - "Unchanged" is a comparison of git tree ids (branchTreeIds of the desired files against the
+//   branch's tree): no fleet file is read. `branch` in the result is set only when the branch must
+//   change: the whole desired content (or null to delete it) and a commit message saying why
+//   (first render, release a → b, addon disabled/enabled, Cluster or values changed, deletion).
 // - Render failure of ANY addon (or invalid release/values): Ready=False (Stalled, as only a user
-//   change helps), no folder and no Kustomization changes: what runs stays.
-// - The Kustomization of an addon is created only once its folder exists in the fleet commit, so
-//   Flux never points at a missing path (it would retry only after its interval).
-// - The fleet GitRepository is shared by every cluster of the namespace: it carries no owner
-//   reference (a single owner would delete it under the other clusters; several owners would fight
-//   under one server-side-apply field manager). Its artifact is limited to <prefix>/<namespace>.
+//   change helps), no branch and no Kustomization changes: what runs stays.
+// - The Kustomization of an addon is created only once its folder is on the branch, so Flux never
+//   points at a missing path (it would retry only after its interval); the GitRepository only once
+//   the branch exists. A Cluster with no addon enabled has no branch (and no GitRepository).
 // - Deletion (Cluster has deletionTimestamp, is gone, or the ClusterAddon is being deleted): merge
 //   patches set every addon Kustomization's deletionPolicy to Orphan (Flux must not try to prune in
 //   a workload cluster that is going away; a re-created ClusterAddon re-adopts the objects), the
-//   cluster's folders become null, and the finalizer stackflux.io/fleet-cleanup is dropped only
-//   once the fleet commit without the folders is known. Garbage collection removes the
-//   Kustomizations after the ClusterAddon.
-// - Ready only when every enabled addon's Kustomization is Ready at `<branch>@sha1:<fleet commit>`
-//   (Flux's revision format for a branch) and no folder change is pending.
+//   branch is deleted, and the finalizer stackflux.io/fleet-cleanup is dropped only once the branch
+//   is known to be gone. Garbage collection removes the GitRepository and the Kustomizations after
+//   the ClusterAddon.
+// - Ready only when every enabled addon's Kustomization is Ready at `<branch>@sha1:<tip>`
+//   (Flux's revision format for a branch) and no branch change is pending.
 import type { ClusterAddon, ClusterAddonStatus } from '../api/clusteraddon.ts';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
@@ -46,17 +49,28 @@ import {
   type OwnerReference,
 } from '../api/meta.ts';
 import type { ReleaseTree, StackManifest } from '../api/release.ts';
+import type { BranchChange, BranchState } from '../gitops/branches.ts';
+import { branchTreeIds } from '../gitops/objects.ts';
 import {
   addonKustomization,
   addonKustomizationName,
+  clusterGitRepositoryName,
+  FLUX_SHARD_LABEL,
   type FluxTemplates,
   fleetGitRepository,
+  fluxShardOf,
   MANAGED_BY_LABELS,
   ownerReferenceTo,
 } from '../releases/flux.ts';
 import { readRelease } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
-import { addonOrder, type PlainObject, type RenderFailure, renderAddon } from '../rendering/index.ts';
+import {
+  type AddonOrderEntry,
+  addonOrder,
+  type PlainObject,
+  type RenderFailure,
+  renderAddon,
+} from '../rendering/index.ts';
 import {
   findCondition,
   markNotReady,
@@ -67,12 +81,14 @@ import {
 } from '../runtime/conditions.ts';
 import { clusterUse } from './clusterstack.ts';
 
-/** Finalizer on the ClusterAddon: its fleet folders must be removed before it goes. */
+/** Finalizer on the ClusterAddon: its fleet branch must be removed before it goes. */
 export const FINALIZER_FLEET_CLEANUP = 'stackflux.io/fleet-cleanup';
 /** Cluster annotation: comma-separated addon names disabled for this cluster. */
 export const ANNOTATION_DISABLED_ADDONS = 'stackflux.io/disabled-addons';
 /** Cluster topology variable holding per-cluster addon values, keyed by addon name. */
 export const VALUES_VARIABLE = 'stackfluxAddonValues';
+/** Default prefix of the Clusters' fleet branches. */
+export const DEFAULT_BRANCH_PREFIX = 'stackflux/';
 
 export const Reason = {
   Succeeded: 'Succeeded',
@@ -95,22 +111,16 @@ export const Reason = {
 /** Where the rendered addons go and how Flux reads them (controller flags). */
 export interface FleetSettings {
   url: string;
-  branch: string;
-  /** Folder inside the repository holding <namespace>/<cluster>/<addon>/ ("" = the root). */
-  pathPrefix: string;
+  /** Prefix of every Cluster's branch: `<prefix><namespace>/<cluster>` (default "stackflux/"). */
+  branchPrefix: string;
   /** Secret (in each namespace) Flux uses to read the fleet repo. */
   secretRef?: string;
-  /** Name of the fleet GitRepository in each namespace. */
-  gitRepositoryName: string;
+  /** Flux interval of each Cluster's GitRepository (a push requests a fetch at once anyway). */
   interval?: string;
-}
-
-/** The fleet repo as of the last sync, restricted to this cluster. */
-export interface FleetState {
-  /** Tip of the fleet branch after the last sync; undefined: not synced/read yet. */
-  commit?: string;
-  /** This cluster's folders (`<namespace>/<cluster>/<addon>`, relative to the prefix) at `commit`. */
-  folders: ReadonlyMap<string, ReadonlyMap<string, string>>;
+  /** Flux (drift) interval of the addon Kustomizations; wins over the ClusterStack's interval. */
+  addonInterval?: string;
+  /** Number of Flux shards: ≥ 2 labels each Cluster's Flux objects sharding.fluxcd.io/key=shard<k>. */
+  fluxShards?: number;
 }
 
 export interface ClusterAddonInput {
@@ -132,7 +142,8 @@ export interface ClusterAddonInput {
   clusterStack?: ClusterStack;
   /** Kustomizations labelled stackflux.io/cluster=<cluster> in the namespace, as they are. */
   kustomizations: readonly Kustomization[];
-  fleet: FleetState;
+  /** This Cluster's fleet branch as last read or written; undefined: it does not exist. */
+  branch: BranchState | undefined;
   fleetSettings: FleetSettings;
   templates: FluxTemplates;
   now: Date;
@@ -147,17 +158,22 @@ export interface MergePatch {
   patch: Record<string, unknown>;
 }
 
-/** What a batch commit says about one cluster (see commitMessage). */
+/** Why one Cluster's branch changes (the commit message says it; see branchCommitMessage). */
 export interface ClusterChange {
   namespace: string;
   cluster: string;
   release?: string;
-  /** Why, e.g. "first render", "release a → b", "cluster deleted". */
+  /** Why, e.g. "first render", "release a → b", "addon x disabled", "cluster deleted". */
   reason: string;
-  /** Addons whose folder is written. */
+  /** Addons whose folder is written (new or changed). */
   rendered: string[];
   /** Addons whose folder is removed. */
   removed: string[];
+}
+
+/** A change of one Cluster's branch, for the fleet writer, with the record of why. */
+export interface BranchUpdate extends BranchChange {
+  change: ClusterChange;
 }
 
 export interface ClusterAddonResult {
@@ -166,12 +182,12 @@ export interface ClusterAddonResult {
   /** The ClusterAddon's finalizers as they should be (if it exists). */
   finalizers: string[];
   status: ClusterAddonStatus;
-  /** Fleet folder changes only; empty = nothing to commit for this cluster. */
-  folders: Map<string, Map<string, string> | null>;
-  /** Set when `folders` is not empty. */
-  change?: ClusterChange;
-  /** Desired fleet GitRepository of the namespace; undefined: leave as is. */
+  /** The branch change to write; undefined: the branch is as it should be (or must stay). */
+  branch?: BranchUpdate;
+  /** Desired GitRepository of the Cluster's branch; undefined: leave as is. */
   gitRepository?: GitRepository;
+  /** The Cluster's GitRepository to delete if it exists (the Cluster has no branch). */
+  deleteGitRepository?: string;
   /** Desired addon Kustomizations; undefined: leave all as they are. */
   kustomizations?: Kustomization[];
   /** Names of addon Kustomizations to delete (Flux prunes their objects), sorted. */
@@ -188,22 +204,9 @@ function compareStrings(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-function sameFiles(a: ReadonlyMap<string, string>, b: ReadonlyMap<string, string> | undefined): boolean {
-  if (b === undefined || a.size !== b.size) return false;
-  for (const [k, v] of a) if (b.get(k) !== v) return false;
-  return true;
-}
-
-/** `<namespace>/<cluster>/<addon>`, relative to the fleet prefix. */
-export function fleetFolder(namespace: string, cluster: string, addon: string): string {
-  return `${namespace}/${cluster}/${addon}`;
-}
-
-function joinPath(...parts: string[]): string {
-  return parts
-    .flatMap((p) => p.split('/'))
-    .filter((s) => s !== '' && s !== '.')
-    .join('/');
+/** The fleet branch of one Cluster: `<prefix><namespace>/<cluster>`. */
+export function fleetBranchName(prefix: string, namespace: string, cluster: string): string {
+  return `${prefix}${namespace}/${cluster}`;
 }
 
 /** Flux's revision of a branch artifact. */
@@ -318,128 +321,158 @@ function renderFailureReason(failure: RenderFailure): string {
     : Reason.RenderFailed;
 }
 
-export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonResult | undefined {
-  const { now, fleet, fleetSettings } = input;
-  const namespace = input.namespace;
-  const name = input.name;
-  const existing = input.clusterAddon;
-  const cluster = isRecord(input.cluster) ? input.cluster : undefined;
-  const clusterMeta = cluster !== undefined && isRecord(cluster.metadata) ? cluster.metadata : undefined;
-  const generation = existing?.metadata.generation;
-  const mark = (reason: string, message: string) => ({
-    reason,
-    message,
-    ...(generation !== undefined ? { observedGeneration: generation } : {}),
-  });
-  const existingFinalizers = existing?.metadata.finalizers ?? [];
-  const otherFinalizers = existingFinalizers.filter((f) => f !== FINALIZER_FLEET_CLEANUP);
-  const withFinalizer = [...otherFinalizers, FINALIZER_FLEET_CLEANUP].sort(compareStrings);
-  const previous = existing?.status;
-  const kustomizationsByName = new Map(input.kustomizations.map((k) => [k.metadata.name, k]));
-  const ownKustomizations = input.kustomizations
-    .filter(
-      (k) => k.metadata.labels?.[LABEL_CLUSTER] === name && k.metadata.labels?.[LABEL_ADDON] !== undefined,
-    )
-    .sort((a, b) => compareStrings(a.metadata.name, b.metadata.name));
-  const prefix = `${namespace}/${name}/`;
-  const fleetFolders = new Map(
-    [...fleet.folders]
-      .filter(([folder]) => folder.startsWith(prefix))
-      .sort(([a], [b]) => compareStrings(a, b)),
-  );
-  const addonOfFolder = (folder: string): string => folder.slice(prefix.length);
+/** The commit message of one Cluster's branch change: what and why, then the addons that moved. */
+export function branchCommitMessage(c: ClusterChange): string {
+  const head = `stackflux: ${c.namespace}/${c.cluster}${c.release !== undefined ? `: release ${c.release}` : ''} (${c.reason})`;
+  const lines = [
+    ...(c.rendered.length > 0 ? [`rendered: ${[...c.rendered].sort(compareStrings).join(', ')}`] : []),
+    ...(c.removed.length > 0 ? [`removed: ${[...c.removed].sort(compareStrings).join(', ')}`] : []),
+  ];
+  return lines.length > 0 ? `${head}\n\n${lines.join('\n')}\n` : `${head}\n`;
+}
 
-  const base = (status: ClusterAddonStatus, finalizers: string[]): ClusterAddonResult => ({
-    finalizers,
-    status,
-    folders: new Map(),
-    deleteKustomizations: [],
-    patches: [],
-  });
-  /** The previous status with new conditions: nothing else changes. */
-  const keepStatus = (conditions: Condition[]): ClusterAddonStatus => ({
-    ...(previous ?? {}),
+// ---- The reconcile, as a sequence of named phases -------------------------------------------
+
+/** What every phase needs: the input plus derived names and the helpers for status. */
+interface Context {
+  input: ClusterAddonInput;
+  namespace: string;
+  name: string;
+  existing: ClusterAddon | undefined;
+  previous: ClusterAddonStatus | undefined;
+  /** The Cluster's fleet branch. */
+  branchName: string;
+  /** Finalizers without / with ours. */
+  otherFinalizers: string[];
+  withFinalizer: string[];
+  /** This Cluster's addon Kustomizations as they are, sorted by name. */
+  ownKustomizations: Kustomization[];
+}
+
+/** The Cluster, its release and its stack once every input is there. */
+interface Target {
+  cluster: Record<string, unknown>;
+  clusterAddon: ClusterAddon;
+  /** The ClusterAddon as it exists (with a uid and our finalizer). */
+  owner: ClusterAddon;
+  releaseName: string;
+  release: ClusterStackRelease;
+  tree: ReleaseTree;
+  clusterStack: ClusterStack;
+  stack: StackManifest;
+}
+
+/** The enabled addons in apply order, their effective dependencies and the disabled ones. */
+interface Selection {
+  order: AddonOrderEntry[];
+  dependencies: Map<string, string[]>;
+  disabled: Set<string>;
+  clusterValues: Record<string, unknown> | undefined;
+}
+
+/** A phase either yields a value or ends the reconcile with a result. */
+type Step<T> = { ok: true; value: T } | { ok: false; result: ClusterAddonResult | undefined };
+
+function contextOf(input: ClusterAddonInput): Context {
+  const { namespace, name } = input;
+  const existing = input.clusterAddon;
+  const otherFinalizers = (existing?.metadata.finalizers ?? []).filter((f) => f !== FINALIZER_FLEET_CLEANUP);
+  return {
+    input,
+    namespace,
+    name,
+    existing,
+    previous: existing?.status,
+    branchName: fleetBranchName(input.fleetSettings.branchPrefix, namespace, name),
+    otherFinalizers,
+    withFinalizer: [...otherFinalizers, FINALIZER_FLEET_CLEANUP].sort(compareStrings),
+    ownKustomizations: input.kustomizations
+      .filter(
+        (k) => k.metadata.labels?.[LABEL_CLUSTER] === name && k.metadata.labels?.[LABEL_ADDON] !== undefined,
+      )
+      .sort((a, b) => compareStrings(a.metadata.name, b.metadata.name)),
+  };
+}
+
+function markOf(ctx: Context, reason: string, message: string) {
+  const generation = ctx.existing?.metadata.generation;
+  return { reason, message, ...(generation !== undefined ? { observedGeneration: generation } : {}) };
+}
+
+/** The previous status with new conditions: nothing else changes. */
+function keepStatus(ctx: Context, conditions: Condition[]): ClusterAddonStatus {
+  const generation = ctx.existing?.metadata.generation;
+  return {
+    ...(ctx.previous ?? {}),
     ...(generation !== undefined ? { observedGeneration: generation } : {}),
     conditions,
-  });
+  };
+}
 
-  // ---- Deletion: the Cluster is gone or going, or the ClusterAddon is being deleted.
-  const deleting =
-    cluster === undefined ||
-    typeof clusterMeta?.deletionTimestamp === 'string' ||
-    existing?.metadata.deletionTimestamp !== undefined;
-  if (deleting) {
-    if (existing === undefined && fleetFolders.size === 0) return undefined;
-    const folders = new Map<string, Map<string, string> | null>();
-    for (const folder of fleetFolders.keys()) folders.set(folder, null);
-    const patches: MergePatch[] = ownKustomizations
-      .filter((k) => k.spec.deletionPolicy !== 'Orphan')
-      .map((k) => ({
-        apiVersion: k.apiVersion,
-        kind: 'Kustomization',
-        namespace: k.metadata.namespace ?? namespace,
-        name: k.metadata.name,
-        patch: { spec: { deletionPolicy: 'Orphan' } },
-      }));
-    const cleaned = fleet.commit !== undefined && folders.size === 0;
-    const conditions = cleaned
-      ? markReconciling(
-          previous?.conditions,
-          mark(Reason.Deleted, `fleet folders of ${namespace}/${name} removed at ${fleet.commit}`),
-          now,
-        )
-      : markReconciling(
-          previous?.conditions,
-          mark(
-            Reason.Deleting,
-            folders.size > 0
-              ? `removing the fleet folders ${[...folders.keys()].join(', ')}; waiting for the fleet commit`
-              : 'waiting for the fleet repository to be read',
-          ),
-          now,
-        );
-    const result = base(
-      { ...keepStatus(conditions), fleetPath: `${namespace}/${name}`, addons: [] },
-      cleaned ? otherFinalizers : existing !== undefined ? withFinalizer : [],
-    );
-    result.folders = folders;
-    result.patches = patches;
-    if (folders.size > 0) {
-      result.change = {
-        namespace,
-        cluster: name,
-        ...(previous?.release !== undefined ? { release: previous.release } : {}),
-        reason: 'cluster deleted',
-        rendered: [],
-        removed: [...folders.keys()].map(addonOfFolder),
-      };
-    }
-    return result;
-  }
+function base(status: ClusterAddonStatus, finalizers: string[]): ClusterAddonResult {
+  return { finalizers, status, deleteKustomizations: [], patches: [] };
+}
 
-  // ---- Is this Cluster ours?
-  const use = clusterUse(cluster);
-  const tag = use === undefined ? undefined : tagForClusterClassName(use.className);
-  if (tag === undefined) {
-    if (existing === undefined) return undefined;
-    // It was ours and moved to a ClusterClass that is no release: keep what runs, say so.
-    return base(
-      keepStatus(
-        markStalled(
-          previous?.conditions,
-          mark(
-            Reason.NotAStackfluxClass,
-            `Cluster uses ClusterClass ${use?.className ?? '(none)'}, which is not a cluster stack release; addons are left as they are`,
-          ),
-          now,
-        ),
-      ),
-      withFinalizer,
-    );
+function isDeleting(ctx: Context): boolean {
+  const cluster = ctx.input.cluster;
+  if (!isRecord(cluster)) return true;
+  const meta = isRecord(cluster.metadata) ? cluster.metadata : {};
+  return typeof meta.deletionTimestamp === 'string' || ctx.existing?.metadata.deletionTimestamp !== undefined;
+}
+
+/**
+ * Phase "delete": Orphan the Kustomizations, delete the branch, drop the finalizer once the branch
+ * is known to be gone.
+ */
+function reconcileDeletion(ctx: Context): ClusterAddonResult | undefined {
+  const { existing, namespace, name, branchName, previous } = ctx;
+  const branch = ctx.input.branch;
+  if (existing === undefined && branch === undefined) return undefined;
+  const patches: MergePatch[] = ctx.ownKustomizations
+    .filter((k) => k.spec.deletionPolicy !== 'Orphan')
+    .map((k) => ({
+      apiVersion: k.apiVersion,
+      kind: 'Kustomization',
+      namespace: k.metadata.namespace ?? namespace,
+      name: k.metadata.name,
+      patch: { spec: { deletionPolicy: 'Orphan' } },
+    }));
+  const cleaned = branch === undefined;
+  const conditions = markReconciling(
+    previous?.conditions,
+    cleaned
+      ? markOf(ctx, Reason.Deleted, `fleet branch ${branchName} removed`)
+      : markOf(ctx, Reason.Deleting, `removing the fleet branch ${branchName}; waiting for the push`),
+    ctx.input.now,
+  );
+  const result = base(
+    { ...keepStatus(ctx, conditions), fleetBranch: branchName, addons: [] },
+    cleaned ? ctx.otherFinalizers : existing !== undefined ? ctx.withFinalizer : [],
+  );
+  result.patches = patches;
+  if (branch !== undefined) {
+    const change: ClusterChange = {
+      namespace,
+      cluster: name,
+      ...(previous?.release !== undefined ? { release: previous.release } : {}),
+      reason: 'cluster deleted',
+      rendered: [],
+      removed: [...branch.addons.keys()].sort(compareStrings),
+    };
+    result.branch = { branch: branchName, files: null, message: branchCommitMessage(change), change };
   }
-  const releaseName = tag.tag;
-  const clusterStackName = input.release?.spec.clusterStack ?? input.clusterStack?.metadata.name;
-  const clusterAddon: ClusterAddon = {
+  return result;
+}
+
+/** The ClusterAddon as it should be: owned by the Cluster, labelled with its release and stack. */
+function desiredClusterAddon(
+  ctx: Context,
+  cluster: Record<string, unknown>,
+  releaseName: string,
+  clusterStackName: string | undefined,
+): ClusterAddon {
+  const { namespace, name } = ctx;
+  return {
     apiVersion: API_VERSION,
     kind: 'ClusterAddon',
     metadata: {
@@ -461,23 +494,63 @@ export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonRes
       ...(clusterStackName !== undefined ? { clusterStack: clusterStackName } : {}),
     },
   };
-  const waiting = (reason: string, message: string): ClusterAddonResult => ({
-    ...base(keepStatus(markReconciling(previous?.conditions, mark(reason, message), now)), withFinalizer),
-    clusterAddon,
-  });
+}
 
-  // The ClusterAddon must exist (uid for owner references, finalizer before fleet files).
+/**
+ * Phase "resolve": the Cluster's release, its files and its ClusterStack, and the ClusterAddon
+ * that owns what follows. Anything missing ends the reconcile with a condition saying what.
+ */
+function resolveTarget(ctx: Context): Step<Target> {
+  const { input, existing, previous, namespace, name } = ctx;
+  const cluster = input.cluster as Record<string, unknown>;
+  const now = input.now;
+  const end = (result: ClusterAddonResult | undefined): Step<Target> => ({ ok: false, result });
+  const tag = ((use) => (use === undefined ? undefined : tagForClusterClassName(use.className)))(
+    clusterUse(cluster),
+  );
+  if (tag === undefined) {
+    if (existing === undefined) return end(undefined);
+    // It was ours and moved to a ClusterClass that is no release: keep what runs, say so.
+    const className = clusterUse(cluster)?.className ?? '(none)';
+    const message = `Cluster uses ClusterClass ${className}, which is not a cluster stack release; addons are left as they are`;
+    const conditions = markStalled(
+      previous?.conditions,
+      markOf(ctx, Reason.NotAStackfluxClass, message),
+      now,
+    );
+    return end(base(keepStatus(ctx, conditions), ctx.withFinalizer));
+  }
+  const releaseName = tag.tag;
+  const clusterStackName = input.release?.spec.clusterStack ?? input.clusterStack?.metadata.name;
+  const clusterAddon = desiredClusterAddon(ctx, cluster, releaseName, clusterStackName);
+  const waiting = (reason: string, message: string): Step<Target> =>
+    end({
+      ...base(
+        keepStatus(ctx, markReconciling(previous?.conditions, markOf(ctx, reason, message), now)),
+        ctx.withFinalizer,
+      ),
+      clusterAddon,
+    });
+  const failed = (reason: string, message: string): Step<Target> =>
+    end({
+      ...base(
+        keepStatus(ctx, markStalled(previous?.conditions, markOf(ctx, reason, message), now)),
+        ctx.withFinalizer,
+      ),
+      clusterAddon,
+    });
+
+  // The ClusterAddon must exist (uid for owner references, finalizer before the branch).
   if (
     existing === undefined ||
     existing.metadata.uid === undefined ||
-    !existingFinalizers.includes(FINALIZER_FLEET_CLEANUP)
+    !(existing.metadata.finalizers ?? []).includes(FINALIZER_FLEET_CLEANUP)
   ) {
     return waiting(Reason.Creating, `creating ClusterAddon ${namespace}/${name} for release ${releaseName}`);
   }
   const { release, tree, clusterStack } = input;
-  if (release === undefined) {
+  if (release === undefined)
     return waiting(Reason.ReleaseNotFound, `waiting for ClusterStackRelease ${releaseName}`);
-  }
   if (tree === undefined) {
     return waiting(Reason.ReleaseNotFetched, `waiting for the files of release ${releaseName} to be fetched`);
   }
@@ -487,10 +560,6 @@ export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonRes
       `waiting for ClusterStack ${release.spec.clusterStack} (its central values are enforced)`,
     );
   }
-  const failed = (reason: string, message: string): ClusterAddonResult => ({
-    ...base(keepStatus(markStalled(previous?.conditions, mark(reason, message), now)), withFinalizer),
-    clusterAddon,
-  });
   const parsedTag = parseReleaseTag(release.spec.tag);
   if (!parsedTag.ok) return failed(Reason.InvalidRelease, `release ${release.spec.tag}: ${parsedTag.reason}`);
   const read = readRelease(tree, parsedTag.value);
@@ -500,8 +569,6 @@ export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonRes
       `release ${releaseName}${input.treeCommit ? ` at ${input.treeCommit}` : ''} is invalid: ${read.errors.join('; ')}`,
     );
   }
-  const stack = read.value;
-
   // Objects the templates read must be in the cache before rendering (else a false "missing field").
   const cpRef = hasRef(cluster, 'controlPlaneRef');
   const infraRef = hasRef(cluster, 'infrastructureRef');
@@ -511,186 +578,324 @@ export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonRes
   ];
   if (missingRefs.length > 0)
     return waiting(Reason.WaitingForRefs, `waiting for ${missingRefs.join(' and ')}`);
-
-  // ---- Which addons, with which values.
-  const clusterValues = clusterValuesOf(cluster);
-  if (typeof clusterValues === 'string') return failed(Reason.ValuesInvalid, clusterValues);
-  const centralValues = clusterStack.spec.values;
-  const disabledCentral = new Set(
-    (clusterStack.spec.addons ?? []).filter((a) => a.enabled === false).map((a) => a.name),
-  );
-  const disabledCluster = new Set(disabledByAnnotation(cluster));
-  const enabled = new Set(
-    stack.addons.map((a) => a.name).filter((a) => !disabledCentral.has(a) && !disabledCluster.has(a)),
-  );
-  const order = addonOrder(stack).filter((e) => enabled.has(e.name));
-  const dependencies = enabledDependencies(stack, enabled);
-
-  // ---- Render every enabled addon; any failure → no changes at all.
-  const rendered = new Map<string, Map<string, string>>();
-  const failures: { addon: string; failure: RenderFailure }[] = [];
-  for (const { name: addon } of order) {
-    const result = renderAddon({
-      tree,
-      stack,
-      addon,
+  return {
+    ok: true,
+    value: {
       cluster,
+      clusterAddon,
+      owner: existing,
+      releaseName,
+      release,
+      tree,
+      clusterStack,
+      stack: read.value,
+    },
+  };
+}
+
+/** Result of a failure the user must fix: Ready=False (Stalled), the rest as it was. */
+function stalled(ctx: Context, target: Target, reason: string, message: string): ClusterAddonResult {
+  const conditions = markStalled(ctx.previous?.conditions, markOf(ctx, reason, message), ctx.input.now);
+  return { ...base(keepStatus(ctx, conditions), ctx.withFinalizer), clusterAddon: target.clusterAddon };
+}
+
+/** Phase "select": which addons, in which order, with which per-cluster values. */
+function selectAddons(ctx: Context, target: Target): Step<Selection> {
+  const clusterValues = clusterValuesOf(target.cluster);
+  if (typeof clusterValues === 'string') {
+    return { ok: false, result: stalled(ctx, target, Reason.ValuesInvalid, clusterValues) };
+  }
+  const disabled = new Set([
+    ...(target.clusterStack.spec.addons ?? []).filter((a) => a.enabled === false).map((a) => a.name),
+    ...disabledByAnnotation(target.cluster),
+  ]);
+  const enabled = new Set(target.stack.addons.map((a) => a.name).filter((a) => !disabled.has(a)));
+  return {
+    ok: true,
+    value: {
+      order: addonOrder(target.stack).filter((e) => enabled.has(e.name)),
+      dependencies: enabledDependencies(target.stack, enabled),
+      disabled,
+      clusterValues,
+    },
+  };
+}
+
+/**
+ * Phase "render": every enabled addon's files, keyed `<addon>/<path>` as on the branch. Any failure
+ * → no change at all, with per-addon detail in the status.
+ */
+function renderAddons(ctx: Context, target: Target, selection: Selection): Step<Map<string, string>> {
+  const { input } = ctx;
+  const centralValues = target.clusterStack.spec.values;
+  const files = new Map<string, string>();
+  const failures: { addon: string; failure: RenderFailure }[] = [];
+  for (const { name: addon } of selection.order) {
+    const result = renderAddon({
+      tree: target.tree,
+      stack: target.stack,
+      addon,
+      cluster: target.cluster,
       ...(input.controlPlane !== undefined ? { controlPlane: input.controlPlane } : {}),
       ...(input.infraCluster !== undefined ? { infraCluster: input.infraCluster } : {}),
-      ...(clusterValues !== undefined ? { clusterValues } : {}),
+      ...(selection.clusterValues !== undefined ? { clusterValues: selection.clusterValues } : {}),
       ...(centralValues !== undefined ? { centralValues } : {}),
     });
-    if (result.ok) rendered.set(fleetFolder(namespace, name, addon), result.files);
-    else failures.push({ addon, failure: result });
+    if (!result.ok) failures.push({ addon, failure: result });
+    else for (const [path, text] of result.files) files.set(`${addon}/${path}`, text);
   }
-  if (failures.length > 0) {
-    const first = failures[0];
-    const reason = first === undefined ? Reason.RenderFailed : renderFailureReason(first.failure);
-    const message = `release ${releaseName}: ${failures
-      .map((f) => `addon ${f.addon}: ${f.failure.message}`)
-      .join('; ')}; nothing was changed, the addons keep running as they are`;
-    const out = failed(reason, message);
-    // Per-addon detail, the rest of the status as it was.
-    const failedBy = new Map(failures.map((f) => [f.addon, f.failure]));
-    const addons = (previous?.addons ?? []).map((a) => {
-      const f = failedBy.get(a.name);
-      return f === undefined ? a : { ...a, reason: renderFailureReason(f), message: f.message };
-    });
-    for (const [addon, f] of failedBy) {
-      if (!addons.some((a) => a.name === addon)) {
-        addons.push({ name: addon, ready: false, reason: renderFailureReason(f), message: f.message });
-      }
-    }
-    out.status = { ...out.status, addons: addons.sort((a, b) => compareStrings(a.name, b.name)) };
-    return out;
-  }
+  if (failures.length === 0) return { ok: true, value: files };
 
-  // ---- Fleet folder changes.
-  const folders = new Map<string, Map<string, string> | null>();
-  for (const [folder, files] of rendered) {
-    if (!sameFiles(files, fleetFolders.get(folder))) folders.set(folder, files);
-  }
-  for (const folder of fleetFolders.keys()) if (!rendered.has(folder)) folders.set(folder, null);
-  const sortedFolders = new Map([...folders].sort(([a], [b]) => compareStrings(a, b)));
-
-  // ---- Flux objects.
-  const sourceName = fleetSettings.gitRepositoryName;
-  const gitRepository = fleetGitRepository(input.templates, {
-    name: sourceName,
-    namespace,
-    url: fleetSettings.url,
-    branch: fleetSettings.branch,
-    ...(fleetSettings.secretRef !== undefined ? { secretRef: fleetSettings.secretRef } : {}),
-    ...(fleetSettings.interval !== undefined ? { interval: fleetSettings.interval } : {}),
-    path: joinPath(fleetSettings.pathPrefix, namespace),
+  const first = failures[0];
+  const reason = first === undefined ? Reason.RenderFailed : renderFailureReason(first.failure);
+  const message = `release ${target.releaseName}: ${failures
+    .map((f) => `addon ${f.addon}: ${f.failure.message}`)
+    .join('; ')}; nothing was changed, the addons keep running as they are`;
+  const out = stalled(ctx, target, reason, message);
+  // Per-addon detail, the rest of the status as it was.
+  const failedBy = new Map(failures.map((f) => [f.addon, f.failure]));
+  const addons = (ctx.previous?.addons ?? []).map((a) => {
+    const f = failedBy.get(a.name);
+    return f === undefined ? a : { ...a, reason: renderFailureReason(f), message: f.message };
   });
-  const owner = [ownerReferenceTo(existing)];
+  for (const [addon, f] of failedBy) {
+    if (!addons.some((a) => a.name === addon)) {
+      addons.push({ name: addon, ready: false, reason: renderFailureReason(f), message: f.message });
+    }
+  }
+  out.status = { ...out.status, addons: addons.sort((a, b) => compareStrings(a.name, b.name)) };
+  return { ok: false, result: out };
+}
+
+/** Why the branch changes, from which addon folders moved (see ClusterChange.reason). */
+function changeReason(
+  ctx: Context,
+  target: Target,
+  selection: Selection,
+  rendered: readonly string[],
+  removed: readonly string[],
+): string {
+  const branch = ctx.input.branch;
+  if (branch === undefined) return 'first render';
+  const before = ctx.previous?.release;
+  if (before !== undefined && before !== target.releaseName)
+    return `release ${before} → ${target.releaseName}`;
+  const list = (xs: string[]) => xs.sort(compareStrings).join(', ');
+  const disabled = removed.filter((a) => selection.disabled.has(a));
+  const dropped = removed.filter((a) => !selection.disabled.has(a));
+  const added = rendered.filter((a) => !branch.addons.has(a));
+  const changed = rendered.filter((a) => branch.addons.has(a));
+  return (
+    [
+      ...(disabled.length > 0 ? [`disabled ${list(disabled)}`] : []),
+      ...(added.length > 0 ? [`enabled ${list(added)}`] : []),
+      ...(dropped.length > 0 ? [`no longer rendered: ${list(dropped)}`] : []),
+      ...(changed.length > 0 ? [`Cluster or values changed: ${list(changed)}`] : []),
+    ].join('; ') || 'rendered files changed'
+  );
+}
+
+/**
+ * Phase "diff": the branch change, or undefined when the desired tree is the branch's tree (an id
+ * comparison: no fleet file is read).
+ */
+function branchUpdate(
+  ctx: Context,
+  target: Target,
+  selection: Selection,
+  files: Map<string, string>,
+): BranchUpdate | undefined {
+  const desired = branchTreeIds(files);
+  const branch = ctx.input.branch;
+  // No addon enabled → no branch (git keeps no empty folder, Flux has nothing to apply).
+  if (files.size === 0 && branch === undefined) return undefined;
+  if (branch !== undefined && branch.tree === desired.tree) return undefined;
+  const rendered = [...desired.addons].filter(([a, id]) => branch?.addons.get(a) !== id).map(([a]) => a);
+  const removed = [...(branch?.addons.keys() ?? [])]
+    .filter((a) => !desired.addons.has(a))
+    .sort(compareStrings);
+  const change: ClusterChange = {
+    namespace: ctx.namespace,
+    cluster: ctx.name,
+    release: target.releaseName,
+    reason: changeReason(ctx, target, selection, rendered, removed),
+    rendered,
+    removed,
+  };
+  return {
+    branch: ctx.branchName,
+    files: files.size > 0 ? files : null,
+    message: branchCommitMessage(change),
+    change,
+  };
+}
+
+/**
+ * Phase "emit": the GitRepository of the branch (once the branch exists) and one Kustomization per
+ * enabled addon (once its folder is on the branch), all owned by the ClusterAddon.
+ */
+function fluxObjects(
+  ctx: Context,
+  target: Target,
+  selection: Selection,
+): Pick<
+  ClusterAddonResult,
+  'gitRepository' | 'deleteGitRepository' | 'kustomizations' | 'deleteKustomizations'
+> {
+  const { input, namespace, name } = ctx;
+  const settings = input.fleetSettings;
+  const shard = fluxShardOf(namespace, name, settings.fluxShards);
+  const shardLabels: Record<string, string> = shard !== undefined ? { [FLUX_SHARD_LABEL]: shard } : {};
+  const owner = [ownerReferenceTo(target.owner)];
+  const sourceName = clusterGitRepositoryName(name);
+  const branch = input.branch;
+  const gitRepository =
+    branch === undefined
+      ? undefined
+      : fleetGitRepository(input.templates, {
+          name: sourceName,
+          namespace,
+          cluster: name,
+          url: settings.url,
+          branch: ctx.branchName,
+          ...(settings.secretRef !== undefined ? { secretRef: settings.secretRef } : {}),
+          ...(settings.interval !== undefined ? { interval: settings.interval } : {}),
+          labels: shardLabels,
+          ownerReferences: owner,
+        });
+  const existing = new Set(ctx.ownKustomizations.map((k) => k.metadata.name));
+  const interval = settings.addonInterval ?? target.release.spec.interval;
   const kustomizations: Kustomization[] = [];
-  for (const entry of order) {
-    const folder = fleetFolder(namespace, name, entry.name);
+  for (const entry of selection.order) {
     const kname = addonKustomizationName(name, entry.name);
-    // Created once its folder is in the fleet commit; kept (updated) once it exists.
-    if (!fleetFolders.has(folder) && !kustomizationsByName.has(kname)) continue;
+    // Created once its folder is on the branch; kept (updated) once it exists.
+    if (branch?.addons.has(entry.name) !== true && !existing.has(kname)) continue;
     kustomizations.push(
       addonKustomization(input.templates, {
         cluster: name,
         namespace,
         addon: entry.name,
-        release: releaseName,
-        path: joinPath(fleetSettings.pathPrefix, folder),
+        release: target.releaseName,
+        path: entry.name,
         sourceName,
-        dependsOn: dependencies.get(entry.name) ?? [],
+        extraLabels: shardLabels,
+        dependsOn: selection.dependencies.get(entry.name) ?? [],
         ...(entry.targetNamespace !== undefined ? { targetNamespace: entry.targetNamespace } : {}),
-        ...(release.spec.interval !== undefined ? { interval: release.spec.interval } : {}),
-        ...(release.spec.timeout !== undefined ? { timeout: release.spec.timeout } : {}),
+        ...(interval !== undefined ? { interval } : {}),
+        ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),
         ownerReferences: owner,
       }),
     );
   }
-  const wanted = new Set(order.map((e) => addonKustomizationName(name, e.name)));
-  const deleteKustomizations = ownKustomizations.map((k) => k.metadata.name).filter((n) => !wanted.has(n));
+  const wanted = new Set(selection.order.map((e) => addonKustomizationName(name, e.name)));
+  const deleteKustomizations = [...existing].filter((n) => !wanted.has(n));
+  return {
+    ...(gitRepository !== undefined ? { gitRepository } : { deleteGitRepository: sourceName }),
+    kustomizations,
+    deleteKustomizations,
+  };
+}
 
-  // ---- Status.
-  const expected =
-    fleet.commit !== undefined ? branchRevision(fleetSettings.branch, fleet.commit) : undefined;
-  const pending = sortedFolders.size > 0;
-  const addons: NonNullable<ClusterAddonStatus['addons']> = [];
-  const waitingFor: string[] = [];
-  const notReady: string[] = [];
-  for (const entry of order) {
-    const kname = addonKustomizationName(name, entry.name);
-    const k = kustomizationsByName.get(kname);
-    const ready = kustomizationReady(k);
-    const applied = k?.status?.lastAppliedRevision;
-    const upToDate = !pending && expected !== undefined && applied === expected;
-    // Flux re-verifies the same revision every interval (Ready=Unknown meanwhile): an addon that
-    // was Ready at this revision stays Ready instead of flapping.
-    const before = previous?.addons?.find((a) => a.name === entry.name);
-    const reverifying =
-      ready?.status === 'Unknown' && before?.ready === true && before.lastAppliedRevision === applied;
-    const isReady = upToDate && (ready?.status === 'True' || reverifying);
-    const runningRelease = isReady ? releaseName : (k?.metadata.labels?.[LABEL_RELEASE] ?? releaseName);
-    let message: string;
-    let reason: string;
-    if (k === undefined) {
-      reason = Reason.Progressing;
-      message = pending ? 'waiting for the fleet commit' : `waiting for Kustomization ${kname}`;
-      waitingFor.push(`${entry.name} (not created yet)`);
-    } else if (ready?.status === 'False') {
-      reason = ready.reason;
-      message = ready.message;
-      if (ready.reason === 'DependencyNotReady' || ready.reason === 'Progressing') {
-        waitingFor.push(`${entry.name} (${ready.reason})`);
-      } else {
-        notReady.push(`${entry.name} (${ready.reason}: ${ready.message})`);
-      }
-    } else if (ready?.status !== 'True' && !reverifying) {
-      reason = Reason.Progressing;
-      message = ready?.message ?? `waiting for Kustomization ${kname} to reconcile`;
-      waitingFor.push(`${entry.name} (reconciling)`);
-    } else if (!upToDate) {
-      reason = Reason.Progressing;
-      message = `applied ${applied ?? 'nothing yet'}, waiting for ${pending ? 'the fleet commit' : (expected ?? 'the fleet commit')}`;
-      waitingFor.push(`${entry.name} (applied ${applied ?? 'nothing'})`);
-    } else {
-      reason = Reason.Succeeded;
-      message = `applied ${applied}`;
-    }
-    addons.push({
-      name: entry.name,
-      ready: isReady,
-      reason,
-      message,
-      release: runningRelease,
-      kustomization: kname,
-      ...(applied !== undefined ? { lastAppliedRevision: applied } : {}),
-    });
+/** One addon's readiness from its Kustomization, against the revision of the branch tip. */
+function addonReadiness(
+  ctx: Context,
+  target: Target,
+  entry: AddonOrderEntry,
+  expected: string | undefined,
+  pending: boolean,
+): { status: NonNullable<ClusterAddonStatus['addons']>[number]; waiting?: string; notReady?: string } {
+  const kname = addonKustomizationName(ctx.name, entry.name);
+  const k = ctx.input.kustomizations.find((x) => x.metadata.name === kname);
+  const ready = kustomizationReady(k);
+  const applied = k?.status?.lastAppliedRevision;
+  const upToDate = !pending && expected !== undefined && applied === expected;
+  // Flux re-verifies the same revision every interval (Ready=Unknown meanwhile): an addon that
+  // was Ready at this revision stays Ready instead of flapping.
+  const before = ctx.previous?.addons?.find((a) => a.name === entry.name);
+  const reverifying =
+    ready?.status === 'Unknown' && before?.ready === true && before.lastAppliedRevision === applied;
+  const isReady = upToDate && (ready?.status === 'True' || reverifying);
+  const release = isReady ? target.releaseName : (k?.metadata.labels?.[LABEL_RELEASE] ?? target.releaseName);
+  const status = (reason: string, message: string) => ({
+    name: entry.name,
+    ready: isReady,
+    reason,
+    message,
+    release,
+    kustomization: kname,
+    ...(applied !== undefined ? { lastAppliedRevision: applied } : {}),
+  });
+  if (k === undefined) {
+    return {
+      status: status(
+        Reason.Progressing,
+        pending ? 'waiting for the fleet commit' : `waiting for Kustomization ${kname}`,
+      ),
+      waiting: `${entry.name} (not created yet)`,
+    };
   }
-  addons.sort((a, b) => compareStrings(a.name, b.name));
+  if (ready?.status === 'False') {
+    const dependency = ready.reason === 'DependencyNotReady' || ready.reason === 'Progressing';
+    return {
+      status: status(ready.reason, ready.message),
+      ...(dependency
+        ? { waiting: `${entry.name} (${ready.reason})` }
+        : { notReady: `${entry.name} (${ready.reason}: ${ready.message})` }),
+    };
+  }
+  if (ready?.status !== 'True' && !reverifying) {
+    return {
+      status: status(Reason.Progressing, ready?.message ?? `waiting for Kustomization ${kname} to reconcile`),
+      waiting: `${entry.name} (reconciling)`,
+    };
+  }
+  if (!upToDate) {
+    const want = pending ? 'the fleet commit' : (expected ?? 'the fleet commit');
+    return {
+      status: status(Reason.Progressing, `applied ${applied ?? 'nothing yet'}, waiting for ${want}`),
+      waiting: `${entry.name} (applied ${applied ?? 'nothing'})`,
+    };
+  }
+  return { status: status(Reason.Succeeded, `applied ${applied}`) };
+}
 
+/** Phase "health": per-addon readiness and the summary conditions. */
+function addonStatus(
+  ctx: Context,
+  target: Target,
+  selection: Selection,
+  update: BranchUpdate | undefined,
+): ClusterAddonStatus {
+  const { input, previous, branchName } = ctx;
+  const { releaseName } = target;
+  const { order } = selection;
+  const branch = input.branch;
+  const pending = update !== undefined;
+  const expected = branch !== undefined ? branchRevision(branchName, branch.commit) : undefined;
+  const readiness = order.map((entry) => addonReadiness(ctx, target, entry, expected, pending));
+  const waitingFor = readiness.flatMap((r) => (r.waiting !== undefined ? [r.waiting] : []));
+  const notReady = readiness.flatMap((r) => (r.notReady !== undefined ? [r.notReady] : []));
+  const mark = (reason: string, message: string) => markOf(ctx, reason, message);
   let conditions: Condition[];
-  if (pending) {
+  if (update !== undefined) {
+    const moved = [...update.change.rendered, ...update.change.removed].sort(compareStrings);
     conditions = markReconciling(
       previous?.conditions,
       mark(
         Reason.FleetSyncPending,
-        `release ${releaseName}: waiting for the fleet commit of ${[...sortedFolders.keys()].join(', ')}`,
+        `release ${releaseName}: waiting for the commit to fleet branch ${branchName}${moved.length > 0 ? ` (${moved.join(', ')})` : ''}`,
       ),
-      now,
-    );
-  } else if (fleet.commit === undefined) {
-    conditions = markReconciling(
-      previous?.conditions,
-      mark(Reason.FleetSyncPending, 'waiting for the fleet repository'),
-      now,
+      input.now,
     );
   } else if (notReady.length > 0) {
-    conditions = markNotReady(
-      previous?.conditions,
-      mark(Reason.AddonNotReady, `release ${releaseName}: not ready: ${notReady.join(', ')}`),
-      now,
+    conditions = removeCondition(
+      markNotReady(
+        previous?.conditions,
+        mark(Reason.AddonNotReady, `release ${releaseName}: not ready: ${notReady.join(', ')}`),
+        input.now,
+      ),
+      ConditionType.Reconciling,
     );
-    conditions = removeCondition(conditions, ConditionType.Reconciling);
   } else if (waitingFor.length > 0) {
     conditions = markReconciling(
       previous?.conditions,
@@ -698,7 +903,7 @@ export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonRes
         Reason.Progressing,
         `release ${releaseName}: waiting for ${waitingFor.join(', ')} to apply ${expected}`,
       ),
-      now,
+      input.now,
     );
   } else {
     conditions = markReady(
@@ -709,70 +914,39 @@ export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonRes
           ? `release ${releaseName}: no addons enabled`
           : `release ${releaseName}: ${order.length} addon(s) applied at ${expected}`,
       ),
-      now,
+      input.now,
     );
   }
-
-  const status: ClusterAddonStatus = {
+  const generation = ctx.existing?.metadata.generation;
+  const fleetCommit = !pending ? branch?.commit : previous?.fleetCommit;
+  return {
     ...(generation !== undefined ? { observedGeneration: generation } : {}),
-    release: releaseName,
-    ...(!pending && fleet.commit !== undefined
-      ? { fleetCommit: fleet.commit }
-      : previous?.fleetCommit !== undefined
-        ? { fleetCommit: previous.fleetCommit }
-        : {}),
-    fleetPath: `${namespace}/${name}`,
-    addons,
+    // The release on the branch: the new one only once its commit is there.
+    release: pending ? (previous?.release ?? releaseName) : releaseName,
+    ...(fleetCommit !== undefined ? { fleetCommit } : {}),
+    fleetBranch: branchName,
+    gitRepository: clusterGitRepositoryName(ctx.name),
+    addons: readiness.map((r) => r.status).sort((a, b) => compareStrings(a.name, b.name)),
     conditions,
   };
-
-  const result: ClusterAddonResult = {
-    clusterAddon,
-    finalizers: withFinalizer,
-    status,
-    folders: sortedFolders,
-    gitRepository,
-    kustomizations,
-    deleteKustomizations,
-    patches: [],
-  };
-  if (pending) {
-    const previousRelease = previous?.release;
-    result.change = {
-      namespace,
-      cluster: name,
-      release: releaseName,
-      reason:
-        fleetFolders.size === 0
-          ? 'first render'
-          : previousRelease !== undefined && previousRelease !== releaseName
-            ? `release ${previousRelease} → ${releaseName}`
-            : 'rendered files changed',
-      rendered: [...sortedFolders].filter(([, v]) => v !== null).map(([k]) => addonOfFolder(k)),
-      removed: [...sortedFolders].filter(([, v]) => v === null).map(([k]) => addonOfFolder(k)),
-    };
-  }
-  return result;
 }
 
-/**
- * The fleet commit message of a batch: a summary line, then one line per cluster (sorted):
- * "- <ns>/<cluster>: release <r> (<why>); rendered a, b; removed c".
- */
-export function commitMessage(changes: readonly ClusterChange[]): string {
-  const sorted = [...changes].sort(
-    (a, b) => compareStrings(a.namespace, b.namespace) || compareStrings(a.cluster, b.cluster),
-  );
-  const removedOnly = sorted.every((c) => c.rendered.length === 0);
-  const n = sorted.length;
-  const head = `stackflux: ${removedOnly ? 'remove' : 'render'} ${n} cluster${n === 1 ? '' : 's'}`;
-  const lines = sorted.map((c) => {
-    const parts = [
-      `${c.namespace}/${c.cluster}${c.release !== undefined ? `: release ${c.release}` : ''} (${c.reason})`,
-    ];
-    if (c.rendered.length > 0) parts.push(`rendered ${[...c.rendered].sort(compareStrings).join(', ')}`);
-    if (c.removed.length > 0) parts.push(`removed ${[...c.removed].sort(compareStrings).join(', ')}`);
-    return `- ${parts.join('; ')}`;
-  });
-  return `${head}\n\n${lines.join('\n')}\n`;
+export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonResult | undefined {
+  const ctx = contextOf(input);
+  if (isDeleting(ctx)) return reconcileDeletion(ctx);
+  const target = resolveTarget(ctx);
+  if (!target.ok) return target.result;
+  const selection = selectAddons(ctx, target.value);
+  if (!selection.ok) return selection.result;
+  const files = renderAddons(ctx, target.value, selection.value);
+  if (!files.ok) return files.result;
+  const update = branchUpdate(ctx, target.value, selection.value, files.value);
+  return {
+    clusterAddon: target.value.clusterAddon,
+    finalizers: ctx.withFinalizer,
+    status: addonStatus(ctx, target.value, selection.value, update),
+    ...(update !== undefined ? { branch: update } : {}),
+    ...fluxObjects(ctx, target.value, selection.value),
+    patches: [],
+  };
 }

@@ -1,5 +1,6 @@
 // Fills in the Flux object templates of flux-templates/ (pure: the template texts come in as
 // data; controller/releases/flux-templates.ts loads them from disk once at startup).
+import { createHash } from 'node:crypto';
 import { parse } from 'yaml';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import type { GitRepository, Kustomization } from '../api/flux.ts';
@@ -187,32 +188,68 @@ export function releaseFluxObjects(
   return { gitRepository, kustomization };
 }
 
+/** Flux's sharding label: a Flux controller started with `--watch-label-selector` takes its shard. */
+export const FLUX_SHARD_LABEL = 'sharding.fluxcd.io/key';
+
+/**
+ * The Flux shard (`shard0`..`shard<n-1>`) of one Cluster's Flux objects: a stable hash of
+ * `<namespace>/<cluster>`, so its GitRepository and Kustomizations always share a shard and the
+ * Clusters spread evenly. undefined when `shards` < 2 (no label).
+ */
+export function fluxShardOf(
+  namespace: string,
+  cluster: string,
+  shards: number | undefined,
+): string | undefined {
+  if (shards === undefined || shards < 2) return undefined;
+  const digest = createHash('sha256').update(`${namespace}/${cluster}`).digest();
+  return `shard${digest.readUInt32BE(0) % shards}`;
+}
+
+const NAME_MAX = 63;
+
+/**
+ * Name of the GitRepository of one Cluster's fleet branch: `<cluster>-addons`, or, when that is
+ * longer than 63 characters, the cluster name cut short plus a hash of the whole name.
+ */
+export function clusterGitRepositoryName(cluster: string): string {
+  const name = `${cluster}-addons`;
+  if (name.length <= NAME_MAX) return name;
+  const hash = createHash('sha256').update(cluster).digest('hex').slice(0, 8);
+  const head = cluster.slice(0, NAME_MAX - '-addons'.length - hash.length - 1).replace(/[-.]+$/, '');
+  return `${head}-${hash}-addons`;
+}
+
 export interface FleetGitRepositoryInput {
   name: string;
   namespace: string;
+  /** The Cluster whose branch it tracks (label stackflux.io/cluster). */
+  cluster: string;
   url: string;
   branch: string;
   secretRef?: string;
   interval?: string;
-  /** Path prefix in the fleet repo whose content this namespace needs (e.g. "<namespace>"). */
-  path?: string;
+  /** Extra labels (the Flux shard key). */
+  labels?: Record<string, string>;
   ownerReferences?: OwnerReference[];
 }
 
-/** The fleet repository's GitRepository of one namespace. */
+/** Default Flux interval of a Cluster's fleet GitRepository (a push requests a fetch at once). */
+export const DEFAULT_FLEET_INTERVAL = '5m';
+
+/** The GitRepository of one Cluster's fleet branch (owned by its ClusterAddon). */
 export function fleetGitRepository(templates: FluxTemplates, input: FleetGitRepositoryInput): GitRepository {
   return renderFluxTemplate(
     templates.fleetGitRepository,
     {
       name: input.name,
       namespace: input.namespace,
-      labels: sortedRecord({ ...MANAGED_BY_LABELS }),
+      labels: sortedRecord({ ...MANAGED_BY_LABELS, [LABEL_CLUSTER]: input.cluster, ...input.labels }),
       ownerReferences: input.ownerReferences ?? [],
       url: input.url,
       branch: input.branch,
-      interval: input.interval ?? '1m',
+      interval: input.interval ?? DEFAULT_FLEET_INTERVAL,
       secretRef: input.secretRef !== undefined ? { name: input.secretRef } : null,
-      ignore: input.path === undefined ? null : (ignoreAllBut(input.path) ?? null),
     },
     FLUX_TEMPLATE_FILES.fleetGitRepository,
   ) as GitRepository;
@@ -228,10 +265,12 @@ export interface AddonKustomizationInput {
   namespace: string;
   addon: string;
   release: string;
-  /** Folder in the fleet repo, e.g. "<namespace>/<cluster>/<addon>". */
+  /** Folder on the Cluster's fleet branch: the addon's name. */
   path: string;
-  /** GitRepository of the fleet repo. */
+  /** GitRepository of the Cluster's fleet branch. */
   sourceName: string;
+  /** Extra labels (the Flux shard key). */
+  extraLabels?: Record<string, string>;
   /** Addon names (not Kustomization names) this addon depends on. */
   dependsOn: string[];
   targetNamespace?: string;
@@ -254,6 +293,7 @@ export function addonKustomization(templates: FluxTemplates, input: AddonKustomi
         [LABEL_CLUSTER]: input.cluster,
         [LABEL_ADDON]: input.addon,
         [LABEL_RELEASE]: input.release,
+        ...input.extraLabels,
       }),
       ownerReferences: input.ownerReferences,
       interval: input.interval ?? DEFAULT_INTERVAL,

@@ -1,10 +1,11 @@
-// Issue 5 end to end: `stackflux run --fleet-url ...` as a subprocess against the real test
+// Issues 5 and 10 end to end: `stackflux run --fleet-url ...` as a subprocess against the real test
 // environment. A release repo is built from stacks/docker-ferrol-1-30; Clusters (v1beta2) with
-// their <name>-kubeconfig Secret point at the second kube-apiserver (the workload cluster). Flux
-// applies the rendered addons from the fleet repo INTO the workload cluster. The steps share
-// state and run in order (acceptance 1, 2, 4, 5, 3, 6, 7, 8 of issue 5: step 3 leaves c1 on release v3,
-// so it runs after the steps that count c1's three v1 addons and before other Clusters share the
-// workload cluster's objects).
+// their <name>-kubeconfig Secret point at the second kube-apiserver (the workload cluster). Each
+// Cluster has its own fleet branch stackflux/<ns>/<cluster> and GitRepository <cluster>-addons;
+// Flux applies the rendered addons from it INTO the workload cluster. The steps share state and
+// run in order (acceptance 1, 2, 4, 5, 3, 6, 7, 8 of issue 5 and, after 6, the one-Cluster change
+// of issue 10: step 3 leaves c1 on release v3, so it runs after the steps that count c1's three v1
+// addons and before other Clusters share the workload cluster's objects).
 import assert from 'node:assert/strict';
 import {
   appendFileSync,
@@ -20,7 +21,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
-import type { Kustomization } from '../../controller/api/flux.ts';
+import type { GitRepository, Kustomization } from '../../controller/api/flux.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
@@ -71,7 +72,7 @@ async function startController(fleetUrl: string): Promise<void> {
     namespace: ns,
     cacheDir,
     concurrency: 4,
-    extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-branch=main', '--fleet-batch-window=2s'],
+    extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-batch-window=2s'],
     env: { STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT: crashMarker },
   });
 }
@@ -102,19 +103,54 @@ async function kustomizationsOf(cluster: string): Promise<(Kustomization & KubeO
 }
 
 let fleetUrl = '';
-/** A fresh clone of the fleet branch. */
-function fleetClone(): string {
+/** The fleet branch of a Cluster. */
+const branchOf = (cluster: string) => `stackflux/${ns}/${cluster}`;
+/** A fresh clone of a Cluster's fleet branch. */
+function fleetClone(cluster: string): string {
   const dir = mkdtempSync(join(work, 'fleet-'));
-  git(dir, 'clone', '-q', '--branch', 'main', fleetUrl, '.');
+  git(dir, 'clone', '-q', '--branch', branchOf(cluster), fleetUrl, '.');
   return dir;
 }
-function fleetCommits(): number {
-  const dir = fleetClone();
+/** Commits on a Cluster's branch. */
+function fleetCommits(cluster: string): number {
+  const dir = fleetClone(cluster);
   try {
     return Number(git(dir, 'rev-list', '--count', 'HEAD'));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+/** The fleet repository's branches (name → tip). */
+function fleetBranches(): Map<string, string> {
+  const out = git(work, 'ls-remote', '--heads', fleetUrl);
+  return new Map(
+    out
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => {
+        const [commit = '', ref = ''] = l.split('\t');
+        return [ref.replace(/^refs\/heads\//, ''), commit];
+      }),
+  );
+}
+/** Pushes the controller logged since `since` (ms epoch) that moved at least one branch. */
+function pushesSince(since: number): number {
+  return (controller?.logLines ?? []).filter((line) => {
+    try {
+      const l = JSON.parse(line) as { msg?: string; time?: string; moved?: number };
+      return l.msg === 'fleet branches pushed' && Date.parse(l.time ?? '') >= since && (l.moved ?? 0) > 0;
+    } catch {
+      return false;
+    }
+  }).length;
+}
+async function gitRepositories(): Promise<(GitRepository & KubeObject)[]> {
+  return (
+    await client.list<GitRepository & KubeObject>('source.toolkit.fluxcd.io/v1', 'GitRepository', {
+      namespace: ns,
+      labelSelector: 'stackflux.io/cluster',
+    })
+  ).items;
 }
 
 function cluster(name: string, podCidr: string): KubeObject {
@@ -284,14 +320,24 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
       });
       assert.equal(ks.get('c1.cni')?.metadata.ownerReferences?.[0]?.kind, 'ClusterAddon');
 
-      const dir = fleetClone();
-      assert.ok(existsSync(join(dir, ns, 'c1', 'cni', 'config.yaml')));
-      assert.match(git(dir, 'log', '-1', '--format=%B'), new RegExp(`${ns}/c1: release ${tag('v1')}`));
+      assert.equal(ks.get('c1.cni')?.spec.path, './cni');
+      assert.deepEqual(ks.get('c1.cni')?.spec.sourceRef, { kind: 'GitRepository', name: 'c1-addons' });
+      const repo = (await gitRepositories()).find((g) => g.metadata.name === 'c1-addons');
+      assert.equal(repo?.spec.ref?.branch, branchOf('c1'));
+      assert.equal(repo?.metadata.ownerReferences?.[0]?.kind, 'ClusterAddon');
+      assert.equal(ca.status?.fleetBranch, branchOf('c1'));
+
+      const dir = fleetClone('c1');
+      assert.ok(existsSync(join(dir, 'cni', 'config.yaml')), 'the addon folders are at the branch root');
+      assert.match(
+        git(dir, 'log', '-1', '--format=%B'),
+        new RegExp(`${ns}/c1: release ${tag('v1')} \\(first render\\)`),
+      );
     }));
 
-  it('2. changing the pod CIDR makes one new fleet commit and updates the workload object', () =>
+  it('2. changing the pod CIDR makes one new commit on the Cluster branch and updates the workload object', () =>
     step(async () => {
-      const before = fleetCommits();
+      const before = fleetCommits('c1');
       const previous = (await caddon('c1'))?.status?.fleetCommit;
       await mergePatchCluster('c1', {
         spec: { clusterNetwork: { pods: { cidrBlocks: ['10.250.0.0/16'] } } },
@@ -303,8 +349,13 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
         const c = await caddonReady('c1');
         return c?.status?.fleetCommit !== previous ? c : undefined;
       });
-      assert.equal(fleetCommits(), before + 1, 'exactly one new fleet commit');
-      assert.equal(ca.status?.fleetCommit?.length, 40);
+      assert.equal(fleetCommits('c1'), before + 1, 'exactly one new fleet commit');
+      assert.equal(ca.status?.fleetCommit, fleetBranches().get(branchOf('c1')));
+      assert.match(
+        git(fleetClone('c1'), 'log', '-1', '--format=%B'),
+        /\(Cluster or values changed: cni\)/,
+        'the commit says why',
+      );
     }));
 
   it('4. disabling an addon for the Cluster prunes its objects; enabling brings them back', () =>
@@ -344,7 +395,7 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
 
   it('5. a release whose template reads a missing field: Ready=False naming file and field; what ran stays', () =>
     step(async () => {
-      const before = fleetCommits();
+      const before = fleetCommits('c1');
       await mergePatchCluster('c1', { spec: { topology: { classRef: { name: tag('v2') } } } });
       const ca = await eventually('ClusterAddon c1 Ready=False', async () => {
         const c = await caddon('c1');
@@ -354,7 +405,7 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
       assert.equal(ready?.reason, 'RenderFailed');
       assert.match(ready?.message ?? '', /config\.yaml\.hbs/);
       assert.match(ready?.message ?? '', /notAField/);
-      assert.equal(fleetCommits(), before, 'nothing was committed');
+      assert.equal(fleetCommits('c1'), before, 'nothing was committed');
       assert.equal((await workloadConfigMap('ferrol-cni-config'))?.data?.podCIDR, '10.250.0.0/16');
       assert.equal((await kustomizationsOf('c1')).length, 3, 'the Kustomizations stay');
 
@@ -409,16 +460,19 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
       assert.deepEqual(dnsK?.spec.dependsOn, [{ name: 'c1.cni' }]);
       assert.equal(ks.get('c1.cni')?.metadata.labels?.['stackflux.io/release'], tag('v3'));
 
-      const dir = fleetClone();
-      assert.equal(existsSync(join(dir, ns, 'c1', 'cni', 'serviceaccount.yaml')), false);
-      assert.ok(existsSync(join(dir, ns, 'c1', 'dns', 'config.yaml')));
-      assert.match(git(dir, 'log', '-1', '--format=%B'), new RegExp(`${ns}/c1: release ${tag('v3')}`));
+      const dir = fleetClone('c1');
+      assert.equal(existsSync(join(dir, 'cni', 'serviceaccount.yaml')), false);
+      assert.ok(existsSync(join(dir, 'dns', 'config.yaml')));
+      assert.match(
+        git(dir, 'log', '-1', '--format=%B'),
+        new RegExp(`${ns}/c1: release ${tag('v3')} \\(release ${tag('v1')} → ${tag('v3')}\\)`),
+      );
     }));
 
-  it('6. many Clusters at once: far fewer fleet commits than Clusters, all Ready', () =>
+  it('6. many Clusters at once: one branch each, far fewer pushes than Clusters, all Ready', () =>
     step(async () => {
       const n = 25;
-      const before = fleetCommits();
+      const since = Date.now();
       const names = Array.from({ length: n }, (_, i) => `s${i}`);
       await Promise.all(names.map((name, i) => createCluster(name, `10.${100 + i}.0.0/16`)));
       await eventually(
@@ -432,14 +486,77 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
         },
         { timeoutMs: 600_000, intervalMs: 2_000 },
       );
-      const commits = fleetCommits() - before;
-      assert.ok(commits >= 1, 'the new Clusters were committed');
-      assert.ok(commits <= n / 5, `${commits} fleet commits for ${n} Clusters`);
-      const dir = fleetClone();
-      for (const name of names) assert.ok(existsSync(join(dir, ns, name, 'cni', 'config.yaml')), name);
+      const pushes = pushesSince(since);
+      assert.ok(pushes >= 1, 'the new Clusters were pushed');
+      assert.ok(pushes <= n / 5, `${pushes} fleet pushes for ${n} Clusters`);
+      const branches = fleetBranches();
+      for (const name of names) {
+        assert.ok(branches.has(branchOf(name)), `branch of ${name}`);
+        assert.equal(fleetCommits(name), 1, `one commit on the branch of ${name}`);
+      }
+      const repos = new Set((await gitRepositories()).map((g) => g.metadata.name));
+      for (const name of names) assert.ok(repos.has(`${name}-addons`), `GitRepository of ${name}`);
     }));
 
-  it('7. deleting a Cluster and its Secret leaves no Kustomization behind and removes its fleet folder', () =>
+  it("6b. one Cluster's pod CIDR changes: only its GitRepository and Kustomizations get a new revision", () =>
+    step(async () => {
+      // Every Cluster converged (step 6 waited for all Ready): what Flux has applied, per object.
+      const applied = async () =>
+        new Map(
+          (
+            await client.list<Kustomization & KubeObject>(KUSTOMIZE, 'Kustomization', {
+              namespace: ns,
+              labelSelector: 'stackflux.io/addon',
+            })
+          ).items.map((k) => [k.metadata.name ?? '', k.status?.lastAppliedRevision]),
+        );
+      const artifacts = async () =>
+        new Map((await gitRepositories()).map((g) => [g.metadata.name ?? '', g.status?.artifact?.revision]));
+      const kBefore = await applied();
+      const gBefore = await artifacts();
+      const tipsBefore = fleetBranches();
+      assert.ok(kBefore.size >= 3 * 26, `${kBefore.size} addon Kustomizations before the change`);
+      const previous = (await caddon('s3'))?.status?.fleetCommit;
+
+      await mergePatchCluster('s3', {
+        spec: { clusterNetwork: { pods: { cidrBlocks: ['10.203.0.0/16'] } } },
+      });
+      const ca = await eventually(
+        'ClusterAddon s3 Ready at a new commit',
+        async () => {
+          const c = await caddonReady('s3');
+          return c?.status?.fleetCommit !== undefined && c.status.fleetCommit !== previous ? c : undefined;
+        },
+        { timeoutMs: 240_000 },
+      );
+      const revision = `${branchOf('s3')}@sha1:${ca.status?.fleetCommit}`;
+      // Give Flux a moment in which any wrongly triggered re-apply would show.
+      await sleep(5_000);
+      const kAfter = await applied();
+      const gAfter = await artifacts();
+      const moved = [...kAfter].filter(([name, rev]) => kBefore.get(name) !== rev).map(([n]) => n);
+      assert.deepEqual(
+        moved.sort(),
+        ['s3.cloud-config', 's3.cni', 's3.metrics-server'],
+        "exactly the changed Cluster's Kustomizations got a new revision",
+      );
+      for (const k of ['s3.cloud-config', 's3.cni', 's3.metrics-server'])
+        assert.equal(kAfter.get(k), revision);
+      const movedRepos = [...gAfter].filter(([name, rev]) => gBefore.get(name) !== rev).map(([n]) => n);
+      assert.deepEqual(movedRepos, ['s3-addons'], 'only its GitRepository has a new artifact');
+      const tipsAfter = fleetBranches();
+      const movedBranches = [...tipsAfter].filter(([b, tip]) => tipsBefore.get(b) !== tip).map(([b]) => b);
+      assert.deepEqual(movedBranches, [branchOf('s3')], 'only its branch moved');
+
+      const log = git(fleetClone('s3'), 'log', '--format=%B');
+      assert.match(
+        log,
+        new RegExp(`^stackflux: ${ns}/s3: release ${tag('v1')} \\(Cluster or values changed: cni\\)`),
+      );
+      assert.match(log, /\(first render\)/, 'the branch keeps its history');
+    }));
+
+  it('7. deleting a Cluster and its Secret leaves no Kustomization behind and removes its fleet branch', () =>
     step(async () => {
       await client.delete(CAPI, 'Cluster', 's0', ns);
       await client.delete('v1', 'Secret', 's0-kubeconfig', ns);
@@ -451,29 +568,33 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
       await eventually('ClusterAddon s0 gone', async () =>
         (await caddon('s0')) === undefined ? true : undefined,
       );
-      const dir = fleetClone();
-      assert.equal(existsSync(join(dir, ns, 's0')), false, 'fleet folder removed');
-      assert.ok(existsSync(join(dir, ns, 's1')), 'the other clusters stay');
-      assert.match(git(dir, 'log', '-1', '--format=%B'), /cluster deleted/);
+      const branches = fleetBranches();
+      assert.equal(branches.has(branchOf('s0')), false, 'fleet branch removed');
+      assert.ok(branches.has(branchOf('s1')), 'the other clusters stay');
+      assert.equal(
+        (await gitRepositories()).some((g) => g.metadata.name === 's0-addons'),
+        false,
+        'its GitRepository is garbage collected',
+      );
     }));
 
   it('8. killed between fleet commit and push: after a restart the push happens, nothing duplicated or lost', () =>
     step(async () => {
-      const before = fleetCommits();
+      const before = fleetCommits('c1');
       writeFileSync(crashMarker, 'crash once\n');
       const exited = controller?.exited();
       await mergePatchCluster('c1', {
         spec: { clusterNetwork: { pods: { cidrBlocks: ['10.251.0.0/16'] } } },
       });
       assert.equal(await exited, 3, 'the controller exits at the fault point');
-      assert.equal(fleetCommits(), before, 'the commit was not pushed');
+      assert.equal(fleetCommits('c1'), before, 'the commit was not pushed');
       assert.equal(existsSync(crashMarker), false);
 
       await startController(fleetUrl);
       await eventually('the change pushed after the restart', async () =>
-        fleetCommits() === before + 1 ? true : undefined,
+        fleetCommits('c1') === before + 1 ? true : undefined,
       );
-      const tip = git(fleetClone(), 'rev-parse', 'HEAD');
+      const tip = git(fleetClone('c1'), 'rev-parse', 'HEAD');
       // (The workload ConfigMap is shared by every Cluster of step 6, so the Flux side is checked
       // through c1's own Kustomizations: Ready at the new commit.)
       await eventually('ClusterAddon c1 Ready at the pushed commit', async () => {
@@ -481,9 +602,10 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
         return c?.status?.fleetCommit === tip ? c : undefined;
       });
       await sleep(3_000);
-      assert.equal(fleetCommits(), before + 1, 'exactly one commit for the change');
-      const dir = fleetClone();
-      assert.match(readFileSync(join(dir, ns, 'c1', 'cni', 'config.yaml'), 'utf8'), /10\.251\.0\.0\/16/);
-      for (const name of ['s1', 's2', 's24']) assert.ok(existsSync(join(dir, ns, name, 'cni')), name);
+      assert.equal(fleetCommits('c1'), before + 1, 'exactly one commit for the change');
+      const dir = fleetClone('c1');
+      assert.match(readFileSync(join(dir, 'cni', 'config.yaml'), 'utf8'), /10\.251\.0\.0\/16/);
+      const branches = fleetBranches();
+      for (const name of ['s1', 's2', 's24']) assert.ok(branches.has(branchOf(name)), name);
     }));
 });

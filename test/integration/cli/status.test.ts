@@ -103,13 +103,15 @@ describe('stackflux status', () => {
       {
         release: TAG,
         fleetCommit: 'b'.repeat(40),
+        fleetBranch: `stackflux/${namespace}/prod-1`,
+        gitRepository: 'prod-1-addons',
         addons: [
           {
             name: 'cni',
             ready: true,
             reason: 'Succeeded',
-            message: 'applied main@sha1:bbbb',
-            lastAppliedRevision: `main@sha1:${'b'.repeat(40)}`,
+            message: `applied stackflux/${namespace}/prod-1@sha1:bbbb`,
+            lastAppliedRevision: `stackflux/${namespace}/prod-1@sha1:${'b'.repeat(40)}`,
           },
           {
             name: 'metrics',
@@ -136,9 +138,14 @@ describe('stackflux status', () => {
     );
     assert.match(
       lines[3] ?? '',
-      /^ {4}clusteraddon\/prod-1\s+\S+@bbbbbbbbbbbb\s+False\s+release .*not ready: metrics/,
+      new RegExp(
+        `^ {4}clusteraddon/prod-1\\s+stackflux/${namespace}/prod-1@sha1:b{12}\\s+False\\s+release .*not ready: metrics`,
+      ),
     );
-    assert.match(lines[4] ?? '', /^ {6}addon\/cni\s+main@sha1:b{40}\s+True\s+applied/);
+    assert.match(
+      lines[4] ?? '',
+      new RegExp(`^ {6}addon/cni\\s+stackflux/${namespace}/prod-1@sha1:b{40}\\s+True\\s+applied`),
+    );
     assert.match(
       lines[5] ?? '',
       /^ {6}addon\/metrics\s+False\s+Deployment\/kube-system\/metrics-server not ready$/,

@@ -6,10 +6,12 @@ import type { ClusterStackRelease } from '../../../controller/api/clusterstackre
 import type { Kustomization } from '../../../controller/api/flux.ts';
 import type { Condition } from '../../../controller/api/meta.ts';
 import type { ReleaseTree } from '../../../controller/api/release.ts';
+import type { BranchState } from '../../../controller/gitops/branches.ts';
+import { branchTreeIds } from '../../../controller/gitops/objects.ts';
 import {
+  branchCommitMessage,
   type ClusterAddonInput,
   type ClusterAddonResult,
-  commitMessage,
   enabledDependencies,
   FINALIZER_FLEET_CLEANUP,
   type FleetSettings,
@@ -27,11 +29,10 @@ const V1 = 'docker-ferrol-1-30-v1';
 const V2 = 'docker-ferrol-1-30-v2';
 const fleetSettings: FleetSettings = {
   url: 'https://git.example.com/fleet.git',
-  branch: 'main',
-  pathPrefix: 'clusters',
+  branchPrefix: 'stackflux/',
   secretRef: 'fleet-auth',
-  gitRepositoryName: 'stackflux-fleet',
 };
+const BRANCH = 'stackflux/team/alpha';
 
 // ---- Release trees, built in memory.
 
@@ -230,7 +231,7 @@ function baseInput(o: ClusterOptions = {}, over: Partial<ClusterAddonInput> = {}
     tree: trees[tag],
     clusterStack: clusterStack(),
     kustomizations: [],
-    fleet: { commit: 'c'.repeat(40), folders: new Map() },
+    branch: undefined,
     fleetSettings,
     templates,
     now,
@@ -247,14 +248,36 @@ function cond(r: ClusterAddonResult, type: string): Condition | undefined {
   return r.status.conditions?.find((c) => c.type === type);
 }
 
+/** The branch state of `files` as the writer would report it after a commit. */
+function stateOf(files: ReadonlyMap<string, string>, commit: string): BranchState {
+  const ids = branchTreeIds(files);
+  return { commit, tree: ids.tree, addons: ids.addons };
+}
+
+/** The branch change's files grouped by addon folder (null: the branch is deleted). */
+function folders(r: ClusterAddonResult): Map<string, Map<string, string>> | null | undefined {
+  const files = r.branch?.files;
+  if (files === undefined || files === null) return files === null ? null : undefined;
+  const out = new Map<string, Map<string, string>>();
+  for (const [path, text] of files) {
+    const slash = path.indexOf('/');
+    const addon = path.slice(0, slash);
+    const folder = out.get(addon) ?? new Map<string, string>();
+    folder.set(path.slice(slash + 1), text);
+    out.set(addon, folder);
+  }
+  return out;
+}
+
 // ---- A tiny world: the API server, Flux and the fleet repo as the runtime would feed them back.
 
 interface World {
   cluster: Record<string, unknown> | undefined;
   clusterAddon: ClusterAddon | undefined;
   kustomizations: Map<string, Kustomization>;
-  fleetCommit: string | undefined;
-  fleet: Map<string, Map<string, string>>;
+  /** The Cluster's branch: its files and state (undefined: no branch). */
+  files: Map<string, string> | undefined;
+  branch: BranchState | undefined;
   commits: number;
 }
 
@@ -263,8 +286,8 @@ function newWorld(c: Record<string, unknown>): World {
     cluster: c,
     clusterAddon: undefined,
     kustomizations: new Map(),
-    fleetCommit: undefined,
-    fleet: new Map(),
+    files: undefined,
+    branch: undefined,
     commits: 0,
   };
 }
@@ -283,7 +306,7 @@ function worldInput(w: World, name: string, over: Partial<ClusterAddonInput> = {
     ...(trees[release] !== undefined ? { tree: trees[release] } : {}),
     clusterStack: clusterStack(),
     kustomizations: [...w.kustomizations.values()],
-    fleet: { ...(w.fleetCommit !== undefined ? { commit: w.fleetCommit } : {}), folders: w.fleet },
+    branch: w.branch,
     fleetSettings,
     templates,
     now,
@@ -291,15 +314,18 @@ function worldInput(w: World, name: string, over: Partial<ClusterAddonInput> = {
   };
 }
 
-/** Applies a result as the runtime would (fleet sync, SSA, deletes, patches, status), then lets Flux apply. */
+/** Applies a result as the runtime would (branch write, SSA, deletes, patches, status), then lets Flux apply. */
 function applyResult(w: World, r: ClusterAddonResult, flux = true): void {
-  if (r.folders.size > 0 || w.fleetCommit === undefined) {
-    for (const [folder, files] of r.folders) {
-      if (files === null) w.fleet.delete(folder);
-      else w.fleet.set(folder, new Map(files));
+  if (r.branch !== undefined) {
+    assert.equal(r.branch.branch, BRANCH);
+    if (r.branch.files === null) {
+      w.files = undefined;
+      w.branch = undefined;
+    } else {
+      w.commits++;
+      w.files = new Map(r.branch.files);
+      w.branch = stateOf(w.files, String(w.commits).padStart(40, '0'));
     }
-    if (r.folders.size > 0) w.commits++;
-    w.fleetCommit = String(w.commits).padStart(40, '0');
   }
   if (r.clusterAddon !== undefined && w.clusterAddon === undefined) {
     w.clusterAddon = {
@@ -336,10 +362,10 @@ function applyResult(w: World, r: ClusterAddonResult, flux = true): void {
     const k = w.kustomizations.get(p.name);
     if (k) k.spec = { ...k.spec, ...(p.patch.spec as object) };
   }
-  if (flux && w.fleetCommit !== undefined) {
+  if (flux && w.branch !== undefined) {
     for (const k of w.kustomizations.values()) {
       k.status = {
-        lastAppliedRevision: `main@sha1:${w.fleetCommit}`,
+        lastAppliedRevision: `${BRANCH}@sha1:${w.branch.commit}`,
         conditions: [
           {
             type: 'Ready',
@@ -356,7 +382,7 @@ function applyResult(w: World, r: ClusterAddonResult, flux = true): void {
 
 /** True when applying `r` to `w` would change nothing. */
 function noChanges(w: World, r: ClusterAddonResult): boolean {
-  if (r.folders.size > 0 || r.deleteKustomizations.length > 0 || r.patches.length > 0) return false;
+  if (r.branch !== undefined || r.deleteKustomizations.length > 0 || r.patches.length > 0) return false;
   for (const k of r.kustomizations ?? []) {
     const old = w.kustomizations.get(k.metadata.name);
     if (old === undefined) return false;
@@ -411,7 +437,7 @@ describe('reconcileClusterAddon: ownership', () => {
     assert.deepEqual(r.clusterAddon?.spec, { cluster: 'alpha', release: V1, clusterStack: 'ferrol' });
     assert.equal(r.clusterAddon?.metadata.labels?.['stackflux.io/release'], V1);
     assert.deepEqual(r.finalizers, [FINALIZER_FLEET_CLEANUP]);
-    assert.equal(r.folders.size, 0);
+    assert.equal(r.branch, undefined);
     assert.equal(r.kustomizations, undefined);
     assert.equal(cond(r, 'Reconciling')?.reason, Reason.Creating);
   });
@@ -422,7 +448,7 @@ describe('reconcileClusterAddon: ownership', () => {
       const r = must(reconcileClusterAddon(baseInput({}, { ...over, kustomizations: [kept] })));
       assert.equal(cond(r, 'Ready')?.status, 'Unknown');
       assert.equal(cond(r, 'Reconciling')?.status, 'True');
-      assert.equal(r.folders.size, 0);
+      assert.equal(r.branch, undefined);
       assert.equal(r.kustomizations, undefined);
       assert.equal(r.gitRepository, undefined);
       assert.deepEqual(r.deleteKustomizations, []);
@@ -444,12 +470,12 @@ function kustomizationOf(name: string, release = V1): Kustomization {
         'stackflux.io/release': release,
       },
     },
-    spec: { interval: '5m', prune: true, sourceRef: { kind: 'GitRepository', name: 'stackflux-fleet' } },
+    spec: { interval: '5m', prune: true, sourceRef: { kind: 'GitRepository', name: 'alpha-addons' } },
   };
 }
 
-describe('reconcileClusterAddon: rendering into fleet folders', () => {
-  it('renders every addon with the Cluster values into <ns>/<cluster>/<addon>', () => {
+describe("reconcileClusterAddon: rendering into the Cluster's fleet branch", () => {
+  it('renders every addon with the Cluster values into <addon>/ on branch stackflux/<ns>/<cluster>', () => {
     const r = must(
       reconcileClusterAddon(
         baseInput(
@@ -460,11 +486,9 @@ describe('reconcileClusterAddon: rendering into fleet folders', () => {
         ),
       ),
     );
-    assert.deepEqual(
-      [...r.folders.keys()],
-      ['team/alpha/cni', 'team/alpha/csi', 'team/alpha/metrics-server'],
-    );
-    const cni = r.folders.get('team/alpha/cni');
+    assert.equal(r.branch?.branch, BRANCH);
+    assert.deepEqual([...(folders(r)?.keys() ?? [])], ['cni', 'csi', 'metrics-server']);
+    const cni = folders(r)?.get('cni');
     assert.ok(cni);
     assert.deepEqual([...cni.keys()], ['config.yaml', 'serviceaccount.yaml']);
     const config = cni.get('config.yaml') ?? '';
@@ -474,7 +498,7 @@ describe('reconcileClusterAddon: rendering into fleet folders', () => {
     assert.match(config, /apiPort: "6443"/);
     assert.match(config, /mtu: "1400"/, 'per-cluster value wins over the default');
     assert.match(config, /backend: "wireguard"/, 'central value wins over the per-cluster value');
-    assert.deepEqual(r.change, {
+    assert.deepEqual(r.branch?.change, {
       namespace: NS,
       cluster: 'alpha',
       release: V1,
@@ -482,17 +506,23 @@ describe('reconcileClusterAddon: rendering into fleet folders', () => {
       rendered: ['cni', 'csi', 'metrics-server'],
       removed: [],
     });
+    assert.equal(
+      r.branch?.message,
+      `stackflux: team/alpha: release ${V1} (first render)\n\nrendered: cni, csi, metrics-server\n`,
+    );
     assert.equal(cond(r, 'Reconciling')?.reason, Reason.FleetSyncPending);
-    // No Kustomization points at a folder that is not in the fleet yet.
+    // No Kustomization points at a folder that is not on the branch yet, no GitRepository at a
+    // branch that does not exist yet.
     assert.deepEqual(r.kustomizations, []);
+    assert.equal(r.gitRepository, undefined);
   });
 
   it('emits the Kustomizations once the folders are in the fleet, wired as Flux needs them', () => {
     const first = must(reconcileClusterAddon(baseInput()));
-    const folders = new Map([...first.folders].map(([k, v]) => [k, v ?? new Map<string, string>()]));
-    const r = must(reconcileClusterAddon(baseInput({}, { fleet: { commit: 'd'.repeat(40), folders } })));
-    assert.equal(r.folders.size, 0);
-    assert.equal(r.change, undefined);
+    assert.ok(first.branch?.files);
+    const branch = stateOf(first.branch.files, 'd'.repeat(40));
+    const r = must(reconcileClusterAddon(baseInput({}, { branch })));
+    assert.equal(r.branch, undefined, 'same tree ids: nothing to write');
     const ks = r.kustomizations ?? [];
     assert.deepEqual(
       ks.map((k) => k.metadata.name),
@@ -501,7 +531,8 @@ describe('reconcileClusterAddon: rendering into fleet folders', () => {
     const [cni, csi, metrics] = ks;
     assert.ok(cni && csi && metrics);
     assert.deepEqual(cni.spec.kubeConfig, { secretRef: { name: 'alpha-kubeconfig', key: 'value' } });
-    assert.equal(cni.spec.path, './clusters/team/alpha/cni');
+    assert.equal(cni.spec.path, './cni');
+    assert.deepEqual(cni.spec.sourceRef, { kind: 'GitRepository', name: 'alpha-addons' });
     assert.equal(cni.spec.prune, true);
     assert.equal(cni.spec.wait, true);
     assert.equal(cni.spec.targetNamespace, 'kube-system');
@@ -525,28 +556,37 @@ describe('reconcileClusterAddon: rendering into fleet folders', () => {
       },
     ]);
     assert.deepEqual(r.gitRepository?.spec, {
-      interval: '1m',
+      interval: '5m',
       url: 'https://git.example.com/fleet.git',
-      ref: { branch: 'main' },
+      ref: { branch: BRANCH },
       secretRef: { name: 'fleet-auth' },
-      ignore: '/*\n!/clusters/\n/clusters/*\n!/clusters/team/\n',
     });
-    assert.equal(r.gitRepository?.metadata.name, 'stackflux-fleet');
-    assert.deepEqual(r.gitRepository?.metadata.ownerReferences, [], 'shared by the namespace: no owner');
+    assert.equal(r.gitRepository?.metadata.name, 'alpha-addons');
+    assert.equal(r.gitRepository?.metadata.labels?.['stackflux.io/cluster'], 'alpha');
+    assert.deepEqual(r.gitRepository?.metadata.ownerReferences, cni.metadata.ownerReferences);
+    assert.equal(r.status.gitRepository, 'alpha-addons');
+    assert.equal(r.status.fleetBranch, BRANCH);
+    assert.equal(r.status.fleetCommit, 'd'.repeat(40));
   });
 
   it('a pod CIDR change rewrites only the files that use it', () => {
     const w = newWorld(cluster());
     converge(w, 'alpha');
     const before = w.commits;
-    const cniBefore = w.fleet.get('team/alpha/cni')?.get('config.yaml');
+    const cniBefore = w.files?.get('cni/config.yaml');
     w.cluster = cluster({ podCidr: '10.1.0.0/16' });
     const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
-    assert.deepEqual([...r.folders.keys()], ['team/alpha/cni']);
-    const after = r.folders.get('team/alpha/cni')?.get('config.yaml') ?? '';
+    assert.deepEqual(r.branch?.change.rendered, ['cni'], 'only the cni folder changes');
+    assert.deepEqual(r.branch?.change.removed, []);
+    const after = r.branch?.files?.get('cni/config.yaml') ?? '';
     assert.notEqual(after, cniBefore);
     assert.match(after, /podCIDR: "10\.1\.0\.0\/16"/);
-    assert.equal(r.change?.reason, 'rendered files changed');
+    assert.equal(r.branch?.files?.get('csi/csidriver.yaml'), w.files?.get('csi/csidriver.yaml'));
+    assert.equal(r.branch?.change.reason, 'Cluster or values changed: cni');
+    assert.match(
+      r.branch?.message ?? '',
+      /^stackflux: team\/alpha: release \S+ \(Cluster or values changed: cni\)/,
+    );
     assert.equal(cond(r, 'Ready')?.status, 'Unknown');
     converge(w, 'alpha');
     assert.equal(w.commits, before + 1, 'one new fleet commit');
@@ -559,18 +599,21 @@ describe('reconcileClusterAddon: rendering into fleet folders', () => {
     w.cluster = cluster({ release: V2 });
     const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
     assert.deepEqual(
-      [...r.folders].map(([k, v]) => [k, v === null ? null : [...v.keys()]]),
+      [...(folders(r) ?? [])]
+        .map(([k, v]) => [k, [...v.keys()]])
+        .sort((a, b) => (String(a[0]) < String(b[0]) ? -1 : 1)),
       [
-        ['team/alpha/cni', ['config.yaml']], // the ServiceAccount is gone: Flux prunes it
-        ['team/alpha/csi', null],
-        ['team/alpha/dns', ['configmap.yaml']],
+        ['cni', ['config.yaml']], // the ServiceAccount is gone: Flux prunes it
+        ['dns', ['configmap.yaml']],
+        ['metrics-server', ['service.yaml']],
       ],
     );
     assert.deepEqual(r.deleteKustomizations, ['alpha.csi']);
-    assert.equal(r.change?.reason, `release ${V1} → ${V2}`);
-    assert.deepEqual(r.change?.rendered, ['cni', 'dns']);
-    assert.deepEqual(r.change?.removed, ['csi']);
+    assert.equal(r.branch?.change.reason, `release ${V1} → ${V2}`);
+    assert.deepEqual(r.branch?.change.rendered, ['cni', 'dns']);
+    assert.deepEqual(r.branch?.change.removed, ['csi']);
     assert.equal(r.clusterAddon?.spec.release, V2);
+    assert.equal(r.status.release, V1, 'the branch still holds v1 until the commit');
     // Until the new commit is applied, status says the addons still run v1.
     assert.deepEqual(
       r.status.addons?.map((a) => [a.name, a.release]),
@@ -596,6 +639,65 @@ describe('reconcileClusterAddon: rendering into fleet folders', () => {
   });
 });
 
+describe('reconcileClusterAddon: Flux-side scale settings', () => {
+  function converged(name: string, settings: FleetSettings): ClusterAddonResult {
+    const first = must(
+      reconcileClusterAddon(
+        baseInput({ name }, { clusterAddon: existingAddon(name), fleetSettings: settings }),
+      ),
+    );
+    assert.ok(first.branch?.files);
+    const branch = stateOf(first.branch.files, 'a'.repeat(40));
+    return must(
+      reconcileClusterAddon(
+        baseInput({ name }, { clusterAddon: existingAddon(name), fleetSettings: settings, branch }),
+      ),
+    );
+  }
+
+  it("--flux-shards puts a Cluster's GitRepository and Kustomizations on one shard, spread evenly", () => {
+    const settings = { ...fleetSettings, fluxShards: 4 };
+    const count = new Map<string, number>();
+    for (let i = 0; i < 200; i++) {
+      const r = converged(`c${i}`, settings);
+      const shard = r.gitRepository?.metadata.labels?.['sharding.fluxcd.io/key'];
+      assert.match(shard ?? '', /^shard[0-3]$/);
+      for (const k of r.kustomizations ?? [])
+        assert.equal(k.metadata.labels?.['sharding.fluxcd.io/key'], shard);
+      count.set(shard ?? '', (count.get(shard ?? '') ?? 0) + 1);
+    }
+    assert.equal(count.size, 4);
+    for (const n of count.values()) assert.ok(n > 25, `uneven shards: ${[...count.values()]}`);
+    assert.deepEqual(
+      converged('c7', settings).gitRepository?.metadata.labels,
+      converged('c7', settings).gitRepository?.metadata.labels,
+      'stable',
+    );
+    const none = converged('c7', fleetSettings);
+    assert.equal(
+      none.gitRepository?.metadata.labels?.['sharding.fluxcd.io/key'],
+      undefined,
+      'default: no label',
+    );
+  });
+
+  it("--addon-interval sets the Kustomizations' interval, --fleet-interval the GitRepository's", () => {
+    const r = converged('alpha', { ...fleetSettings, addonInterval: '30m', interval: '10m' });
+    for (const k of r.kustomizations ?? []) assert.equal(k.spec.interval, '30m');
+    assert.equal(r.gitRepository?.spec.interval, '10m');
+  });
+
+  it('a Cluster name too long for <cluster>-addons gets a hashed GitRepository name of 63 characters', () => {
+    const long = `c${'x'.repeat(62)}`;
+    const r = converged(long, fleetSettings);
+    const name = r.gitRepository?.metadata.name ?? '';
+    assert.equal(name.length, 63);
+    assert.match(name, /^cx+-[0-9a-f]{8}-addons$/);
+    assert.notEqual(name, converged(`${long.slice(0, 62)}y`, fleetSettings).gitRepository?.metadata.name);
+    for (const k of r.kustomizations ?? []) assert.equal(k.spec.sourceRef.name, name);
+  });
+});
+
 describe('reconcileClusterAddon: referenced objects', () => {
   it('waits for the control plane object before rendering, then passes it to the templates', () => {
     const c = cluster();
@@ -605,7 +707,7 @@ describe('reconcileClusterAddon: referenced objects', () => {
       name: 'alpha-cp',
     };
     const waiting = must(reconcileClusterAddon(baseInput({}, { cluster: c })));
-    assert.equal(waiting.folders.size, 0);
+    assert.equal(waiting.branch, undefined);
     assert.equal(waiting.kustomizations, undefined);
     assert.equal(cond(waiting, 'Reconciling')?.reason, Reason.WaitingForRefs);
     assert.match(
@@ -622,7 +724,7 @@ describe('reconcileClusterAddon: referenced objects', () => {
         baseInput({}, { cluster: c, tree: withCp, controlPlane: { spec: { version: 'v1.30.4' } } }),
       ),
     );
-    assert.match(r.folders.get('team/alpha/csi')?.get('version.yaml') ?? '', /version: "v1\.30\.4"/);
+    assert.match(r.branch?.files?.get('csi/version.yaml') ?? '', /version: "v1\.30\.4"/);
   });
 });
 
@@ -632,18 +734,38 @@ describe('reconcileClusterAddon: enable/disable', () => {
     converge(w, 'alpha');
     w.cluster = cluster({ disabled: ' csi , nope' });
     const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
-    assert.deepEqual([...r.folders], [['team/alpha/csi', null]]);
+    assert.deepEqual([...(folders(r)?.keys() ?? [])], ['cni', 'metrics-server']);
     assert.deepEqual(r.deleteKustomizations, ['alpha.csi']);
     const metrics = r.kustomizations?.find((k) => k.metadata.name === 'alpha.metrics-server');
     assert.deepEqual(metrics?.spec.dependsOn, [{ name: 'alpha.cni' }], 'csi depended on cni');
-    assert.deepEqual(r.change?.removed, ['csi']);
+    assert.deepEqual(r.branch?.change.removed, ['csi']);
+    assert.deepEqual(r.branch?.change.rendered, []);
+    assert.equal(r.branch?.change.reason, 'disabled csi');
     converge(w, 'alpha');
     assert.deepEqual([...w.kustomizations.keys()].sort(), ['alpha.cni', 'alpha.metrics-server']);
     // Enable again → back.
     w.cluster = cluster();
+    assert.equal(must(reconcileClusterAddon(worldInput(w, 'alpha'))).branch?.change.reason, 'enabled csi');
     converge(w, 'alpha');
     assert.deepEqual([...w.kustomizations.keys()].sort(), ['alpha.cni', 'alpha.csi', 'alpha.metrics-server']);
-    assert.ok(w.fleet.has('team/alpha/csi'));
+    assert.ok(w.files?.has('csi/csidriver.yaml'));
+  });
+
+  it('every addon disabled → the branch and the GitRepository go, the ClusterAddon is Ready', () => {
+    const w = newWorld(cluster());
+    converge(w, 'alpha');
+    w.cluster = cluster({ disabled: 'cni,csi,metrics-server' });
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.equal(r.branch?.files, null, 'git keeps no empty branch: it is deleted');
+    assert.equal(r.branch?.change.reason, 'disabled cni, csi, metrics-server');
+    converge(w, 'alpha');
+    assert.equal(w.branch, undefined);
+    assert.equal(w.kustomizations.size, 0);
+    const after = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.equal(after.branch, undefined, 'no branch wanted, none there: nothing to write');
+    assert.equal(after.gitRepository, undefined);
+    assert.equal(after.deleteGitRepository, 'alpha-addons');
+    assert.equal(cond(after, 'Ready')?.status, 'True');
   });
 
   it('ClusterStack spec.addons disables for every cluster', () => {
@@ -655,7 +777,8 @@ describe('reconcileClusterAddon: enable/disable', () => {
     });
     for (const name of ['alpha', 'beta']) {
       const r = must(reconcileClusterAddon(baseInput({ name }, { clusterStack: csk })));
-      assert.deepEqual([...r.folders.keys()], [`team/${name}/cni`, `team/${name}/csi`]);
+      assert.equal(r.branch?.branch, `stackflux/team/${name}`);
+      assert.deepEqual([...(folders(r)?.keys() ?? [])], ['cni', 'csi']);
     }
   });
 
@@ -694,8 +817,7 @@ describe('reconcileClusterAddon: failures keep what runs', () => {
   }
 
   function assertNoChanges(r: ClusterAddonResult): void {
-    assert.equal(r.folders.size, 0);
-    assert.equal(r.change, undefined);
+    assert.equal(r.branch, undefined);
     assert.equal(r.kustomizations, undefined);
     assert.equal(r.gitRepository, undefined);
     assert.deepEqual(r.deleteKustomizations, []);
@@ -762,20 +884,23 @@ describe('reconcileClusterAddon: failures keep what runs', () => {
 });
 
 describe('reconcileClusterAddon: readiness', () => {
-  it('Ready only when every Kustomization is Ready at <branch>@sha1:<fleet commit>', () => {
+  it('Ready only when every Kustomization is Ready at <branch>@sha1:<branch tip>', () => {
     const w = newWorld(cluster());
     converge(w, 'alpha');
     assert.equal(w.clusterAddon?.status?.conditions?.find((c) => c.type === 'Ready')?.status, 'True');
-    assert.equal(w.clusterAddon?.status?.fleetCommit, w.fleetCommit);
+    assert.equal(w.clusterAddon?.status?.fleetCommit, w.branch?.commit);
     // An old revision on one Kustomization → Reconciling naming it.
     const cni = w.kustomizations.get('alpha.cni');
     assert.ok(cni?.status);
-    cni.status.lastAppliedRevision = `main@sha1:${'9'.repeat(40)}`;
+    cni.status.lastAppliedRevision = `${BRANCH}@sha1:${'9'.repeat(40)}`;
     const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
     assert.equal(cond(r, 'Ready')?.status, 'Unknown');
-    assert.match(cond(r, 'Reconciling')?.message ?? '', /waiting for cni \(applied main@sha1:9+\)/);
+    assert.match(
+      cond(r, 'Reconciling')?.message ?? '',
+      /waiting for cni \(applied stackflux\/team\/alpha@sha1:9+\)/,
+    );
     // A failing Kustomization → Ready=False with Flux's reason.
-    cni.status.lastAppliedRevision = `main@sha1:${w.fleetCommit}`;
+    cni.status.lastAppliedRevision = `${BRANCH}@sha1:${w.branch?.commit}`;
     cni.status.conditions = [
       {
         type: 'Ready',
@@ -820,7 +945,7 @@ describe('reconcileClusterAddon: readiness', () => {
 });
 
 describe('reconcileClusterAddon: deletion', () => {
-  it('orphans Kustomizations, removes the folders, drops the finalizer only after the fleet commit', () => {
+  it('orphans Kustomizations, deletes the branch, drops the finalizer only once the branch is gone', () => {
     const w = newWorld(cluster());
     converge(w, 'alpha');
     w.cluster = cluster({ deleting: true });
@@ -832,24 +957,20 @@ describe('reconcileClusterAddon: deletion', () => {
         { spec: { deletionPolicy: 'Orphan' } },
       ]),
     );
-    assert.deepEqual(
-      [...r.folders],
-      [
-        ['team/alpha/cni', null],
-        ['team/alpha/csi', null],
-        ['team/alpha/metrics-server', null],
-      ],
-    );
-    assert.deepEqual(r.finalizers, [FINALIZER_FLEET_CLEANUP], 'kept until the commit is known');
+    assert.equal(r.branch?.branch, BRANCH);
+    assert.equal(r.branch?.files, null, 'the branch is deleted');
+    assert.deepEqual(r.finalizers, [FINALIZER_FLEET_CLEANUP], 'kept until the branch is known to be gone');
     assert.equal(r.clusterAddon, undefined);
     assert.equal(r.kustomizations, undefined);
-    assert.equal(r.change?.reason, 'cluster deleted');
-    assert.deepEqual(r.change?.removed, ['cni', 'csi', 'metrics-server']);
+    assert.equal(r.gitRepository, undefined);
+    assert.equal(r.branch?.change.reason, 'cluster deleted');
+    assert.deepEqual(r.branch?.change.removed, ['cni', 'csi', 'metrics-server']);
+    assert.match(r.branch?.message ?? '', /^stackflux: team\/alpha: release \S+ \(cluster deleted\)/);
     assert.equal(cond(r, 'Reconciling')?.reason, Reason.Deleting);
     applyResult(w, r, false);
     assert.equal(w.kustomizations.get('alpha.cni')?.spec.deletionPolicy, 'Orphan');
     const done = must(reconcileClusterAddon(worldInput(w, 'alpha')));
-    assert.equal(done.folders.size, 0);
+    assert.equal(done.branch, undefined);
     assert.deepEqual(done.patches, []);
     assert.deepEqual(done.finalizers, []);
     // The Cluster is gone and the ClusterAddon with it → nothing left to do.
@@ -866,23 +987,32 @@ describe('reconcileClusterAddon: deletion', () => {
     assert.ok(w.clusterAddon);
     w.clusterAddon.metadata.deletionTimestamp = '2025-01-02T00:00:00Z';
     const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
-    assert.equal(r.folders.size, 3);
+    assert.equal(r.branch?.files, null);
     assert.equal(r.patches.length, 3);
     assert.deepEqual(r.finalizers, [FINALIZER_FLEET_CLEANUP]);
     converge(w, 'alpha');
     assert.equal(w.clusterAddon, undefined);
-    assert.equal(w.fleet.size, 0);
+    assert.equal(w.branch, undefined);
     assert.equal(w.kustomizations.size, 0);
   });
 
-  it('never drops the finalizer before the fleet has been read', () => {
-    const r = must(reconcileClusterAddon(baseInput({ deleting: true }, { fleet: { folders: new Map() } })));
-    assert.deepEqual(r.finalizers, [FINALIZER_FLEET_CLEANUP]);
+  it('a leftover branch of a Cluster whose ClusterAddon is gone is deleted', () => {
+    const branch = stateOf(new Map([['cni/a.yaml', 'x: 1\n']]), 'e'.repeat(40));
+    const r = must(
+      reconcileClusterAddon(baseInput({}, { cluster: undefined, clusterAddon: undefined, branch })),
+    );
+    assert.equal(r.branch?.files, null);
+    assert.deepEqual(r.finalizers, []);
+    assert.equal(
+      reconcileClusterAddon(baseInput({}, { cluster: undefined, clusterAddon: undefined })),
+      undefined,
+      'no branch, no ClusterAddon: nothing to do',
+    );
   });
 });
 
 describe('reconcileClusterAddon: scale and determinism', () => {
-  it('50 clusters each get their own folders, deterministically', () => {
+  it('50 clusters each get their own branch, deterministically', () => {
     const run = () =>
       Array.from({ length: 50 }, (_, i) => {
         const name = `c${String(i).padStart(2, '0')}`;
@@ -895,23 +1025,20 @@ describe('reconcileClusterAddon: scale and determinism', () => {
     const a = run();
     const b = run();
     assert.deepEqual(
-      a.map((r) => [...r.folders].map(([k, v]) => [k, v && [...v]])),
-      b.map((r) => [...r.folders].map(([k, v]) => [k, v && [...v]])),
+      a.map((r) => [r.branch?.branch, [...(r.branch?.files ?? [])]]),
+      b.map((r) => [r.branch?.branch, [...(r.branch?.files ?? [])]]),
     );
-    const allFolders = a.flatMap((r) => [...r.folders.keys()]);
-    assert.equal(allFolders.length, 150);
-    assert.equal(new Set(allFolders).size, 150);
+    const branches = a.map((r) => r.branch?.branch);
+    assert.equal(new Set(branches).size, 50);
+    const repos = a.map((r) => r.status.gitRepository);
+    assert.equal(new Set(repos).size, 50, 'one GitRepository per Cluster');
     a.forEach((r, i) => {
+      assert.equal(r.branch?.branch, `stackflux/team/c${String(i).padStart(2, '0')}`);
       assert.match(
-        r.folders.get(`team/c${String(i).padStart(2, '0')}/cni`)?.get('config.yaml') ?? '',
+        r.branch?.files?.get('cni/config.yaml') ?? '',
         new RegExp(`podCIDR: "10\\.${i}\\.0\\.0/16"`),
       );
     });
-    const message = commitMessage(a.flatMap((r) => (r.change ? [r.change] : [])));
-    assert.match(
-      message,
-      /^stackflux: render 50 clusters\n\n- team\/c00: release docker-ferrol-1-30-v1 \(first render\); rendered cni, csi, metrics-server\n/,
-    );
   });
 });
 
@@ -922,6 +1049,7 @@ describe('reconcileClusterAddon: fixed point', () => {
     // create ClusterAddon → commit folders → Kustomizations → Ready status → no change
     assert.equal(rounds, 5);
     assert.equal(w.commits, 1);
+    assert.ok(w.files?.has('cni/config.yaml'));
     const again = must(
       reconcileClusterAddon(worldInput(w, 'alpha', { now: new Date('2030-01-01T00:00:00Z') })),
     );
@@ -930,27 +1058,28 @@ describe('reconcileClusterAddon: fixed point', () => {
   });
 });
 
-describe('commitMessage', () => {
-  it('lists clusters sorted with release, why, rendered and removed addons', () => {
+describe('branchCommitMessage', () => {
+  it('says which Cluster, which release, why, and which addons moved', () => {
     assert.equal(
-      commitMessage([
-        { namespace: 'b', cluster: 'x', reason: 'cluster deleted', rendered: [], removed: ['cni'] },
-        {
-          namespace: 'a',
-          cluster: 'y',
-          release: V2,
-          reason: `release ${V1} → ${V2}`,
-          rendered: ['dns', 'cni'],
-          removed: ['csi'],
-        },
-      ]),
-      `stackflux: render 2 clusters\n\n- a/y: release ${V2} (release ${V1} → ${V2}); rendered cni, dns; removed csi\n- b/x (cluster deleted); removed cni\n`,
+      branchCommitMessage({
+        namespace: 'a',
+        cluster: 'y',
+        release: V2,
+        reason: `release ${V1} → ${V2}`,
+        rendered: ['dns', 'cni'],
+        removed: ['csi'],
+      }),
+      `stackflux: a/y: release ${V2} (release ${V1} → ${V2})\n\nrendered: cni, dns\nremoved: csi\n`,
     );
     assert.equal(
-      commitMessage([
-        { namespace: 'b', cluster: 'x', reason: 'cluster deleted', rendered: [], removed: ['cni'] },
-      ]),
-      'stackflux: remove 1 cluster\n\n- b/x (cluster deleted); removed cni\n',
+      branchCommitMessage({
+        namespace: 'b',
+        cluster: 'x',
+        reason: 'cluster deleted',
+        rendered: [],
+        removed: [],
+      }),
+      'stackflux: b/x (cluster deleted)\n',
     );
   });
 });

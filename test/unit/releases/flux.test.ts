@@ -3,7 +3,9 @@ import { describe, it } from 'node:test';
 import {
   addonKustomization,
   addonKustomizationName,
+  clusterGitRepositoryName,
   fleetGitRepository,
+  fluxShardOf,
   ignoreAllBut,
   renderFluxTemplate,
 } from '../../../controller/releases/flux.ts';
@@ -77,28 +79,46 @@ describe('flux templates', () => {
     assert.equal(k.spec.deletionPolicy, 'Orphan');
   });
 
-  it('fleet GitRepository', () => {
+  it("a Cluster's fleet GitRepository tracks its branch, labelled with the Cluster (and a shard)", () => {
     const g = fleetGitRepository(templates, {
-      name: 'stackflux-fleet',
+      name: 'c1-addons',
       namespace: 'team',
+      cluster: 'c1',
       url: 'ssh://git@git.example.com/fleet.git',
-      branch: 'main',
+      branch: 'stackflux/team/c1',
       secretRef: 'fleet-creds',
-      path: 'team',
+      labels: { 'sharding.fluxcd.io/key': 'shard1' },
     });
     assert.deepEqual(g.spec, {
-      interval: '1m',
+      interval: '5m',
       url: 'ssh://git@git.example.com/fleet.git',
-      ref: { branch: 'main' },
+      ref: { branch: 'stackflux/team/c1' },
       secretRef: { name: 'fleet-creds' },
-      ignore: '/*\n!/team/\n',
     });
+    assert.deepEqual(g.metadata.labels, {
+      'app.kubernetes.io/managed-by': 'stackflux',
+      'sharding.fluxcd.io/key': 'shard1',
+      'stackflux.io/cluster': 'c1',
+    });
+  });
+
+  it('GitRepository names stay within 63 characters; shards are stable and in range', () => {
+    assert.equal(clusterGitRepositoryName('prod-1'), 'prod-1-addons');
+    const long = 'a'.repeat(63);
+    assert.equal(clusterGitRepositoryName(long).length, 63);
+    assert.equal(clusterGitRepositoryName(long), clusterGitRepositoryName(long));
+    assert.notEqual(clusterGitRepositoryName(long), clusterGitRepositoryName(`${'a'.repeat(62)}b`));
+    assert.equal(fluxShardOf('ns', 'c', undefined), undefined);
+    assert.equal(fluxShardOf('ns', 'c', 1), undefined);
+    assert.equal(fluxShardOf('ns', 'c', 8), fluxShardOf('ns', 'c', 8));
+    assert.match(fluxShardOf('ns', 'c', 8) ?? '', /^shard[0-7]$/);
   });
 
   it('values cannot break the YAML structure', () => {
     const g = fleetGitRepository(templates, {
       name: 'x',
       namespace: 'team',
+      cluster: 'c',
       url: 'https://h/r\nspec: {evil: true}',
       branch: '"main"',
     });
