@@ -1057,19 +1057,22 @@ async function fluxScenario(env: Env, o: Options, n: number): Promise<Scenario> 
 }
 
 // --- the fleet writer alone (fleet-writer.ts, when the branch that adds it is merged) ------------
-async function writerScenario(o: Options): Promise<Record<string, unknown> | undefined> {
+async function writerScenario(env: Env, o: Options): Promise<Record<string, unknown> | undefined> {
   const file = join(import.meta.dirname, 'fleet-writer.ts');
   if (o.writerClusters.length === 0) return undefined;
   if (!existsSync(file)) {
     log('--writer-clusters: test/bench/fleet-writer.ts is not in this checkout; skipped');
     return { skipped: 'test/bench/fleet-writer.ts missing' };
   }
-  const mod = (await import(file)) as { benchWriter?: (...args: unknown[]) => Promise<unknown> };
+  const mod = (await import(file)) as {
+    benchWriter?: (o: { url: string; branches: number; log?: (m: string) => void }) => Promise<unknown>;
+  };
   if (typeof mod.benchWriter !== 'function') return { skipped: 'fleet-writer.ts exports no benchWriter' };
   const out: Record<string, unknown> = {};
   for (const n of o.writerClusters) {
     log(`fleet writer alone at ${n} Clusters…`);
-    out[String(n)] = await mod.benchWriter({ clusters: n });
+    const url = await createRepo(env.e, `bench-writer-${n}-${process.pid}`);
+    out[String(n)] = await mod.benchWriter({ url, branches: n, log: (m) => log(`writer ${n}: ${m}`) });
   }
   return out;
 }
@@ -1236,7 +1239,7 @@ export async function runFleetBench(argv: string[]): Promise<number> {
       results.flux = await fluxScenario(env, o, o.fluxClusters);
       save();
     }
-    results.writer = await writerScenario(o);
+    results.writer = await writerScenario(env, o);
     save();
     process.stdout.write(`${report(results, runs)}\n\nJSON: ${o.out}\n`);
     return 0;
