@@ -30,6 +30,17 @@ function positiveInt(name: string, v: string): number {
   return n;
 }
 
+function positiveNumber(name: string, v: string): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n <= 0)
+    throw new UsageError(`--${name} must be a number greater than 0, got "${v}"`);
+  return n;
+}
+
+/** Flux's controllers' defaults (--kube-api-qps 50, --kube-api-burst 300). */
+export const DEFAULT_KUBE_API_QPS = 50;
+export const DEFAULT_KUBE_API_BURST = 300;
+
 /** A Flux duration flag (checked like the CRDs check intervals), or undefined when unset. */
 function durationFlag(name: string, v: string): string | undefined {
   if (v === '') return undefined;
@@ -101,6 +112,16 @@ export const runCommand: Command = {
         'reconcile only objects labelled sharding.fluxcd.io/key=KEY (without it: only objects with no shard key); the Lease is <leader-election-id>-KEY',
     },
     concurrency: { type: 'string', description: 'concurrent reconciles per controller', default: '4' },
+    'kube-api-qps': {
+      type: 'string',
+      description: 'client-side limit of API requests per second (watches are not limited); Flux’s default',
+      default: String(DEFAULT_KUBE_API_QPS),
+    },
+    'kube-api-burst': {
+      type: 'string',
+      description: 'requests allowed at once above --kube-api-qps; Flux’s default',
+      default: String(DEFAULT_KUBE_API_BURST),
+    },
     'log-level': { type: 'string', description: 'debug, info, warn or error', default: 'info' },
     'fleet-url': { type: 'string', description: 'fleet repository URL (addon controller)' },
     'fleet-branch-prefix': {
@@ -154,6 +175,11 @@ export const runCommand: Command = {
     const fluxShards = fluxShardsText === '0' ? 0 : positiveInt('flux-shards', fluxShardsText);
     const fleetInterval = durationFlag('fleet-interval', str(flags['fleet-interval']));
     const addonInterval = durationFlag('addon-interval', str(flags['addon-interval']));
+    const qps = positiveNumber('kube-api-qps', str(flags['kube-api-qps']) || String(DEFAULT_KUBE_API_QPS));
+    const burst = positiveInt(
+      'kube-api-burst',
+      str(flags['kube-api-burst']) || String(DEFAULT_KUBE_API_BURST),
+    );
     let secret = str(flags['webhook-secret']);
     const secretFile = str(flags['webhook-secret-file']);
     if (secret === '' && secretFile !== '') secret = readFileSync(secretFile, 'utf8').trim();
@@ -167,7 +193,7 @@ export const runCommand: Command = {
     const kubeconfig = str(flags.kubeconfig);
     const context = str(flags.context);
     const kc = loadKubeConfig({ ...(kubeconfig ? { kubeconfig } : {}), ...(context ? { context } : {}) });
-    const client = new KubeClient(kc, { userAgent: 'stackflux' });
+    const client = new KubeClient(kc, { userAgent: 'stackflux', qps, burst });
     const metricsAddr = str(flags['metrics-addr']);
     const healthAddr = str(flags['health-addr']);
     const namespace = str(flags.namespace);

@@ -68,6 +68,18 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
     }
     await listSourceOnRequest(pollers, key, cs, ctx.log);
     const listing = pollers.listing(key);
+    if (
+      listing === undefined &&
+      cs.status?.source?.lastListedTime !== undefined &&
+      cs.metadata.deletionTimestamp === undefined &&
+      cs.spec.suspend !== true
+    ) {
+      // This process has not listed the source yet (just started, or the source URL changed);
+      // the status shows the last listing. Deciding now would write "listing…" over a good status
+      // and back again: the poller enqueues this key once its listing lands.
+      ctx.log.debug('waiting for the first listing of the source');
+      return undefined;
+    }
     const releases = deps.releases.byIndex(NAMESPACE_INDEX, namespace);
     const clusters = deps.clusterView.usingNamespace(namespace);
     const gap = deps.clusterView.gap();

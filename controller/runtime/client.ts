@@ -2,12 +2,11 @@
 // HTTPS agent, a client-side QPS/burst limit, and a small typed request layer for any resource
 // (GET / LIST / WATCH / server-side apply / status apply / delete / finalizers), with discovery of
 // plural names cached per group-version.
-import { existsSync } from 'node:fs';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { KubeConfig } from '@kubernetes/client-node';
 import type { ObjectMeta as ApiObjectMeta, OwnerReference } from '../api/meta.ts';
 import { type Clock, realClock, sleep } from './clock.ts';
+import { type KubeConfigSource, loadKubeConfig } from './kubeconfig.ts';
 import { BucketRateLimiter } from './workqueue.ts';
 
 export const FIELD_MANAGER = 'stackflux';
@@ -127,27 +126,12 @@ export interface ClientOptions {
   timeoutMs?: number;
 }
 
-/** Loads a kubeconfig: explicit path, $KUBECONFIG, in-cluster service account, ~/.kube/config. */
-export function loadKubeConfig(opts: { kubeconfig?: string; context?: string } = {}): KubeConfig {
-  const kc = new KubeConfig();
-  if (opts.kubeconfig) {
-    kc.loadFromFile(opts.kubeconfig);
-  } else if (process.env.KUBECONFIG) {
-    kc.loadFromDefault();
-  } else if (
-    process.env.KUBERNETES_SERVICE_HOST &&
-    existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token')
-  ) {
-    kc.loadFromCluster();
-  } else {
-    kc.loadFromDefault();
-  }
-  if (opts.context) kc.setCurrentContext(opts.context);
-  return kc;
-}
+export { type KubeConfigSource, loadKubeConfig };
 
 export interface RequestOptions {
   query?: Query;
+  /** Accept header (default application/json); e.g. PartialObjectMetadata for metadata-only reads. */
+  accept?: string;
   body?: unknown;
   contentType?: string;
   signal?: AbortSignal;
@@ -163,8 +147,14 @@ export interface ListOptions {
   continue?: string;
   resourceVersion?: string;
   resourceVersionMatch?: string;
+  /** Only metadata (PartialObjectMetadataList): no spec, status or data crosses the wire. */
+  metadataOnly?: boolean;
   signal?: AbortSignal;
 }
+
+/** Accept headers of metadata-only reads (what client-go's metadata client sends). */
+export const ACCEPT_METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
+export const ACCEPT_METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
 export interface WatchOptions {
   namespace?: string;
@@ -174,6 +164,8 @@ export interface WatchOptions {
   allowWatchBookmarks?: boolean;
   /** Server-side timeout of the watch in seconds. */
   timeoutSeconds?: number;
+  /** Events carry PartialObjectMetadata (metadata only). */
+  metadataOnly?: boolean;
   signal?: AbortSignal;
 }
 
@@ -185,10 +177,22 @@ export interface ApplyOptions {
   signal?: AbortSignal;
 }
 
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** The resource of an API path: plural, plus "/subresource"; "other" for discovery and the like. */
+export function resourceOfPath(path: string): string {
+  const parts = (path.split('?')[0] ?? '').split('/').filter((p) => p !== '');
+  let i = parts[0] === 'api' ? 2 : parts[0] === 'apis' ? 3 : -1;
+  if (i < 0 || i >= parts.length) return 'other';
+  if (parts[i] === 'namespaces' && parts.length > i + 2) i += 2;
+  const sub = parts[i + 2];
+  return sub !== undefined ? `${parts[i]}/${sub}` : (parts[i] ?? 'other');
+}
+
 export type PropagationPolicy = 'Foreground' | 'Background' | 'Orphan';
 
 export class KubeClient {
-  readonly config: KubeConfig;
+  readonly config: KubeConfigSource;
   readonly server: string;
   private readonly agent: HttpsAgent | HttpAgent;
   private readonly isHttps: boolean;
@@ -200,8 +204,10 @@ export class KubeClient {
   private readonly userAgent: string;
   private readonly timeoutMs: number;
   private readonly discovery = new Map<string, Promise<ResourceInfo[]>>();
+  /** Requests sent, by "METHOD CODE RESOURCE" (code 0: no response); watches count as WATCH. */
+  private readonly counts = new Map<string, number>();
 
-  constructor(config: KubeConfig, opts: ClientOptions = {}) {
+  constructor(config: KubeConfigSource, opts: ClientOptions = {}) {
     this.config = config;
     const cluster = config.getCurrentCluster();
     if (!cluster) throw new Error('kubeconfig has no current cluster');
@@ -212,7 +218,12 @@ export class KubeClient {
     this.userAgent = opts.userAgent ?? 'stackflux';
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     const user = config.getCurrentUser();
-    this.dynamicAuth = Boolean(user && (user.exec || user.authProvider));
+    // Exec plugins, auth providers and token files (rotated) are asked again for every request.
+    const lean = config as Partial<{ hasDynamicAuth(): boolean }>;
+    this.dynamicAuth =
+      typeof lean.hasDynamicAuth === 'function'
+        ? lean.hasDynamicAuth()
+        : Boolean(user && (user.exec || user.authProvider));
     const agentOpts = { keepAlive: true, maxSockets: 100 };
     this.agent = this.isHttps ? new HttpsAgent(agentOpts) : new HttpAgent(agentOpts);
   }
@@ -253,13 +264,15 @@ export class KubeClient {
       payload = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
     const reqHeaders: Record<string, string> = {
       ...headers,
-      accept: 'application/json',
+      accept: opts.accept ?? 'application/json',
       'user-agent': this.userAgent,
     };
     if (payload !== undefined) {
       reqHeaders['content-type'] = opts.contentType ?? 'application/json';
       reqHeaders['content-length'] = String(Buffer.byteLength(payload));
     }
+    const verb = method === 'GET' && opts.query?.watch === true ? 'WATCH' : method;
+    const resource = resourceOfPath(path);
     return new Promise((resolve, reject) => {
       const options = {
         method,
@@ -268,8 +281,17 @@ export class KubeClient {
         ...tls,
         ...(opts.signal ? { signal: opts.signal } : {}),
       };
-      const req = this.isHttps ? httpsRequest(url, options, resolve) : httpRequest(url, options, resolve);
-      req.on('error', reject);
+      const onResponse = (res: IncomingMessage): void => {
+        this.count(verb, res.statusCode ?? 0, resource);
+        resolve(res);
+      };
+      const req = this.isHttps
+        ? httpsRequest(url, options, onResponse)
+        : httpRequest(url, options, onResponse);
+      req.on('error', (err) => {
+        this.count(verb, 0, resource);
+        reject(err);
+      });
       if (timeoutMs > 0) {
         req.setTimeout(timeoutMs, () =>
           req.destroy(new Error(`${method} ${path}: no response within ${timeoutMs} ms`)),
@@ -278,6 +300,49 @@ export class KubeClient {
       if (payload !== undefined) req.write(payload);
       req.end();
     });
+  }
+
+  private count(verb: string, code: number, resource: string): void {
+    const key = `${verb} ${code} ${resource}`;
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
+
+  private countsBy<K extends string>(
+    keyOf: (method: string, code: number, resource: string) => K,
+  ): Map<K, number> {
+    const out = new Map<K, number>();
+    for (const [k, n] of this.counts) {
+      const [method = '', code = '0', resource = ''] = k.split(' ');
+      const key = keyOf(method, Number(code), resource);
+      out.set(key, (out.get(key) ?? 0) + n);
+    }
+    return out;
+  }
+
+  /**
+   * Requests this client has sent: one entry per method (GET, WATCH, POST, PUT, PATCH, DELETE) and
+   * HTTP status (0 when no response came), like client-go's rest_client_requests_total.
+   */
+  requestCounts(): Array<{ method: string; code: number; count: number }> {
+    return [...this.countsBy((m, c) => `${m} ${c}`)].map(([k, count]) => {
+      const [method = '', code = '0'] = k.split(' ');
+      return { method, code: Number(code), count };
+    });
+  }
+
+  /** Requests by method and resource ("clusteraddons", "clusteraddons/status", "events", …). */
+  requestCountsByResource(): Array<{ method: string; resource: string; count: number }> {
+    return [...this.countsBy((m, _c, r) => `${m} ${r}`)].map(([k, count]) => {
+      const [method = '', resource = ''] = k.split(' ');
+      return { method, resource, count };
+    });
+  }
+
+  /** How many write requests (POST, PUT, PATCH, DELETE) this client has sent, whatever their outcome. */
+  writeCount(): number {
+    let n = 0;
+    for (const { method, count } of this.requestCounts()) if (WRITE_METHODS.has(method)) n += count;
+    return n;
   }
 
   /** One request; JSON response decoded; non-2xx → ApiError. */
@@ -296,11 +361,17 @@ export class KubeClient {
     path: string,
     query: Query,
     signal?: AbortSignal,
+    accept?: string,
   ): AsyncGenerator<WatchEvent<T>> {
     const res = await this.open(
       'GET',
       path,
-      { query: { ...query, watch: true }, unlimited: true, ...(signal ? { signal } : {}) },
+      {
+        query: { ...query, watch: true },
+        unlimited: true,
+        ...(signal ? { signal } : {}),
+        ...(accept ? { accept } : {}),
+      },
       0,
     );
     const status = res.statusCode ?? 0;
@@ -387,6 +458,7 @@ export class KubeClient {
         resourceVersion: o.resourceVersion,
         resourceVersionMatch: o.resourceVersionMatch,
       },
+      ...(o.metadataOnly ? { accept: ACCEPT_METADATA_LIST } : {}),
       ...(o.signal ? { signal: o.signal } : {}),
     });
     list.items = (list.items ?? []).map((item) => ({ ...item, apiVersion, kind }));
@@ -431,6 +503,7 @@ export class KubeClient {
         timeoutSeconds: o.timeoutSeconds,
       },
       o.signal,
+      o.metadataOnly ? ACCEPT_METADATA : undefined,
     );
   }
 

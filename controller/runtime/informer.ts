@@ -28,7 +28,7 @@ export interface InformerOptions<T extends KubeObject> {
   fieldSelector?: string;
   clock?: Clock;
   logger?: Logger;
-  /** Applied to every object before it is stored; by default strips metadata.managedFields. */
+  /** Applied to every object before it is stored; by default leanObject (no managedFields, no last-applied). */
   transform?: (obj: KubeObject) => T;
   /** Restart a watch that delivered nothing (not even a bookmark) for this long. Default 150 s. */
   watchdogMs?: number;
@@ -39,6 +39,12 @@ export interface InformerOptions<T extends KubeObject> {
   backoffMaxMs?: number;
   /** Page size of LISTs. */
   pageSize?: number;
+  /**
+   * Cache metadata only (PartialObjectMetadata: names, labels, annotations, owners, finalizers):
+   * for kinds a controller only needs to know exist (e.g. Secrets), so neither their data nor
+   * their spec is sent or kept. Cached objects keep the informer's apiVersion and kind.
+   */
+  metadataOnly?: boolean;
 }
 
 export interface InformerStats {
@@ -55,6 +61,42 @@ export function stripManagedFields<T extends KubeObject>(obj: KubeObject): T {
   if (obj.metadata?.managedFields === undefined) return obj as T;
   const { managedFields: _drop, ...metadata } = obj.metadata;
   return { ...obj, metadata } as T;
+}
+
+/** kubectl's copy of the whole object as last applied: often as big as the object; never read here. */
+export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-configuration';
+
+/** Flux's own records in the status of its objects: what it applied, and its reconcile history. */
+const FLUX_GROUP_SUFFIX = '.toolkit.fluxcd.io/';
+const FLUX_RECORDS = ['inventory', 'history'] as const;
+
+/**
+ * Default transform: drops what no controller here reads but can be most of an object's size:
+ * metadata.managedFields, kubectl's last-applied-configuration annotation, and on Flux objects
+ * status.inventory / status.history (Flux's bookkeeping; stackflux reads conditions, revisions and
+ * observedGeneration). Other fields stay: templates may read any field of a Cluster.
+ */
+export function leanObject<T extends KubeObject>(obj: KubeObject): T {
+  const annotations = obj.metadata?.annotations;
+  const lastApplied = annotations !== undefined && LAST_APPLIED_ANNOTATION in annotations;
+  const status = obj.status as Record<string, unknown> | undefined;
+  const fluxRecords =
+    status !== undefined &&
+    typeof obj.apiVersion === 'string' &&
+    obj.apiVersion.includes(FLUX_GROUP_SUFFIX) &&
+    FLUX_RECORDS.some((k) => k in status);
+  if (!lastApplied && !fluxRecords) return stripManagedFields<T>(obj);
+  const { managedFields: _m, ...metadata } = obj.metadata;
+  const out: KubeObject = { ...obj, metadata };
+  if (lastApplied) {
+    const { [LAST_APPLIED_ANNOTATION]: _drop, ...rest } = annotations;
+    out.metadata = { ...metadata, annotations: rest };
+  }
+  if (fluxRecords) {
+    const { inventory: _i, history: _h, ...kept } = status;
+    out.status = kept;
+  }
+  return out as T;
 }
 
 export function objectKey(obj: KubeObject): string {
@@ -116,7 +158,7 @@ export class Informer<T extends KubeObject = KubeObject> {
     this.namespace = opts.namespace;
     this.clock = opts.clock ?? realClock;
     this.log = (opts.logger ?? silentLogger()).child({ informer: `${opts.apiVersion}/${opts.kind}` });
-    this.transform = opts.transform ?? ((o) => stripManagedFields<T>(o));
+    this.transform = opts.transform ?? ((o) => leanObject<T>(o));
   }
 
   /** Registers handlers. If the cache already holds objects, onAdd is called for each of them. */
@@ -259,6 +301,7 @@ export class Informer<T extends KubeObject = KubeObject> {
       ...(this.opts.labelSelector ? { labelSelector: this.opts.labelSelector } : {}),
       ...(this.opts.fieldSelector ? { fieldSelector: this.opts.fieldSelector } : {}),
       limit: this.opts.pageSize ?? 500,
+      ...(this.opts.metadataOnly ? { metadataOnly: true } : {}),
       signal: this.stopController.signal,
     });
     const seen = new Set<string>();
@@ -308,6 +351,7 @@ export class Informer<T extends KubeObject = KubeObject> {
         ...(this.resourceVersion !== undefined ? { resourceVersion: this.resourceVersion } : {}),
         allowWatchBookmarks: true,
         timeoutSeconds,
+        ...(this.opts.metadataOnly ? { metadataOnly: true } : {}),
         signal: abort.signal,
       });
       for await (const ev of events) {
@@ -422,7 +466,15 @@ export class Informer<T extends KubeObject = KubeObject> {
   }
 }
 
-/** One informer per (apiVersion, kind, namespace, selectors), shared by every controller. */
+/** What one shared informer watches: a namespace (default all), selectors, metadata only or whole objects. */
+export interface InformerScope {
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  metadataOnly?: boolean;
+}
+
+/** One informer per (apiVersion, kind, namespace, selectors, metadataOnly), shared by every controller. */
 export class SharedInformers {
   private readonly informers = new Map<string, Informer<KubeObject>>();
   /** Informers created on demand for kinds found at run time (they do not gate readiness). */
@@ -437,7 +489,7 @@ export class SharedInformers {
   informerFor<T extends KubeObject = KubeObject>(
     apiVersion: string,
     kind: string,
-    o: { namespace?: string; labelSelector?: string; fieldSelector?: string; optional?: boolean } = {},
+    o: InformerScope & { optional?: boolean } = {},
   ): Informer<T> {
     const { optional, ...selectors } = o;
     const key = JSON.stringify([
@@ -446,6 +498,7 @@ export class SharedInformers {
       o.namespace ?? '',
       o.labelSelector ?? '',
       o.fieldSelector ?? '',
+      o.metadataOnly === true,
     ]);
     let inf = this.informers.get(key);
     if (!inf) {

@@ -9,7 +9,7 @@ import { type Clock, realClock } from './clock.ts';
 import { Controller, type ControllerOptions } from './controller.ts';
 import { EventRecorder, type EventRecorderOptions } from './events.ts';
 import { type HttpServer, serveHttp } from './http.ts';
-import { type Informer, objectKey, SharedInformers } from './informer.ts';
+import { type Informer, type InformerScope, objectKey, SharedInformers } from './informer.ts';
 import { LeaderElector, type LeaderElectorOptions } from './leaderelection.ts';
 import { errorFields, type Logger, silentLogger } from './logging.ts';
 import { RuntimeMetrics } from './metrics.ts';
@@ -80,6 +80,7 @@ export class Manager {
     this.clock = opts.clock ?? realClock;
     this.log = opts.logger ?? silentLogger();
     this.metrics = opts.metrics ?? new RuntimeMetrics({ processMetrics: true });
+    this.metrics.observeClient(opts.client);
     this.informers = new SharedInformers({ client: opts.client, clock: this.clock, logger: this.log });
     this.shard = opts.shard || undefined;
     this.events = new EventRecorder({
@@ -126,7 +127,7 @@ export class Manager {
   informer<T extends KubeObject = KubeObject>(
     apiVersion: string,
     kind: string,
-    o: { namespace?: string; labelSelector?: string; fieldSelector?: string; optional?: boolean } = {},
+    o: InformerScope & { optional?: boolean } = {},
   ): Informer<T> {
     return this.informers.informerFor<T>(apiVersion, kind, o);
   }
@@ -138,7 +139,7 @@ export class Manager {
   shardedInformer<T extends KubeObject = KubeObject>(
     apiVersion: string,
     kind: string,
-    o: { namespace?: string; labelSelector?: string; fieldSelector?: string } = {},
+    o: InformerScope = {},
   ): Informer<T> {
     return this.informer<T>(apiVersion, kind, {
       ...o,

@@ -7,8 +7,11 @@ import {
   down,
   envShPath,
   isRunning,
+  isStopped,
   readEndpoints,
   restartComponent,
+  startComponent,
+  stopComponent,
   up,
 } from './testenv.ts';
 
@@ -21,6 +24,8 @@ Commands:
   status       show each component's pid and whether it is alive
   repo NAME    create a bare repo on the Git server if missing; prints its clone URL
   restart NAME kill one component (see status) and start it again with the same flags
+  stop NAME    stop one component on purpose (e.g. kustomize-controller); "start NAME" brings it back
+  start NAME   start a component stopped with "stop NAME"
   env          print the env.sh path of the running environment
 
 State directory: --dir, else $STACKFLUX_TESTENV_DIR, else a per-user folder in $TMPDIR.
@@ -76,7 +81,7 @@ async function run(argv: string[]): Promise<number> {
       }
       for (const p of pids)
         process.stdout.write(
-          `${p.name.padEnd(26)} pid ${String(p.pid).padEnd(8)} ${p.alive ? 'running' : 'DEAD'}\n`,
+          `${p.name.padEnd(26)} pid ${String(p.pid).padEnd(8)} ${p.alive ? 'running' : isStopped(stateDir, p.name) ? 'stopped (start NAME)' : 'DEAD'}\n`,
         );
       const ok = isRunning(stateDir);
       process.stdout.write(
@@ -95,17 +100,21 @@ async function run(argv: string[]): Promise<number> {
       process.stdout.write(`${await createRepo(endpoints, name)}\n`);
       return 0;
     }
-    case 'restart': {
+    case 'restart':
+    case 'stop':
+    case 'start': {
       const name = rest[0];
       if (!name || !componentPids(stateDir).some((p) => p.name === name)) {
         throw new Error(
-          `usage: hack/testenv restart NAME (one of: ${componentPids(stateDir)
+          `usage: hack/testenv ${command} NAME (one of: ${componentPids(stateDir)
             .map((p) => p.name)
             .join(', ')})`,
         );
       }
-      await restartComponent(stateDir, name);
-      log(`restarted ${name}`);
+      if (command === 'stop') await stopComponent(stateDir, name);
+      else if (command === 'start') await startComponent(stateDir, name);
+      else await restartComponent(stateDir, name);
+      log(`${command === 'stop' ? 'stopped' : command === 'start' ? 'started' : 'restarted'} ${name}`);
       return 0;
     }
     case 'env':

@@ -127,24 +127,53 @@ function startProcess(
   return { name, pid: child.pid, log: logFile };
 }
 
-/**
- * Kills one component (SIGKILL: a crash, not a clean shutdown) and starts it again with the
- * same command line; resolves once it answers its health URL again.
- */
-export async function restartComponent(stateDir: string, name: string, healthUrl?: string): Promise<void> {
-  const pidFile = join(stateDir, 'pids', `${name}.pid`);
-  const pid = Number(readFileSync(pidFile, 'utf8'));
-  const cmd = JSON.parse(readFileSync(join(stateDir, 'pids', `${name}.cmd.json`), 'utf8')) as {
-    binary: string;
-    args: string[];
-    env: Record<string, string>;
-  };
+function stoppedMarker(stateDir: string, name: string): string {
+  return join(stateDir, 'pids', `${name}.stopped`);
+}
+
+/** Kills one component (SIGKILL) and waits until it is gone. */
+async function killComponent(stateDir: string, name: string): Promise<void> {
+  const pid = Number(readFileSync(join(stateDir, 'pids', `${name}.pid`), 'utf8'));
   try {
     process.kill(-pid, 'SIGKILL');
   } catch {
     // already gone
   }
   while (pidAlive(pid)) await sleep(50);
+}
+
+/**
+ * Stops one component on purpose (e.g. kustomize-controller while a benchmark times stackflux
+ * alone): the environment still counts as running; `startComponent` / `restartComponent` bring
+ * it back with the same command line.
+ */
+export async function stopComponent(stateDir: string, name: string): Promise<void> {
+  writeFileSync(stoppedMarker(stateDir, name), '');
+  await killComponent(stateDir, name);
+}
+
+/** Whether a component was stopped on purpose (stopComponent) and not started again. */
+export function isStopped(stateDir: string, name: string): boolean {
+  return existsSync(stoppedMarker(stateDir, name));
+}
+
+/** Starts a component stopped by stopComponent again (a restart if it is running). */
+export function startComponent(stateDir: string, name: string, healthUrl?: string): Promise<void> {
+  return restartComponent(stateDir, name, healthUrl);
+}
+
+/**
+ * Kills one component (SIGKILL: a crash, not a clean shutdown) and starts it again with the
+ * same command line; resolves once it answers its health URL again.
+ */
+export async function restartComponent(stateDir: string, name: string, healthUrl?: string): Promise<void> {
+  const cmd = JSON.parse(readFileSync(join(stateDir, 'pids', `${name}.cmd.json`), 'utf8')) as {
+    binary: string;
+    args: string[];
+    env: Record<string, string>;
+  };
+  await killComponent(stateDir, name);
+  rmSync(stoppedMarker(stateDir, name), { force: true });
   const proc = startProcess(stateDir, name, cmd.binary, cmd.args, cmd.env);
   const endpoints = readEndpoints(stateDir);
   if (name.endsWith('kube-apiserver') && endpoints) {
@@ -456,10 +485,14 @@ export function componentPids(stateDir: string): Array<{ name: string; pid: numb
     });
 }
 
-/** Running if every recorded component is alive and the endpoints were written. */
+/** Running if every recorded component is alive (or stopped on purpose) and the endpoints were written. */
 export function isRunning(stateDir: string): boolean {
   const pids = componentPids(stateDir);
-  return pids.length > 0 && pids.every((p) => p.alive) && readEndpoints(stateDir) !== undefined;
+  return (
+    pids.length > 0 &&
+    pids.every((p) => p.alive || isStopped(stateDir, p.name)) &&
+    readEndpoints(stateDir) !== undefined
+  );
 }
 
 export function envShPath(stateDir: string): string {

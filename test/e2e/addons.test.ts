@@ -554,10 +554,9 @@ describe('cluster addons: Cluster → ClusterAddon → fleet commit → Flux →
       const branches = fleetBranches();
       assert.equal(branches.has(branchOf('s0')), false, 'fleet branch removed');
       assert.ok(branches.has(branchOf('s1')), 'the other clusters stay');
-      assert.equal(
-        (await gitRepositories()).some((g) => g.metadata.name === 's0-addons'),
-        false,
-        'its GitRepository is garbage collected',
+      // Owned by the ClusterAddon: kube-controller-manager's garbage collector removes it, asynchronously.
+      await eventually('its GitRepository is garbage collected', async () =>
+        (await gitRepositories()).some((g) => g.metadata.name === 's0-addons') ? undefined : true,
       );
     }));
 

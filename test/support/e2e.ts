@@ -16,6 +16,7 @@ export const ROOT = join(import.meta.dirname, '..', '..');
 export const NODE = join(ROOT, 'node_modules', '.bin', 'node');
 export const STACKFLUX = join(ROOT, 'bin', 'stackflux.js');
 export const CAPI = 'cluster.x-k8s.io/v1beta2';
+const KUSTOMIZE_API = 'kustomize.toolkit.fluxcd.io/v1';
 
 /** The endpoints an e2e test of the release pipeline needs (not every variable testEnv() insists on). */
 export interface E2eEnv {
@@ -87,21 +88,7 @@ export async function deleteTestNamespace(client: KubeClient, ns: string): Promi
  * are orphaned so Flux does not prune through kubeconfig Secrets that go away with the namespace.
  */
 export async function releaseAddonNamespace(client: KubeClient, ns: string): Promise<void> {
-  for (const kind of ['ClusterAddon', 'ClusterStackRelease']) {
-    const left = await client.list(API_VERSION, kind, { namespace: ns }).catch(() => undefined);
-    for (const o of left?.items ?? [])
-      await client
-        .mergePatch(API_VERSION, kind, o.metadata.name ?? '', ns, { metadata: { finalizers: null } })
-        .catch(() => undefined);
-  }
-  const kustomize = 'kustomize.toolkit.fluxcd.io/v1';
-  const ks = await client.list(kustomize, 'Kustomization', { namespace: ns }).catch(() => undefined);
-  for (const k of ks?.items ?? [])
-    await client
-      .mergePatch(kustomize, 'Kustomization', k.metadata.name ?? '', ns, {
-        spec: { deletionPolicy: 'Orphan' },
-      })
-      .catch(() => undefined);
+  await releaseControllerHolds(client, ns);
   await client.delete('v1', 'Namespace', ns).catch(() => undefined);
 }
 
@@ -182,6 +169,56 @@ export function pinnedFerrolStack(
       versions,
       interval: '3s',
       source: { git: { url: repoUrl }, path: 'ferrol-1-30' },
+    },
+  };
+}
+
+/**
+ * Cleanup without a running controller: drops stackflux's finalizers (nobody else removes them)
+ * and orphans the Kustomizations so Flux does not prune through kubeconfig Secrets that go away
+ * with the namespace.
+ */
+export async function releaseControllerHolds(client: KubeClient, ns: string, parallel = 16): Promise<void> {
+  const each = async (items: KubeObject[], fn: (o: KubeObject) => Promise<unknown>): Promise<void> => {
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < items.length) await fn(items[next++] as KubeObject).catch(() => undefined);
+    };
+    await Promise.all(Array.from({ length: parallel }, worker));
+  };
+  for (const kind of ['ClusterAddon', 'ClusterStackRelease']) {
+    const left = await client.listAll(API_VERSION, kind, { namespace: ns }).catch(() => undefined);
+    await each(left?.items ?? [], (o) =>
+      client.mergePatch(API_VERSION, kind, o.metadata.name ?? '', ns, { metadata: { finalizers: null } }),
+    );
+  }
+  const ks = await client.listAll(KUSTOMIZE_API, 'Kustomization', { namespace: ns }).catch(() => undefined);
+  await each(ks?.items ?? [], (k) =>
+    client.mergePatch(KUSTOMIZE_API, 'Kustomization', k.metadata.name ?? '', ns, {
+      spec: { deletionPolicy: 'Orphan' },
+    }),
+  );
+}
+
+/** The ferrol ClusterStack (stacks/docker-ferrol-1-30 releases) at a repository path, as the converged test and the bench create it. */
+export function ferrolStackAt(
+  ns: string,
+  url: string,
+  o: { path: string; versions: string[]; interval?: string; autoSubscribe?: boolean },
+): KubeObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'ClusterStack',
+    metadata: { name: 'ferrol', namespace: ns },
+    spec: {
+      provider: 'docker',
+      name: 'ferrol',
+      kubernetesVersion: '1.30',
+      noProvider: true,
+      autoSubscribe: o.autoSubscribe ?? false,
+      versions: o.versions,
+      ...(o.interval !== undefined ? { interval: o.interval } : {}),
+      source: { git: { url }, path: o.path },
     },
   };
 }
@@ -415,6 +452,8 @@ export class ControllerProcess {
   webhookUrl = '';
   /** The controller's /readyz. */
   readyzUrl = '';
+  /** Its /metrics (Prometheus text). */
+  metricsUrl = '';
   private child: ChildProcess | undefined;
 
   static async start(o: ControllerOptions): Promise<ControllerProcess> {
@@ -425,6 +464,7 @@ export class ControllerProcess {
 
   private async run(o: ControllerOptions): Promise<void> {
     const [metrics, health, webhook] = await Promise.all([freePort(), freePort(), freePort()]);
+    this.metricsUrl = `http://127.0.0.1:${metrics}/metrics`;
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries({ ...process.env, KUBECONFIG: o.kubeconfig, ...o.env }))
       if (v !== undefined) env[k] = v;
@@ -459,6 +499,29 @@ export class ControllerProcess {
       const res = await fetch(this.readyzUrl).catch(() => undefined);
       return res?.ok ? true : undefined;
     });
+  }
+
+  /** Sum of the samples of metric `name` whose labels include all of `labels`. */
+  async metric(name: string, labels: Record<string, string> = {}): Promise<number> {
+    const found = await this.samples(name, (have) => Object.entries(labels).every(([k, v]) => have[k] === v));
+    return found.reduce((sum, s) => sum + s.value, 0);
+  }
+
+  /** The samples of metric `name` (with their labels) that `keep` accepts. */
+  async samples(
+    name: string,
+    keep: (labels: Record<string, string>) => boolean = () => true,
+  ): Promise<Array<{ labels: Record<string, string>; value: number }>> {
+    const text = await (await fetch(this.metricsUrl)).text();
+    const out: Array<{ labels: Record<string, string>; value: number }> = [];
+    for (const m of text.matchAll(/^(\w+)(?:\{([^}]*)\})? (\S+)$/gm)) {
+      if (m[1] !== name) continue;
+      const labels = Object.fromEntries(
+        [...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]),
+      );
+      if (keep(labels)) out.push({ labels, value: Number(m[3]) });
+    }
+    return out;
   }
 
   /** Resolves with the exit code when the process exits (register before causing the exit). */

@@ -78,3 +78,24 @@ describe('stackflux CLI', () => {
     assert.match(out, new RegExp(`stackflux ${pkg.version.replaceAll('.', '\\.')}`));
   });
 });
+
+describe('stackflux run: client rate limit flags', () => {
+  it('--kube-api-qps and --kube-api-burst are listed with Flux’s defaults and their variables', async () => {
+    const c = capture();
+    assert.equal(await main(['run', '--help'], c.io), 0);
+    assert.match(c.out(), /--kube-api-qps string\s.*\(default "50"\) \[STACKFLUX_KUBE_API_QPS\]/);
+    assert.match(c.out(), /--kube-api-burst string\s.*\(default "300"\) \[STACKFLUX_KUBE_API_BURST\]/);
+  });
+
+  it('a rate limit that is not a positive number is a usage error naming the flag, before any I/O', async () => {
+    for (const [args, env, pattern] of [
+      [['--kube-api-qps', '0'], {}, /--kube-api-qps must be a number greater than 0, got "0"/],
+      [['--kube-api-qps', 'fast'], {}, /--kube-api-qps must be a number greater than 0, got "fast"/],
+      [[], { STACKFLUX_KUBE_API_BURST: '2.5' }, /--kube-api-burst must be a positive integer, got "2.5"/],
+    ] as const) {
+      const c = capture({ ...env, KUBECONFIG: '/nonexistent/kubeconfig' });
+      assert.equal(await main(['run', ...args], c.io), 2, c.err());
+      assert.match(c.err(), pattern);
+    }
+  });
+});

@@ -27,6 +27,24 @@ describe('RuntimeMetrics', () => {
     }
   });
 
+  it('rest_client_requests_total shows the observed clients’ counts as they are at scrape time', async () => {
+    const m = new RuntimeMetrics();
+    let counts = [{ method: 'GET', code: 200, count: 3 }];
+    m.observeClient({
+      requestCounts: () => counts,
+      requestCountsByResource: () => [{ method: 'PATCH', resource: 'clusteraddons/status', count: 2 }],
+    });
+    assert.match((await m.text()).body, /rest_client_requests_total\{method="GET",code="200"\} 3/);
+    counts = [
+      { method: 'GET', code: 200, count: 5 },
+      { method: 'PATCH', code: 409, count: 1 },
+    ];
+    const { body } = await m.text();
+    assert.match(body, /rest_client_requests_total\{method="GET",code="200"\} 5/);
+    assert.match(body, /rest_client_requests_total\{method="PATCH",code="409"\} 1/);
+    assert.match(body, /stackflux_api_requests_total\{method="PATCH",resource="clusteraddons\/status"\} 2/);
+  });
+
   it('the queue reports adds, depth, retries and durations', async () => {
     const m = new RuntimeMetrics();
     const clock = new FakeClock();

@@ -1,0 +1,1259 @@
+// `npm run bench -- fleet`: stackflux at fleet scale against the real hack/testenv (issue 10).
+// `stackflux run` is a child process (its CPU from /proc/<pid>/stat, peak RSS from VmHWM); the
+// bench watches the API with informers of its own and reads the fleet repository with git.
+//
+// Per N (--clusters 100,1000), in a namespace of its own, kustomize-controller STOPPED (stackflux
+// timed alone), one ClusterStack with releases v1 and v2 of stacks/docker-ferrol-1-30:
+//  fanout   N Cluster API v1beta2 Clusters (topology classRef = the v1 ClusterClass, the status a
+//           Cluster API controller would write) + <name>-kubeconfig Secrets exist, then stackflux
+//           starts: time until every ClusterAddon, every addon Kustomization and the GitRepository
+//           each one reads exist and the fleet holds every Kustomization's path; fleet pushes,
+//           CPU seconds, peak RSS, API requests. BASELINE in the same run: a bare writer that
+//           server-side-applies the same final objects (another namespace) with the same
+//           concurrency and client rate limit, plus one push of the same refs (git push --mirror).
+//  steady   N converged: CPU seconds and API requests per minute (stackflux's own count from its
+//           /metrics when it exports rest_client_requests_total, and the API server's
+//           apiserver_request_total delta, which counts every client).
+//  change   one Cluster's pod CIDR changed: time until the new CIDR is in the fleet, pushes, writes.
+//  release  every Cluster moved to v2 (v2 changes a cni value, so every Cluster's files change):
+//           time until every ClusterAddon reports v2 and the fleet holds v2's files; pushes, RSS.
+// --flux-clusters N (e.g. 200): fan-out of N, then kustomize-controller runs until every addon
+// Kustomization is Ready; one Cluster's pod CIDR changes: how many Kustomizations re-applied (their
+// lastAppliedRevision moved) and the time until the new CIDR is in the workload cluster.
+// --writer-clusters 100,10000: the fleet writer alone (fleet-writer.ts's benchWriter), if present.
+//
+// The layout is read from the objects, not assumed: a Kustomization's sourceRef names its
+// GitRepository, whose spec.ref.branch and the Kustomization's spec.path locate its files. So the
+// same harness measures one fleet branch per namespace and one branch per Cluster.
+// Environment: the hack/testenv named by STACKFLUX_TESTENV_DIR when running, else one of its own.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { API_VERSION, LABEL_ADDON, LABEL_CLUSTER } from '../../controller/api/meta.ts';
+import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import { Informer } from '../../controller/runtime/informer.ts';
+import { installCrds } from '../../hack/lib/crds.ts';
+import {
+  createRepo,
+  down,
+  type Endpoints,
+  isRunning,
+  kubeRequest,
+  readEndpoints,
+  startComponent,
+  stopComponent,
+  up,
+  workloadKubeconfigSecret,
+} from '../../hack/lib/testenv.ts';
+import {
+  CAPI,
+  cutRelease,
+  ferrolStackAt,
+  freePort,
+  git,
+  initRepo,
+  push,
+  ROOT,
+  releaseControllerHolds,
+} from '../support/e2e.ts';
+
+const KUSTOMIZE = 'kustomize.toolkit.fluxcd.io/v1';
+const SOURCE = 'source.toolkit.fluxcd.io/v1';
+const KC = 'kustomize-controller';
+const tag = (v: string): string => `docker-ferrol-1-30-${v}`;
+const log = (m: string): void => {
+  process.stderr.write(`bench fleet ${new Date().toISOString().slice(11, 19)}: ${m}\n`);
+};
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const now = (): number => performance.now();
+const secs = (ms: number): number => Math.round(ms / 10) / 100;
+
+const usage = `Usage: npm run bench -- fleet [flags]
+  --clusters LIST         fleet sizes, comma separated (default 100)
+  --scenarios LIST        of fanout,steady,change,release (default all; fanout always runs)
+  --flux-clusters N       also the Flux scenario with N Clusters (default 0: skipped)
+  --writer-clusters LIST  also the fleet writer alone at these sizes (needs test/bench/fleet-writer.ts)
+  --qps Q --burst B       client rate limit of stackflux AND the baseline (default 50 / 300)
+  --concurrency C         stackflux --concurrency and the baseline's writers (default 4)
+  --steady-seconds S      length of the steady-state window (default 60)
+  --source DIR            the checkout to measure, compiled like the container image (default this one)
+  --stackflux FILE        run this bin/stackflux.js as it is instead (e.g. TypeScript from a checkout)
+  --out FILE              JSON results (default bench-results/fleet-<date>.json)
+  --timeout-minutes M     give up on one wait after M minutes (default 30)
+`;
+
+interface Options {
+  clusters: number[];
+  scenarios: Set<string>;
+  fluxClusters: number;
+  writerClusters: number[];
+  qps: number;
+  burst: number;
+  concurrency: number;
+  steadySeconds: number;
+  stackflux: string;
+  source: string;
+  out: string;
+  timeoutMs: number;
+}
+
+function numbers(text: string): number[] {
+  return text
+    .split(',')
+    .filter((s) => s.trim() !== '')
+    .map((s) => {
+      const n = Number(s.replaceAll('_', ''));
+      if (!Number.isInteger(n) || n < 1) throw new Error(`not a positive integer: ${s}`);
+      return n;
+    });
+}
+
+function options(argv: string[]): Options | undefined {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      clusters: { type: 'string', default: '100' },
+      scenarios: { type: 'string', default: 'fanout,steady,change,release' },
+      'flux-clusters': { type: 'string', default: '0' },
+      'writer-clusters': { type: 'string', default: '' },
+      qps: { type: 'string', default: '50' },
+      burst: { type: 'string', default: '300' },
+      concurrency: { type: 'string', default: '4' },
+      'steady-seconds': { type: 'string', default: '60' },
+      source: { type: 'string', default: ROOT },
+      stackflux: { type: 'string', default: '' },
+      out: { type: 'string', default: '' },
+      'timeout-minutes': { type: 'string', default: '30' },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.help) return undefined;
+  const date = new Date().toISOString().replaceAll(':', '').slice(0, 15);
+  return {
+    clusters: numbers(values.clusters),
+    scenarios: new Set(values.scenarios.split(',').map((s) => s.trim())),
+    fluxClusters: Number(values['flux-clusters']),
+    writerClusters: numbers(values['writer-clusters']),
+    qps: Number(values.qps),
+    burst: Number(values.burst),
+    concurrency: Number(values.concurrency),
+    steadySeconds: Number(values['steady-seconds']),
+    stackflux: values.stackflux,
+    source: values.source,
+    out: values.out || join(ROOT, 'bench-results', `fleet-${date}.json`),
+    timeoutMs: Number(values['timeout-minutes']) * 60_000,
+  };
+}
+
+/**
+ * Compiles the checkout `source` into `into` laid out like the container image (dist/, bin/,
+ * package.json, flux-templates/, crds/, node_modules/): what ships runs JavaScript, not the
+ * TypeScript that Node strips at load time (which costs memory of its own). Returns its bin.
+ */
+function buildApp(source: string, into: string): string {
+  log(`compiling ${source} into ${into}…`);
+  const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  // A bare snapshot (git archive) compiles against this checkout's dependencies.
+  if (!existsSync(join(source, 'node_modules')))
+    symlinkSync(join(ROOT, 'node_modules'), join(source, 'node_modules'));
+  execFileSync(
+    process.execPath,
+    [tsc, '-p', join(source, 'tsconfig.build.json'), '--outDir', join(into, 'dist')],
+    {
+      cwd: source,
+      stdio: 'inherit',
+    },
+  );
+  cpSync(join(source, 'bin'), join(into, 'bin'), { recursive: true });
+  cpSync(join(source, 'package.json'), join(into, 'package.json'));
+  for (const d of ['flux-templates', 'crds']) symlinkSync(join(source, d), join(into, d));
+  const modules = existsSync(join(source, 'node_modules'))
+    ? join(source, 'node_modules')
+    : join(ROOT, 'node_modules');
+  symlinkSync(modules, join(into, 'node_modules'));
+  return join(into, 'bin', 'stackflux.js');
+}
+
+// --- the measured process ---------------------------------------------------------------------
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/** CPU seconds of a process: its own, and of its reaped children (git). */
+export function cpuSeconds(pid: number): { self: number; children: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const n = (i: number): number => Number(f[i]) / CLK_TCK;
+  // Fields 14–17 of proc(5) (utime, stime, cutime, cstime); f[0] is field 3.
+  return { self: n(11) + n(12), children: n(13) + n(14) };
+}
+
+/** Peak (VmHWM) and current (VmRSS) resident memory in MB. */
+export function memoryMb(pid: number): { peak: number; rss: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
+  return { peak: Math.round(kb('VmHWM') / 1024), rss: Math.round(kb('VmRSS') / 1024) };
+}
+
+/** Resets VmHWM (proc(5) clear_refs "5") so the next peak is one scenario's. */
+function resetPeak(pid: number): void {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+  } catch {}
+}
+
+class StackfluxProcess {
+  child: ChildProcess | undefined;
+  metricsUrl = '';
+  startedAt = 0;
+  readyMs = 0;
+
+  private readonly bin: string;
+  private readonly args: string[];
+  private readonly logFile: string;
+
+  constructor(bin: string, args: string[], logFile: string) {
+    this.bin = bin;
+    this.args = args;
+    this.logFile = logFile;
+  }
+
+  get pid(): number {
+    const pid = this.child?.pid;
+    if (pid === undefined) throw new Error('stackflux is not running');
+    return pid;
+  }
+
+  async start(): Promise<void> {
+    const [metrics, health] = [await freePort(), await freePort()];
+    this.metricsUrl = `http://127.0.0.1:${metrics}/metrics`;
+    const fd = openSync(this.logFile, 'a');
+    this.startedAt = now();
+    const child = spawn(
+      process.execPath,
+      [
+        this.bin,
+        'run',
+        `--metrics-addr=127.0.0.1:${metrics}`,
+        `--health-addr=127.0.0.1:${health}`,
+        ...this.args,
+      ],
+      { cwd: ROOT, stdio: ['ignore', fd, fd] },
+    );
+    this.child = child;
+    for (;;) {
+      if (child.exitCode !== null)
+        throw new Error(`stackflux exited (${child.exitCode}); see ${this.logFile}`);
+      const ok = await fetch(`http://127.0.0.1:${health}/readyz`)
+        .then((r) => r.ok)
+        .catch(() => false);
+      if (ok) break;
+      await sleep(100);
+    }
+    this.readyMs = now() - this.startedAt;
+  }
+
+  /** rest_client_requests_total by method (undefined when this stackflux does not export it). */
+  async requests(): Promise<Record<string, number> | undefined> {
+    const text = await fetch(this.metricsUrl).then((r) => r.text());
+    const out: Record<string, number> = {};
+    let found = false;
+    for (const m of text.matchAll(/^rest_client_requests_total\{([^}]*)\} (\S+)$/gm)) {
+      found = true;
+      const method = /method="([^"]*)"/.exec(m[1] ?? '')?.[1] ?? '?';
+      out[method] = (out[method] ?? 0) + Number(m[2]);
+    }
+    // Writes by resource ("PATCH clusteraddons/status"), when this stackflux exports them.
+    for (const m of text.matchAll(/^stackflux_api_requests_total\{([^}]*)\} (\S+)$/gm)) {
+      const method = /method="([^"]*)"/.exec(m[1] ?? '')?.[1] ?? '?';
+      const resource = /resource="([^"]*)"/.exec(m[1] ?? '')?.[1] ?? '?';
+      if (WRITES.includes(method)) out[`${method} ${resource}`] = Number(m[2]);
+    }
+    return found ? out : undefined;
+  }
+
+  async stop(): Promise<void> {
+    const child = this.child;
+    if (child === undefined || child.exitCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await Promise.race([exited, sleep(35_000)]);
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
+}
+
+const WRITES = ['POST', 'PUT', 'PATCH', 'DELETE'];
+function diffRequests(
+  a: Record<string, number> | undefined,
+  b: Record<string, number> | undefined,
+): { total: number; writes: number; writesByResource: Record<string, number> } | undefined {
+  if (a === undefined || b === undefined) return undefined;
+  let total = 0;
+  let writes = 0;
+  const writesByResource: Record<string, number> = {};
+  for (const [k, v] of Object.entries(b)) {
+    const d = v - (a[k] ?? 0);
+    if (k.includes(' ')) {
+      if (d > 0) writesByResource[k] = d;
+      continue;
+    }
+    if (k === 'WATCH') continue;
+    total += d;
+    if (WRITES.includes(k)) writes += d;
+  }
+  return { total, writes, writesByResource };
+}
+
+// --- the environment --------------------------------------------------------------------------
+interface Env {
+  e: Endpoints;
+  owned: boolean;
+  client: KubeClient;
+  workloadKubeconfig: string;
+}
+
+async function environment(): Promise<Env> {
+  let dir = process.env.STACKFLUX_TESTENV_DIR;
+  let owned = false;
+  if (dir === undefined || !isRunning(dir)) {
+    dir = mkdtempSync(join(tmpdir(), 'stackflux-bench-fleet-'));
+    log('no running STACKFLUX_TESTENV_DIR; starting hack/testenv for this run…');
+    await up(dir, log);
+    owned = true;
+  }
+  const e = readEndpoints(dir);
+  if (e === undefined) throw new Error(`cannot read the test environment in ${dir}`);
+  // The bench's own reads and setup writes must not be what limits anything.
+  const client = new KubeClient(loadKubeConfig({ kubeconfig: e.kubeconfig }), { qps: 2000, burst: 2000 });
+  await installCrds(client);
+  return { e, owned, client, workloadKubeconfig: readFileSync(e.workloadKubeconfig, 'utf8') };
+}
+
+/** Sum of the API server's apiserver_request_total (every client), without WATCH. */
+async function apiserverRequests(e: Endpoints): Promise<number> {
+  const text = readFileSync(e.kubeconfig, 'utf8');
+  const url = /server: (\S+)/.exec(text)?.[1] ?? '';
+  const token = /token: (\S+)/.exec(text)?.[1] ?? '';
+  const ca = readFileSync(join(e.stateDir, 'pki', 'ca.crt'), 'utf8');
+  const res = await kubeRequest({ url, token, ca }, 'GET', '/metrics');
+  let sum = 0;
+  for (const m of res.body.matchAll(/^apiserver_request_total\{([^}]*)\} (\S+)$/gm)) {
+    if (/verb="WATCH"/.test(m[1] ?? '')) continue;
+    sum += Number(m[2]);
+  }
+  return sum;
+}
+
+/** Pushes (git-receive-pack requests) to repo seen by the Git servers so far. */
+function pushesTo(e: Endpoints, repo: string): number {
+  let n = 0;
+  for (const name of ['gitserver', 'gitserver-auth']) {
+    const file = join(e.stateDir, 'logs', `${name}.log`);
+    if (!existsSync(file)) continue;
+    const needle = `POST /${repo}.git/git-receive-pack`;
+    for (const line of readFileSync(file, 'utf8').split('\n')) if (line.includes(needle)) n += 1;
+  }
+  return n;
+}
+
+/** Runs fn over items with `workers` at a time. */
+async function pool<T>(items: T[], workers: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(workers, items.length) }, async () => {
+      while (next < items.length) {
+        const item = items[next++] as T;
+        await fn(item);
+      }
+    }),
+  );
+}
+
+async function waitUntil(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<boolean> | boolean,
+  everyMs = 250,
+) {
+  const deadline = now() + timeoutMs;
+  while (!(await check())) {
+    if (now() > deadline) throw new Error(`timed out after ${secs(timeoutMs)} s waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+// --- objects ----------------------------------------------------------------------------------
+const clusterName = (i: number): string => `c-${String(i).padStart(5, '0')}`;
+const podCidr = (i: number): string => `10.${(i >> 8) & 255}.${i & 255}.0/24`;
+
+/** A Cluster as a platform team writes it for a ClusterClass (Cluster API v1beta2). */
+function clusterObject(ns: string, i: number, classTag: string): KubeObject {
+  const name = clusterName(i);
+  return {
+    apiVersion: CAPI,
+    kind: 'Cluster',
+    metadata: {
+      name,
+      namespace: ns,
+      labels: { 'cluster.x-k8s.io/cluster-name': name, 'example.com/team': `team-${i % 20}`, env: 'bench' },
+      annotations: { 'example.com/owner': `platform-team-${i % 20}@example.com` },
+    },
+    spec: {
+      clusterNetwork: {
+        pods: { cidrBlocks: [podCidr(i)] },
+        services: { cidrBlocks: ['10.96.0.0/12'] },
+        serviceDomain: 'cluster.local',
+      },
+      controlPlaneEndpoint: { host: `${name}.bench.example.internal`, port: 6443 },
+      topology: {
+        classRef: { name: classTag },
+        version: 'v1.30.4',
+        controlPlane: { replicas: 3 },
+        workers: { machineDeployments: [{ class: 'default-worker', name: 'md-0', replicas: 3 }] },
+      },
+    },
+  };
+}
+
+/** The status a Cluster API controller would write for a provisioned Cluster (no CAPI here). */
+function clusterStatus(ns: string, i: number): KubeObject {
+  const t = '2026-01-01T00:00:00Z';
+  const cond = (type: string, reason: string) => ({
+    type,
+    status: 'True',
+    reason,
+    message: '',
+    lastTransitionTime: t,
+    observedGeneration: 1,
+  });
+  return {
+    apiVersion: CAPI,
+    kind: 'Cluster',
+    metadata: { name: clusterName(i), namespace: ns },
+    status: {
+      phase: 'Provisioned',
+      observedGeneration: 1,
+      initialization: { infrastructureProvisioned: true, controlPlaneInitialized: true },
+      controlPlane: {
+        desiredReplicas: 3,
+        replicas: 3,
+        readyReplicas: 3,
+        availableReplicas: 3,
+        upToDateReplicas: 3,
+      },
+      workers: {
+        desiredReplicas: 3,
+        replicas: 3,
+        readyReplicas: 3,
+        availableReplicas: 3,
+        upToDateReplicas: 3,
+      },
+      conditions: [
+        cond('Available', 'Available'),
+        cond('InfrastructureReady', 'Ready'),
+        cond('ControlPlaneInitialized', 'Initialized'),
+        cond('ControlPlaneAvailable', 'Available'),
+        cond('WorkersAvailable', 'Available'),
+        cond('RemoteConnectionProbe', 'ProbeSucceeded'),
+        cond('TopologyReconciled', 'ReconcileSucceeded'),
+        cond('RollingOut', 'NotRollingOut'),
+        cond('ScalingUp', 'NotScalingUp'),
+        cond('ScalingDown', 'NotScalingDown'),
+      ],
+    },
+  };
+}
+
+// --- what the bench watches -------------------------------------------------------------------
+type Obj = KubeObject & { spec?: Record<string, unknown>; status?: Record<string, unknown> };
+
+class Watch {
+  readonly addons: Informer<Obj>;
+  readonly kustomizations: Informer<Obj>;
+  readonly gitRepositories: Informer<Obj>;
+
+  constructor(client: KubeClient, ns: string) {
+    this.addons = new Informer<Obj>({ client, apiVersion: API_VERSION, kind: 'ClusterAddon', namespace: ns });
+    this.kustomizations = new Informer<Obj>({
+      client,
+      apiVersion: KUSTOMIZE,
+      kind: 'Kustomization',
+      namespace: ns,
+      labelSelector: LABEL_ADDON,
+    });
+    this.gitRepositories = new Informer<Obj>({
+      client,
+      apiVersion: SOURCE,
+      kind: 'GitRepository',
+      namespace: ns,
+    });
+  }
+
+  async start(): Promise<void> {
+    for (const i of this.all()) i.start();
+    await Promise.all(this.all().map((i) => i.waitForSync()));
+  }
+
+  stop(): Promise<unknown> {
+    return Promise.all(this.all().map((i) => i.stop()));
+  }
+
+  private all(): Informer<Obj>[] {
+    return [this.addons, this.kustomizations, this.gitRepositories];
+  }
+
+  /** Where each addon Kustomization's files are: `<branch>:<path>` (undefined while its source is missing). */
+  location(k: Obj): { branch: string; path: string; gitRepository: string } | undefined {
+    const spec = k.spec as { sourceRef?: { name?: string }; path?: string } | undefined;
+    const repoName = spec?.sourceRef?.name;
+    if (repoName === undefined) return undefined;
+    const repo = this.gitRepositories.getByName(repoName, k.metadata.namespace);
+    const branch = (repo?.spec as { ref?: { branch?: string } } | undefined)?.ref?.branch;
+    if (branch === undefined) return undefined;
+    return {
+      branch,
+      path: (spec?.path ?? '').replace(/^\.?\/+/, '').replace(/\/+$/, ''),
+      gitRepository: repoName,
+    };
+  }
+
+  /** Every Cluster has its ClusterAddon, `addons` addon Kustomizations and their GitRepositories. */
+  objectsComplete(clusters: number, addons: number): boolean {
+    if (this.addons.size() < clusters || this.kustomizations.size() < clusters * addons) return false;
+    return this.kustomizations.list().every((k) => this.location(k) !== undefined);
+  }
+}
+
+// --- the fleet repository as the bench reads it -----------------------------------------------
+class FleetReader {
+  private readonly url: string;
+  private readonly dir: string;
+
+  constructor(url: string, dir: string) {
+    this.url = url;
+    this.dir = dir;
+    mkdirSync(dir, { recursive: true });
+    git(dir, 'init', '-q', '--bare');
+  }
+
+  fetch(): void {
+    try {
+      git(this.dir, 'fetch', '-q', '--prune', this.url, '+refs/heads/*:refs/heads/*');
+    } catch {
+      // no branch yet
+    }
+  }
+
+  /** The object type of each `<branch>:<path>` ("missing" when absent), one git process for all. */
+  types(specs: string[]): string[] {
+    if (specs.length === 0) return [];
+    const out = execFileSync('git', ['cat-file', '--batch-check=%(objecttype)'], {
+      cwd: this.dir,
+      input: `${specs.map((s) => `refs/heads/${s}`).join('\n')}\n`,
+      encoding: 'utf8',
+      maxBuffer: 256 * 1024 * 1024,
+    });
+    return out
+      .trimEnd()
+      .split('\n')
+      .map((l) => (l.endsWith('missing') ? 'missing' : l.trim()));
+  }
+
+  /** The text of `<branch>:<path>`, or undefined. */
+  show(spec: string): string | undefined {
+    try {
+      return execFileSync('git', ['show', `refs/heads/${spec}`], { cwd: this.dir, encoding: 'utf8' });
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Contents of many `<branch>:<path>` blobs (undefined when missing), one git process for all. */
+  contents(specs: string[]): Array<string | undefined> {
+    if (specs.length === 0) return [];
+    const out = execFileSync('git', ['cat-file', '--batch'], {
+      cwd: this.dir,
+      input: `${specs.map((s) => `refs/heads/${s}`).join('\n')}\n`,
+      maxBuffer: 1024 * 1024 * 1024,
+    });
+    const result: Array<string | undefined> = [];
+    let at = 0;
+    for (let i = 0; i < specs.length; i++) {
+      const nl = out.indexOf(10, at);
+      const header = out.subarray(at, nl).toString('utf8');
+      at = nl + 1;
+      if (header.endsWith('missing')) {
+        result.push(undefined);
+        continue;
+      }
+      const size = Number(header.split(' ')[2]);
+      result.push(out.subarray(at, at + size).toString('utf8'));
+      at += size + 1;
+    }
+    return result;
+  }
+
+  branches(): number {
+    const out = git(this.dir, 'for-each-ref', '--format=%(refname)', 'refs/heads/');
+    return out === '' ? 0 : out.split('\n').length;
+  }
+}
+
+/** Whether the fleet holds every addon Kustomization's folder. */
+function fleetComplete(watch: Watch, fleet: FleetReader): boolean {
+  fleet.fetch();
+  const specs = watch.kustomizations.list().flatMap((k) => {
+    const l = watch.location(k);
+    return l === undefined ? [] : [`${l.branch}:${l.path}`];
+  });
+  return specs.length > 0 && fleet.types(specs).every((t) => t === 'tree');
+}
+
+// --- one fleet size ---------------------------------------------------------------------------
+interface Scenario {
+  seconds: number;
+  cpuSeconds?: number;
+  gitCpuSeconds?: number;
+  peakRssMb?: number;
+  pushes?: number;
+  requests?: number;
+  writes?: number;
+  [k: string]: unknown;
+}
+
+interface Fleet {
+  ns: string;
+  n: number;
+  work: string;
+  fleetRepo: string;
+  fleetUrl: string;
+  releaseUrl: string;
+  proc: StackfluxProcess;
+  watch: Watch;
+  fleet: FleetReader;
+  addons: number;
+  layout: string;
+}
+
+function supportsQpsFlags(bin: string): boolean {
+  const help = execFileSync(process.execPath, [bin, 'run', '--help'], { cwd: ROOT, encoding: 'utf8' });
+  return help.includes('--kube-api-qps');
+}
+
+async function setupFleet(env: Env, o: Options, n: number, label: string): Promise<Fleet> {
+  const { client, e } = env;
+  const ns = `bench-${label}-${n}-${process.pid}`;
+  const work = mkdtempSync(join(tmpdir(), `stackflux-bench-${label}-`));
+  log(`${ns}: setting up (${n} Clusters, releases v1 and v2, kustomize-controller stopped)…`);
+  await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  const releaseUrl = await createRepo(e, `${ns}-release`);
+  const fleetRepo = `${ns}-fleet`;
+  const fleetUrl = await createRepo(e, fleetRepo);
+  const repoDir = join(work, 'release');
+  initRepo(repoDir);
+  for (const v of ['v1', 'v2']) {
+    cutRelease(repoDir, 'stack', {
+      example: 'docker-ferrol-1-30',
+      k8s: '1-30',
+      version: v,
+      // v2 changes a value every Cluster renders: moving to it changes every Cluster's files.
+      edit: (dir) => {
+        if (v !== 'v2') return;
+        const f = join(dir, 'cluster-addon', 'cni', 'values.yaml');
+        writeFileSync(f, readFileSync(f, 'utf8').replace('logLevel: info', 'logLevel: debug'));
+      },
+    });
+  }
+  push(repoDir, releaseUrl, tag('v1'), tag('v2'));
+  await stopComponent(e.stateDir, KC);
+  await client.create(
+    ferrolStackAt(ns, releaseUrl, { path: 'stack', versions: ['v1', 'v2'], interval: '10m' }),
+  );
+
+  const args = [
+    `--kubeconfig=${e.kubeconfig}`,
+    `--namespace=${ns}`,
+    `--cache-dir=${join(work, 'cache')}`,
+    '--poll-interval=10m',
+    `--concurrency=${o.concurrency}`,
+    '--log-level=info',
+    `--fleet-url=${fleetUrl}`,
+    '--fleet-batch-window=2s',
+  ];
+  if (supportsQpsFlags(o.stackflux)) args.push(`--kube-api-qps=${o.qps}`, `--kube-api-burst=${o.burst}`);
+  const proc = new StackfluxProcess(o.stackflux, args, join(work, 'stackflux.log'));
+
+  // Releases resolved once, before the timed part (the fan-out does not wait for Git tags).
+  await proc.start();
+  await waitUntil('releases v1 and v2 resolved', o.timeoutMs, async () => {
+    const list = await client.list<Obj>(API_VERSION, 'ClusterStackRelease', { namespace: ns });
+    return list.items.filter((r) => typeof r.status?.commit === 'string').length >= 2;
+  });
+  await proc.stop();
+
+  log(`${ns}: creating ${n} Clusters (+ status as Cluster API would write it) and kubeconfig Secrets…`);
+  const started = now();
+  await pool(
+    Array.from({ length: n }, (_, i) => i),
+    32,
+    async (i) => {
+      await client.create(workloadKubeconfigSecret(ns, clusterName(i), env.workloadKubeconfig) as KubeObject);
+      await client.create(clusterObject(ns, i, tag('v1')));
+      await client.applyStatus(clusterStatus(ns, i), { fieldManager: 'capi-controller', force: true });
+    },
+  );
+  log(`${ns}: created in ${secs(now() - started)} s`);
+  const watch = new Watch(client, ns);
+  await watch.start();
+  return {
+    ns,
+    n,
+    work,
+    fleetRepo,
+    fleetUrl,
+    releaseUrl,
+    proc,
+    watch,
+    fleet: new FleetReader(fleetUrl, join(work, 'fleet-reader.git')),
+    addons: 3,
+    layout: '',
+  };
+}
+
+function layoutOf(f: Fleet): string {
+  const repos = new Set(f.watch.kustomizations.list().map((k) => f.watch.location(k)?.gitRepository));
+  return repos.size >= f.n
+    ? 'GitRepository + branch per Cluster'
+    : `${repos.size} GitRepository(ies) for ${f.n} Clusters`;
+}
+
+async function fanout(env: Env, o: Options, f: Fleet): Promise<Scenario> {
+  const pushes0 = pushesTo(env.e, f.fleetRepo);
+  const api0 = await apiserverRequests(env.e);
+  await f.proc.start();
+  const t0 = f.proc.startedAt;
+  const pid = f.proc.pid;
+  let objectsAt = 0;
+  await waitUntil(
+    `${f.n} ClusterAddons, ${f.n * f.addons} Kustomizations, their GitRepositories`,
+    o.timeoutMs,
+    () => {
+      if (!f.watch.objectsComplete(f.n, f.addons)) return false;
+      objectsAt = now();
+      return true;
+    },
+  );
+  await waitUntil(
+    'the fleet holds every Cluster’s files',
+    o.timeoutMs,
+    () => fleetComplete(f.watch, f.fleet),
+    500,
+  );
+  const doneAt = now();
+  const cpu = cpuSeconds(pid);
+  const requests = await f.proc.requests();
+  f.layout = layoutOf(f);
+  return {
+    seconds: secs(doneAt - t0),
+    objectsSeconds: secs(objectsAt - t0),
+    readySeconds: secs(f.proc.readyMs),
+    cpuSeconds: Math.round(cpu.self * 10) / 10,
+    gitCpuSeconds: Math.round(cpu.children * 10) / 10,
+    peakRssMb: memoryMb(pid).peak,
+    pushes: pushesTo(env.e, f.fleetRepo) - pushes0,
+    fleetBranches: f.fleet.branches(),
+    ...(requests !== undefined
+      ? {
+          requests: diffRequests({}, requests)?.total,
+          writes: diffRequests({}, requests)?.writes,
+          writesByResource: diffRequests({}, requests)?.writesByResource,
+        }
+      : {}),
+    apiserverRequests: (await apiserverRequests(env.e)) - api0,
+    layout: f.layout,
+  };
+}
+
+/** The final objects of the fan-out, as a bare writer would apply them into namespace ns. */
+function finalObjects(f: Fleet, ns: string): { objects: KubeObject[]; statuses: KubeObject[] } {
+  const strip = (o: Obj): KubeObject => {
+    const { status: _s, ...rest } = o;
+    const { labels, annotations, name } = o.metadata;
+    return {
+      ...rest,
+      metadata: {
+        name,
+        namespace: ns,
+        ...(labels ? { labels } : {}),
+        ...(annotations ? { annotations } : {}),
+      },
+    };
+  };
+  const managed = f.watch.gitRepositories
+    .list()
+    .filter((g) => g.metadata.labels?.['app.kubernetes.io/managed-by'] === 'stackflux');
+  const addons = f.watch.addons.list();
+  return {
+    objects: [...addons, ...managed, ...f.watch.kustomizations.list()].map(strip),
+    statuses: addons.map((a) => ({
+      apiVersion: a.apiVersion,
+      kind: a.kind,
+      metadata: { name: a.metadata.name, namespace: ns },
+      status: a.status,
+    })),
+  };
+}
+
+async function baseline(env: Env, o: Options, f: Fleet, qps: number, burst: number): Promise<Scenario> {
+  const ns = `${f.ns}-bare`;
+  await env.client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  const { objects, statuses } = finalObjects(f, ns);
+  const mirror = join(f.work, 'baseline-mirror.git');
+  execFileSync('git', ['clone', '-q', '--mirror', f.fleetUrl, mirror]);
+  const target = await createRepo(env.e, `${ns}-fleet`);
+  const writer = new KubeClient(loadKubeConfig({ kubeconfig: env.e.kubeconfig }), { qps, burst });
+  const t0 = now();
+  try {
+    await pool(objects, o.concurrency, async (obj) => {
+      await writer.apply(obj, { force: true });
+    });
+    await pool(statuses, o.concurrency, async (obj) => {
+      await writer.applyStatus(obj, { force: true });
+    });
+    const applied = now();
+    // A large post buffer: the test Git server does not take chunked request bodies (1,000s of refs).
+    execFileSync('git', ['-c', 'http.postBuffer=1073741824', 'push', '-q', '--mirror', target], {
+      cwd: mirror,
+    });
+    const done = now();
+    return {
+      seconds: secs(done - t0),
+      applySeconds: secs(applied - t0),
+      pushSeconds: secs(done - applied),
+      objects: objects.length,
+      statusWrites: statuses.length,
+      writes: writer.writeCount(),
+    };
+  } finally {
+    writer.close();
+    await env.client.delete('v1', 'Namespace', ns).catch(() => undefined);
+  }
+}
+
+async function steady(env: Env, o: Options, f: Fleet): Promise<Scenario> {
+  await sleep(15_000); // batch windows, requeues and Flux fetch requests of the fan-out settle
+  const pid = f.proc.pid;
+  const cpu0 = cpuSeconds(pid);
+  const req0 = await f.proc.requests();
+  const api0 = await apiserverRequests(env.e);
+  const t0 = now();
+  await sleep(o.steadySeconds * 1000);
+  const minutes = (now() - t0) / 60_000;
+  const cpu1 = cpuSeconds(pid);
+  const d = diffRequests(req0, await f.proc.requests());
+  const perMin = (x: number): number => Math.round((x / minutes) * 10) / 10;
+  return {
+    seconds: secs(now() - t0),
+    cpuSecondsPerMinute: perMin(cpu1.self - cpu0.self + cpu1.children - cpu0.children),
+    ...(d !== undefined ? { requestsPerMinute: perMin(d.total), writesPerMinute: perMin(d.writes) } : {}),
+    apiserverRequestsPerMinute: perMin((await apiserverRequests(env.e)) - api0),
+    rssMb: memoryMb(pid).rss,
+  };
+}
+
+/** The cni file of Cluster i as `<branch>:<path>` in the fleet. */
+function cniFile(f: Fleet, i: number): string {
+  const k = f.watch.kustomizations.getByName(`${clusterName(i)}.cni`, f.ns);
+  const l = k === undefined ? undefined : f.watch.location(k);
+  if (l === undefined) throw new Error(`no cni Kustomization for ${clusterName(i)}`);
+  return `${l.branch}:${l.path}/config.yaml`;
+}
+
+async function change(env: Env, o: Options, f: Fleet): Promise<Scenario> {
+  const i = Math.floor(f.n / 2);
+  const cidr = '172.16.0.0/16';
+  const pid = f.proc.pid;
+  const cpu0 = cpuSeconds(pid);
+  const req0 = await f.proc.requests();
+  const pushes0 = pushesTo(env.e, f.fleetRepo);
+  const t0 = now();
+  await env.client.mergePatch(CAPI, 'Cluster', clusterName(i), f.ns, {
+    spec: { clusterNetwork: { pods: { cidrBlocks: [cidr] } } },
+  });
+  await waitUntil(
+    `the new pod CIDR of ${clusterName(i)} in the fleet`,
+    o.timeoutMs,
+    () => {
+      f.fleet.fetch();
+      return f.fleet.show(cniFile(f, i))?.includes(cidr) === true;
+    },
+    100,
+  );
+  const t1 = now();
+  await sleep(5_000); // what else the change causes (status writes, fetch requests)
+  const cpu1 = cpuSeconds(pid);
+  const d = diffRequests(req0, await f.proc.requests());
+  return {
+    seconds: secs(t1 - t0),
+    cpuSeconds: Math.round((cpu1.self - cpu0.self + cpu1.children - cpu0.children) * 100) / 100,
+    pushes: pushesTo(env.e, f.fleetRepo) - pushes0,
+    ...(d !== undefined ? { requests: d.total, writes: d.writes, writesByResource: d.writesByResource } : {}),
+  };
+}
+
+async function release(env: Env, o: Options, f: Fleet): Promise<Scenario> {
+  const pid = f.proc.pid;
+  resetPeak(pid);
+  const cpu0 = cpuSeconds(pid);
+  const pushes0 = pushesTo(env.e, f.fleetRepo);
+  const req0 = await f.proc.requests();
+  const v2 = tag('v2');
+  const t0 = now();
+  await pool(
+    Array.from({ length: f.n }, (_, i) => i),
+    32,
+    async (i) => {
+      await env.client.mergePatch(CAPI, 'Cluster', clusterName(i), f.ns, {
+        spec: { topology: { classRef: { name: v2 } } },
+      });
+    },
+  );
+  const patched = now();
+  await waitUntil(
+    `every ClusterAddon on ${v2}`,
+    o.timeoutMs,
+    () => f.watch.addons.list().filter((a) => a.status?.release === v2).length >= f.n,
+  );
+  const statusAt = now();
+  await waitUntil(
+    'v2’s files in the fleet for every Cluster',
+    o.timeoutMs,
+    () => {
+      f.fleet.fetch();
+      const texts = f.fleet.contents(Array.from({ length: f.n }, (_, i) => cniFile(f, i)));
+      return texts.every((t) => t?.includes('LOG_LEVEL: "debug"') === true);
+    },
+    500,
+  );
+  const done = now();
+  const cpu1 = cpuSeconds(pid);
+  const d = diffRequests(req0, await f.proc.requests());
+  return {
+    seconds: secs(done - t0),
+    patchSeconds: secs(patched - t0),
+    statusSeconds: secs(statusAt - t0),
+    cpuSeconds: Math.round((cpu1.self - cpu0.self) * 10) / 10,
+    gitCpuSeconds: Math.round((cpu1.children - cpu0.children) * 10) / 10,
+    peakRssMb: memoryMb(pid).peak,
+    pushes: pushesTo(env.e, f.fleetRepo) - pushes0,
+    ...(d !== undefined ? { requests: d.total, writes: d.writes, writesByResource: d.writesByResource } : {}),
+  };
+}
+
+async function teardown(env: Env, f: Fleet): Promise<void> {
+  await f.proc.stop();
+  await f.watch.stop();
+  const { client } = env;
+  await releaseControllerHolds(client, f.ns, 32);
+  await client.delete('v1', 'Namespace', f.ns).catch(() => undefined);
+  // The next fleet size must not share the API server with this namespace's deletion.
+  await waitUntil(
+    `namespace ${f.ns} deleted`,
+    600_000,
+    async () => (await client.get('v1', 'Namespace', f.ns)) === undefined,
+    2000,
+  ).catch((err: unknown) => log(String(err)));
+  rmSync(f.work, { recursive: true, force: true });
+}
+
+// --- Flux running: what one Cluster's change re-applies ----------------------------------------
+async function fluxScenario(env: Env, o: Options, n: number): Promise<Scenario> {
+  const f = await setupFleet(env, o, n, 'flux');
+  const workload = new KubeClient(loadKubeConfig({ kubeconfig: env.e.workloadKubeconfig }), {
+    qps: 200,
+    burst: 200,
+  });
+  try {
+    await fanout(env, o, f);
+    log(`${f.ns}: fleet written; starting ${KC} until every addon Kustomization is Ready…`);
+    const t0 = now();
+    await startComponent(env.e.stateDir, KC);
+    const applied = (k: Obj): string | undefined => k.status?.lastAppliedRevision as string | undefined;
+    const ready = (k: Obj): boolean =>
+      ((k.status?.conditions as Array<{ type: string; status: string }> | undefined) ?? []).some(
+        (c) => c.type === 'Ready' && c.status === 'True',
+      );
+    await waitUntil(
+      'every addon Kustomization Ready',
+      o.timeoutMs,
+      () => f.watch.kustomizations.list().every((k) => ready(k) && applied(k) !== undefined),
+      1000,
+    );
+    const convergedSeconds = secs(now() - t0);
+    await sleep(20_000);
+    const before = new Map(f.watch.kustomizations.list().map((k) => [k.metadata.name, applied(k)]));
+    const i = Math.floor(n / 2);
+    const cidr = '172.31.0.0/16';
+    const t1 = now();
+    await env.client.mergePatch(CAPI, 'Cluster', clusterName(i), f.ns, {
+      spec: { clusterNetwork: { pods: { cidrBlocks: [cidr] } } },
+    });
+    await waitUntil(
+      'the new pod CIDR in the workload cluster',
+      o.timeoutMs,
+      async () => {
+        const cm = await workload.get<KubeObject & { data?: Record<string, string> }>(
+          'v1',
+          'ConfigMap',
+          'ferrol-cni-config',
+          'kube-system',
+        );
+        return cm?.data?.podCIDR === cidr;
+      },
+      200,
+    );
+    const inWorkload = secs(now() - t1);
+    // Settled: no lastAppliedRevision moved for 30 s (or 10 minutes passed).
+    let last = '';
+    let quietSince = now();
+    const deadline = now() + 600_000;
+    while (now() - quietSince < 30_000 && now() < deadline) {
+      const snapshot = f.watch.kustomizations
+        .list()
+        .map((k) => `${k.metadata.name}=${applied(k)}`)
+        .sort()
+        .join(',');
+      if (snapshot !== last) {
+        last = snapshot;
+        quietSince = now();
+      }
+      await sleep(1000);
+    }
+    const reapplied = f.watch.kustomizations.list().filter((k) => applied(k) !== before.get(k.metadata.name));
+    const own = reapplied.filter((k) => k.metadata.labels?.[LABEL_CLUSTER] === clusterName(i)).length;
+    return {
+      seconds: inWorkload,
+      clusters: n,
+      kustomizations: f.watch.kustomizations.size(),
+      initialConvergeSeconds: convergedSeconds,
+      reapplied: reapplied.length,
+      reappliedOfChangedCluster: own,
+      reappliedOfOtherClusters: reapplied.length - own,
+      settledSeconds: secs(quietSince - t1),
+      layout: f.layout,
+    };
+  } finally {
+    workload.close();
+    await stopComponent(env.e.stateDir, KC);
+    await teardown(env, f);
+  }
+}
+
+// --- the fleet writer alone (fleet-writer.ts, when the branch that adds it is merged) ------------
+async function writerScenario(env: Env, o: Options): Promise<Record<string, unknown> | undefined> {
+  const file = join(import.meta.dirname, 'fleet-writer.ts');
+  if (o.writerClusters.length === 0) return undefined;
+  if (!existsSync(file)) {
+    log('--writer-clusters: test/bench/fleet-writer.ts is not in this checkout; skipped');
+    return { skipped: 'test/bench/fleet-writer.ts missing' };
+  }
+  const mod = (await import(file)) as {
+    benchWriter?: (o: { url: string; branches: number; log?: (m: string) => void }) => Promise<unknown>;
+  };
+  if (typeof mod.benchWriter !== 'function') return { skipped: 'fleet-writer.ts exports no benchWriter' };
+  const out: Record<string, unknown> = {};
+  for (const n of o.writerClusters) {
+    log(`fleet writer alone at ${n} Clusters…`);
+    const url = await createRepo(env.e, `bench-writer-${n}-${process.pid}`);
+    out[String(n)] = await mod.benchWriter({ url, branches: n, log: (m) => log(`writer ${n}: ${m}`) });
+  }
+  return out;
+}
+
+// --- the report -------------------------------------------------------------------------------
+function table(rows: Array<Array<string | number | undefined>>): string {
+  const text = rows.map((r) => r.map((c) => (c === undefined ? '–' : String(c))));
+  const widths = (text[0] ?? []).map((_, i) => Math.max(...text.map((r) => (r[i] ?? '').length)));
+  return text.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ')).join('\n');
+}
+
+function report(
+  results: Record<string, unknown>,
+  runs: Array<Record<string, Scenario | number | string>>,
+): string {
+  const lines = ['stackflux fleet benchmark (ratios are to the bare writer measured in this run)', ''];
+  const rows: Array<Array<string | number | undefined>> = [
+    [
+      'N',
+      'scenario',
+      'seconds',
+      'baseline s',
+      'ratio',
+      'CPU s',
+      'git CPU s',
+      'peak RSS MB',
+      'pushes',
+      'requests',
+      'writes',
+    ],
+  ];
+  for (const r of runs) {
+    const n = r.n as number;
+    for (const name of ['fanout', 'change', 'release'] as const) {
+      const s = r[name] as Scenario | undefined;
+      if (s === undefined) continue;
+      const b = name === 'fanout' ? (r.baseline as Scenario | undefined) : undefined;
+      rows.push([
+        n,
+        name,
+        s.seconds,
+        b?.seconds,
+        b ? `${(s.seconds / b.seconds).toFixed(2)}x` : undefined,
+        s.cpuSeconds,
+        s.gitCpuSeconds,
+        s.peakRssMb,
+        s.pushes,
+        s.requests,
+        s.writes,
+      ]);
+    }
+  }
+  lines.push(table(rows), '');
+  const steadyRows: Array<Array<string | number | undefined>> = [
+    [
+      'N',
+      'CPU s/min',
+      'requests/min (stackflux)',
+      'writes/min',
+      'requests/min (API server, all clients)',
+      'RSS MB',
+    ],
+  ];
+  for (const r of runs) {
+    const s = r.steady as Scenario | undefined;
+    if (s === undefined) continue;
+    steadyRows.push([
+      r.n as number,
+      s.cpuSecondsPerMinute as number,
+      s.requestsPerMinute as number,
+      s.writesPerMinute as number,
+      s.apiserverRequestsPerMinute as number,
+      s.rssMb as number,
+    ]);
+  }
+  if (steadyRows.length > 1)
+    lines.push('steady state (N converged, kustomize-controller stopped)', table(steadyRows), '');
+  for (const r of runs)
+    lines.push(
+      `N=${r.n}: fleet layout: ${r.layout}; stackflux ready (caches synced) after ${(r.fanout as Scenario).readySeconds} s`,
+    );
+  for (const r of runs) {
+    for (const name of ['fanout', 'change', 'release'] as const) {
+      const w = (r[name] as Scenario | undefined)?.writesByResource as Record<string, number> | undefined;
+      if (w !== undefined && Object.keys(w).length > 0)
+        lines.push(
+          `N=${r.n} ${name} writes: ${Object.entries(w)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', ')}`,
+        );
+    }
+  }
+  const flux = results.flux as Scenario | undefined;
+  if (flux !== undefined) {
+    lines.push(
+      '',
+      `Flux running, ${flux.clusters} Clusters (${flux.kustomizations} addon Kustomizations): one Cluster's pod CIDR changed →`,
+      `  ${flux.reapplied} Kustomizations re-applied (${flux.reappliedOfChangedCluster} of that Cluster, ${flux.reappliedOfOtherClusters} of others);`,
+      `  change in the workload cluster after ${flux.seconds} s; settled after ${flux.settledSeconds} s (initial convergence ${flux.initialConvergeSeconds} s)`,
+    );
+  }
+  if (results.writer !== undefined) lines.push('', `fleet writer alone: ${JSON.stringify(results.writer)}`);
+  return lines.join('\n');
+}
+
+export async function runFleetBench(argv: string[]): Promise<number> {
+  const o = options(argv);
+  if (o === undefined) {
+    process.stdout.write(usage);
+    return 0;
+  }
+  const appDir = o.stackflux === '' ? mkdtempSync(join(tmpdir(), 'stackflux-bench-app-')) : undefined;
+  if (appDir !== undefined) o.stackflux = buildApp(o.source, appDir);
+  const env = await environment();
+  const qpsFlags = supportsQpsFlags(o.stackflux);
+  // Without the flags stackflux runs at its built-in client limit (20 qps / burst 30 before
+  // issue 10): the baseline then gets that limit too, so the ratio compares like with like.
+  const [qps, burst] = qpsFlags ? [o.qps, o.burst] : [20, 30];
+  const results: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    machine: { cpus: cpus().length, node: process.version },
+    stackflux: o.stackflux,
+    options: { ...o, scenarios: [...o.scenarios], clientLimit: { qps, burst, flags: qpsFlags } },
+  };
+  const runs: Array<Record<string, Scenario | number | string>> = [];
+  results.runs = runs;
+  const save = (): void => {
+    mkdirSync(join(o.out, '..'), { recursive: true });
+    writeFileSync(o.out, `${JSON.stringify(results, null, 2)}\n`);
+  };
+  try {
+    for (const n of o.clusters) {
+      const f = await setupFleet(env, o, n, 'fleet');
+      const run: Record<string, Scenario | number | string> = { n };
+      runs.push(run);
+      try {
+        log(`N=${n}: fan-out…`);
+        run.fanout = await fanout(env, o, f);
+        run.layout = f.layout;
+        log(`N=${n}: fan-out ${run.fanout.seconds} s; baseline…`);
+        run.baseline = await baseline(env, o, f, qps, burst);
+        save();
+        if (o.scenarios.has('steady')) {
+          log(`N=${n}: steady state for ${o.steadySeconds} s…`);
+          run.steady = await steady(env, o, f);
+          save();
+        }
+        if (o.scenarios.has('change')) {
+          log(`N=${n}: one Cluster changed…`);
+          run.change = await change(env, o, f);
+          save();
+        }
+        if (o.scenarios.has('release')) {
+          log(`N=${n}: every Cluster to v2…`);
+          run.release = await release(env, o, f);
+          save();
+        }
+      } finally {
+        await teardown(env, f);
+      }
+    }
+    if (o.fluxClusters > 0) {
+      log(`Flux scenario with ${o.fluxClusters} Clusters…`);
+      results.flux = await fluxScenario(env, o, o.fluxClusters);
+      save();
+    }
+    results.writer = await writerScenario(env, o);
+    save();
+    process.stdout.write(`${report(results, runs)}\n\nJSON: ${o.out}\n`);
+    return 0;
+  } catch (err) {
+    save();
+    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    return 1;
+  } finally {
+    await startComponent(env.e.stateDir, KC).catch((err: unknown) => log(`restarting ${KC}: ${String(err)}`));
+    env.client.close();
+    if (env.owned) await down(env.e.stateDir, log);
+    if (appDir !== undefined) rmSync(appDir, { recursive: true, force: true });
+  }
+}
