@@ -1054,7 +1054,7 @@ async function fluxScenario(env: Env, o: Options, n: number): Promise<Scenario> 
     };
   } finally {
     workload.close();
-    await stopComponent(env.e.stateDir, KC);
+    // kustomize-controller keeps running: it removes its finalizers from the namespace's objects.
     await teardown(env, f);
   }
 }
