@@ -174,7 +174,15 @@ export async function restartComponent(stateDir: string, name: string, healthUrl
   };
   await killComponent(stateDir, name);
   rmSync(stoppedMarker(stateDir, name), { force: true });
-  const proc = startProcess(stateDir, name, cmd.binary, cmd.args, cmd.env);
+  // The component listens on the port it had; an outgoing connection of any process may have taken
+  // that port as its ephemeral local port since the kill. Then it exits at once: start it again.
+  let proc = startProcess(stateDir, name, cmd.binary, cmd.args, cmd.env);
+  for (let attempt = 1; attempt < 10; attempt++) {
+    await sleep(1_500);
+    if (pidAlive(proc.pid) || !/address already in use/.test(tail(proc.log, 5))) break;
+    await sleep(attempt * 1_000);
+    proc = startProcess(stateDir, name, cmd.binary, cmd.args, cmd.env);
+  }
   const endpoints = readEndpoints(stateDir);
   if (name.endsWith('kube-apiserver') && endpoints) {
     const api = name === 'kube-apiserver' ? endpoints.kubeconfig : endpoints.workloadKubeconfig;

@@ -116,7 +116,7 @@ describe('a converged fleet: a resync writes nothing', { timeout: 15 * 60_000 },
             const ca = await client.get<ClusterAddon & KubeObject>(API_VERSION, 'ClusterAddon', name, ns);
             return cond(ca, 'Ready')?.status === 'True' ? ca : undefined;
           },
-          { timeoutMs: 300_000 },
+          { timeoutMs: 600_000 },
         );
       }
       // Flux's last status updates of this round reach the controller and are answered.
