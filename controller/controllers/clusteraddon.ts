@@ -26,7 +26,7 @@ import {
   type GitRepository,
   type Kustomization,
 } from '../api/flux.ts';
-import { API_VERSION, LABEL_ADDON, LABEL_CLUSTER } from '../api/meta.ts';
+import { API_VERSION, LABEL_ADDON, LABEL_CLUSTER, RECONCILE_REQUEST_ANNOTATION } from '../api/meta.ts';
 import type { ReleaseTree } from '../api/release.ts';
 import type { BranchState, FleetWriter } from '../gitops/branches.ts';
 import {
@@ -53,8 +53,6 @@ import { fetchReleaseTree, type GitCredentials } from '../sources/git.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials } from './common.ts';
 import { requestFluxSourcesFetch } from './reconcilerequest.ts';
 import { servedClusterApiVersion } from './releasepipeline.ts';
-
-export const ANNOTATION_REQUESTED_AT = 'reconcile.fluxcd.io/requestedAt';
 
 const CLUSTER_INDEX = 'clusteraddon/cluster';
 const CLASS_INDEX = 'clusteraddon/class';
@@ -438,7 +436,7 @@ export async function setupClusterAddonController(
       for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
         try {
           await client.mergePatch(FLUX_SOURCE_API_VERSION, 'GitRepository', next.repo, next.namespace, {
-            metadata: { annotations: { [ANNOTATION_REQUESTED_AT]: at } },
+            metadata: { annotations: { [RECONCILE_REQUEST_ANNOTATION]: at } },
           });
         } catch (err) {
           if (!isNotFound(err)) log.warn(errorFields(err), 'requesting a fleet fetch from Flux failed');

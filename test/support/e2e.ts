@@ -156,21 +156,14 @@ export function pinnedFerrolStack(
   versions: string[],
   labels?: Record<string, string>,
 ): ClusterStack & KubeObject {
-  return {
-    apiVersion: API_VERSION,
-    kind: 'ClusterStack',
-    metadata: { name: 'ferrol', namespace: ns, ...(labels !== undefined ? { labels } : {}) },
-    spec: {
-      provider: 'docker',
-      name: 'ferrol',
-      kubernetesVersion: '1.30',
-      noProvider: true,
-      autoSubscribe: false,
-      versions,
-      interval: '3s',
-      source: { git: { url: repoUrl }, path: 'ferrol-1-30' },
-    },
-  };
+  const stack = ferrolClusterStack(ns, 'ferrol', {
+    autoSubscribe: false,
+    versions,
+    interval: '3s',
+    source: { git: { url: repoUrl }, path: 'ferrol-1-30' },
+  });
+  if (labels !== undefined) stack.metadata.labels = labels;
+  return stack;
 }
 
 /**
@@ -206,21 +199,12 @@ export function ferrolStackAt(
   url: string,
   o: { path: string; versions: string[]; interval?: string; autoSubscribe?: boolean },
 ): KubeObject {
-  return {
-    apiVersion: API_VERSION,
-    kind: 'ClusterStack',
-    metadata: { name: 'ferrol', namespace: ns },
-    spec: {
-      provider: 'docker',
-      name: 'ferrol',
-      kubernetesVersion: '1.30',
-      noProvider: true,
-      autoSubscribe: o.autoSubscribe ?? false,
-      versions: o.versions,
-      ...(o.interval !== undefined ? { interval: o.interval } : {}),
-      source: { git: { url }, path: o.path },
-    },
-  };
+  return ferrolClusterStack(ns, 'ferrol', {
+    autoSubscribe: o.autoSubscribe ?? false,
+    versions: o.versions,
+    ...(o.interval !== undefined ? { interval: o.interval } : {}),
+    source: { git: { url }, path: o.path },
+  });
 }
 
 // --- reading releases --------------------------------------------------------------------------
