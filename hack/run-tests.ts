@@ -2,7 +2,10 @@
 // the whole run, runs every test file with node's test runner, and stops the environment.
 // Arguments narrow the run to some test files. A running environment named by
 // STACKFLUX_TESTENV_DIR is reused and left running (fast local loop). Files named
-// *.disruptive.test.ts (they restart shared components) run last, one at a time.
+// *.workload.test.ts apply the same objects into the one workload cluster (Flux's prune skips
+// an object another Kustomization has re-labelled), so they run one at a time, in a lane beside
+// the other files. Files named *.disruptive.test.ts (they restart shared components) run last,
+// one at a time.
 import { spawn } from 'node:child_process';
 import { existsSync, globSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,24 +33,13 @@ try {
   );
   const env = { ...process.env, ...envVars(endpoints) };
   const disruptive = testFiles.filter((f) => f.endsWith('.disruptive.test.ts'));
-  const shared = testFiles.filter((f) => !disruptive.includes(f));
-  const runs: Array<[string, string[]]> = [
-    ['2', shared],
-    ['1', disruptive],
-  ];
-  status = 0;
-  for (const [concurrency, files] of runs) {
-    if (files.length === 0) continue;
-    // Asynchronous, so this process keeps reaping the environment's processes (a test that
-    // restarts a component kills one of our children) while the tests run.
-    const child = spawn(
-      process.execPath,
-      ['--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000', ...files],
-      { stdio: 'inherit', env },
-    );
-    const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
-    if (code !== 0) status = code;
-  }
+  const workload = testFiles.filter((f) => f.endsWith('.workload.test.ts'));
+  const shared = testFiles.filter((f) => !disruptive.includes(f) && !workload.includes(f));
+  // Two lanes at once (two files in flight, as many as the machine's two cores carry), then the
+  // disruptive files alone.
+  const lanes = await Promise.all([runFiles(shared, 1, env), runFiles(workload, 1, env)]);
+  const last = await runFiles(disruptive, 1, env);
+  status = [...lanes, last].find((code) => code !== 0) ?? 0;
 } catch (err) {
   log(`test environment failed: ${err instanceof Error ? err.message : String(err)}`);
   log(`component logs are in ${stateDir}/logs`);
@@ -55,3 +47,16 @@ try {
   if (!reuse) await down(stateDir, log);
 }
 process.exit(status);
+
+/** Runs files with node's test runner; resolves with its exit code (0 for no files). */
+async function runFiles(files: string[], concurrency: number, env: NodeJS.ProcessEnv): Promise<number> {
+  if (files.length === 0) return 0;
+  // Asynchronous, so this process keeps reaping the environment's processes (a test that
+  // restarts a component kills one of our children) while the tests run.
+  const child = spawn(
+    process.execPath,
+    ['--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000', ...files],
+    { stdio: 'inherit', env },
+  );
+  return new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+}
