@@ -4,48 +4,38 @@
 // Disruptive: it deletes the cluster-scoped Cluster CRD of the shared test environment (and with it
 // every Cluster) and installs it again at the end, so `npm test` runs it alone.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
-import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints, readCrds, storageVersionOnly } from '../../hack/lib/testenv.ts';
 import {
   CAPI,
   ControllerProcess,
   cond,
+  controllerSteps,
   createTestNamespace,
   cutRelease,
   deleteTestNamespace,
-  e2eEnv,
+  e2eSuite,
+  ferrolTag,
   gone,
   initRepo,
   pinnedFerrolStack,
   push,
-  releaseReaders,
   required,
   waitFor,
 } from '../support/e2e.ts';
-import { uniqueName } from '../support/env.ts';
 
-const env = e2eEnv();
-const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
-const ns = uniqueName('capi-late');
-const work = mkdtempSync(join(tmpdir(), 'stackflux-capi-late-'));
-const repoDir = join(work, 'repo');
-const tag = (v: string) => `docker-ferrol-1-30-${v}`;
-const { cskr, releaseReady } = releaseReaders(client, ns);
+const { env, client, ns, work, repoDir, cskr, releaseReady } = e2eSuite('capi-late');
 const CRD_API = 'apiextensions.k8s.io/v1';
 const CLUSTER_CRD = 'clusters.cluster.x-k8s.io';
 let controller: ControllerProcess | undefined;
 type CSK = ClusterStack & KubeObject;
 
-async function step(fn: () => Promise<void>): Promise<void> {
-  if (controller === undefined) throw new Error('the controller did not start');
-  await controller.step(fn);
-}
+const step = controllerSteps(() => controller);
 
 /** Installs the Cluster CRD as hack/testenv does (storage version only) and waits until it is served. */
 async function installClusterCrd(): Promise<void> {
@@ -97,20 +87,23 @@ describe('Cluster API appearing after start: fail-closed garbage collection', {
 
   it('1. without Cluster API, a release that is no longer wanted is kept, and the ClusterStack says why', () =>
     step(async () => {
-      await waitFor('v1 Ready', () => releaseReady(tag('v1')));
+      await waitFor('v1 Ready', () => releaseReady(ferrolTag('v1')));
       await client.mergePatch(API_VERSION, 'ClusterStack', 'ferrol', ns, { spec: { versions: ['v2'] } });
-      await waitFor('v2 Ready', () => releaseReady(tag('v2')));
+      await waitFor('v2 Ready', () => releaseReady(ferrolTag('v2')));
       const cs = await waitFor('GarbageCollection waits for Cluster API', async () => {
         const c = await client.get<CSK>(API_VERSION, 'ClusterStack', 'ferrol', ns);
         return cond(c, 'GarbageCollection')?.reason === 'ClusterAPINotServed' ? c : undefined;
       });
       assert.equal(cond(cs, 'GarbageCollection')?.status, 'False');
-      assert.match(cond(cs, 'GarbageCollection')?.message ?? '', new RegExp(`kept until then: ${tag('v1')}`));
+      assert.match(
+        cond(cs, 'GarbageCollection')?.message ?? '',
+        new RegExp(`kept until then: ${ferrolTag('v1')}`),
+      );
       assert.ok(
-        cs.status?.summary?.some((s) => s.name === tag('v1')),
+        cs.status?.summary?.some((s) => s.name === ferrolTag('v1')),
         'the kept release stays in the summary',
       );
-      const v1 = await cskr(tag('v1'));
+      const v1 = await cskr(ferrolTag('v1'));
       assert.ok(v1, 'v1 is not deleted without a view of the Clusters');
       assert.equal(v1.metadata.deletionTimestamp, undefined);
     }));
@@ -122,17 +115,17 @@ describe('Cluster API appearing after start: fail-closed garbage collection', {
         apiVersion: CAPI,
         kind: 'Cluster',
         metadata: { name: 'late', namespace: ns },
-        spec: { topology: { classRef: { name: tag('v2') }, version: 'v1.30.4' } },
+        spec: { topology: { classRef: { name: ferrolTag('v2') }, version: 'v1.30.4' } },
       });
       await waitFor('v2 counts the Cluster created after start', async () =>
-        (await cskr(tag('v2')))?.status?.clusters === 1 ? true : undefined,
+        (await cskr(ferrolTag('v2')))?.status?.clusters === 1 ? true : undefined,
       );
-      await gone('v1 collected once every Cluster can be seen', () => cskr(tag('v1')));
+      await gone('v1 collected once every Cluster can be seen', () => cskr(ferrolTag('v1')));
       const cs = await waitFor('GarbageCollection condition cleared', async () => {
         const c = await client.get<CSK>(API_VERSION, 'ClusterStack', 'ferrol', ns);
         return cond(c, 'GarbageCollection') === undefined ? c : undefined;
       });
-      assert.equal(cs.status?.summary?.find((s) => s.name === tag('v2'))?.inUse, true);
+      assert.equal(cs.status?.summary?.find((s) => s.name === ferrolTag('v2'))?.inUse, true);
       assert.ok(controller?.running, 'the same controller process, no restart');
     }));
 });

@@ -4,46 +4,36 @@
 // (No Cluster API controllers run here: the Clusters are plain objects naming a ClusterClass,
 // which is all the in-use check reads.)
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
-import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import type { KubeObject } from '../../controller/runtime/client.ts';
 import { SHARD_LABEL } from '../../controller/runtime/manager.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
   CAPI,
   ControllerProcess,
+  controllerSteps,
   createTestNamespace,
   cutRelease,
   deleteTestNamespace,
-  e2eEnv,
+  e2eSuite,
   gone,
   initRepo,
   keptWhileInUse,
   pinnedFerrolStack,
   push,
-  releaseReaders,
   waitFor,
 } from '../support/e2e.ts';
-import { uniqueName } from '../support/env.ts';
 
-const env = e2eEnv();
-const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
-const ns = uniqueName('gc-fail-closed');
+const { env, client, ns, work, repoDir, cskr, releaseReady } = e2eSuite('gc-fail-closed');
 const otherNs = `${ns}-other`;
-const work = mkdtempSync(join(tmpdir(), 'stackflux-gc-fail-closed-'));
-const repoDir = join(work, 'repo');
 const v = (k8s: string, version: string) => `docker-ferrol-${k8s}-${version}`;
-const { cskr, releaseReady } = releaseReaders(client, ns);
 let controller: ControllerProcess | undefined;
 
-async function step(fn: () => Promise<void>): Promise<void> {
-  if (controller === undefined) throw new Error('the controller did not start');
-  await controller.step(fn);
-}
+const step = controllerSteps(() => controller);
 
 function cluster(name: string, namespace: string, className: string, shard?: string): KubeObject {
   return {

@@ -5,14 +5,13 @@
 // DockerClusterStackRelease objects stackflux creates, as the provider would once it prepared the
 // release. The steps share state and run in order.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import { FLUX_KUSTOMIZE_API_VERSION } from '../../controller/api/flux.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
-import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
   ControllerProcess,
@@ -20,7 +19,8 @@ import {
   cond,
   createTestNamespace,
   deleteTestNamespace,
-  e2eEnv,
+  e2eSuite,
+  ferrolTag,
   gone,
   initRepo,
   installTestProviderCrds,
@@ -29,19 +29,12 @@ import {
   PROVIDER_TEMPLATE_KIND,
   providerTemplate,
   releaseFerrol130,
-  releaseReaders,
   setProviderReady,
   stackflux,
   waitFor,
 } from '../support/e2e.ts';
-import { uniqueName } from '../support/env.ts';
 
-const env = e2eEnv();
-const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
-const ns = uniqueName('provider');
-const work = mkdtempSync(join(tmpdir(), 'stackflux-provider-'));
-const repoDir = join(work, 'repo');
-const tag = (v: string) => `docker-ferrol-1-30-${v}`;
+const { env, client, ns, work, repoDir, cskr, releaseReady, clusterClass } = e2eSuite('provider');
 const TEMPLATE_SPEC = { nodeImages: ['ubuntu-capi-image-v1.30.4'], imageRegistry: 'registry.example.com' };
 
 type CSK = ClusterStack & KubeObject;
@@ -50,7 +43,6 @@ type ProviderObject = KubeObject & {
   status?: { ready?: boolean };
 };
 
-const { cskr, releaseReady, clusterClass } = releaseReaders(client, ns);
 const csk = (name: string) => client.get<CSK>(API_VERSION, 'ClusterStack', name, ns);
 const providerObject = (name: string) =>
   client.get<ProviderObject>(PROVIDER_API_VERSION, PROVIDER_OBJECT_KIND, name, ns);
@@ -134,58 +126,64 @@ describe('providerRef: provider objects gate a release (issue 15)', { timeout: 1
         },
       } as CSK);
 
-      const obj = await waitFor('DockerClusterStackRelease v1 created', () => providerObject(tag('v1')));
-      const release = await cskr(tag('v1'));
+      const obj = await waitFor('DockerClusterStackRelease v1 created', () =>
+        providerObject(ferrolTag('v1')),
+      );
+      const release = await cskr(ferrolTag('v1'));
       assert.ok(release, 'release v1 exists');
       assert.deepEqual(obj.spec, TEMPLATE_SPEC, "the template's spec.template.spec");
       assert.deepEqual(
         obj.metadata.ownerReferences?.map((o) => [o.kind, o.name, o.uid, o.controller]),
-        [['ClusterStackRelease', tag('v1'), release.metadata.uid, true]],
+        [['ClusterStackRelease', ferrolTag('v1'), release.metadata.uid, true]],
       );
       const annotations = obj.metadata.annotations ?? {};
-      assert.equal(annotations['stackflux.io/tag'], tag('v1'));
+      assert.equal(annotations['stackflux.io/tag'], ferrolTag('v1'));
       assert.equal(annotations['stackflux.io/source-url'], repoUrl);
       assert.equal(annotations['stackflux.io/source-path'], 'ferrol-1-30');
       assert.match(annotations['stackflux.io/commit'] ?? '', /^[0-9a-f]{40}$/);
 
       // The controller has seen the object (not ready) and decided: no Kustomization, not Ready.
       const waiting = await releaseWaiting(
-        tag('v1'),
+        ferrolTag('v1'),
         'WaitingForProvider',
-        new RegExp(`${PROVIDER_OBJECT_KIND} ${ns}/${tag('v1')} ready: status\\.ready is not true yet`),
+        new RegExp(`${PROVIDER_OBJECT_KIND} ${ns}/${ferrolTag('v1')} ready: status\\.ready is not true yet`),
       );
       assert.equal(annotations['stackflux.io/commit'], waiting.status?.commit, 'the validated commit');
       assert.equal(cond(waiting, 'ProviderReady')?.status, 'False');
-      assert.equal(await kustomization(tag('v1')), undefined, 'no Kustomization while the provider works');
-      assert.equal(await clusterClass(tag('v1')), undefined, 'no ClusterClass applied');
+      assert.equal(
+        await kustomization(ferrolTag('v1')),
+        undefined,
+        'no Kustomization while the provider works',
+      );
+      assert.equal(await clusterClass(ferrolTag('v1')), undefined, 'no ClusterClass applied');
       assert.equal((await csk('ferrol'))?.status?.usableVersions, undefined, 'v1 is not usable');
       const status = stackflux(['status', '-n', ns], { KUBECONFIG: env.kubeconfig });
       assert.equal(status.status, 0, status.stderr);
       assert.match(
         status.stdout,
-        new RegExp(`provider/${PROVIDER_OBJECT_KIND}/${tag('v1')}\\s+False\\s+WaitingForProvider`),
+        new RegExp(`provider/${PROVIDER_OBJECT_KIND}/${ferrolTag('v1')}\\s+False\\s+WaitingForProvider`),
       );
     }));
 
   it('the provider sets status.ready: the ClusterClass is applied and the release becomes Ready', () =>
     step(async () => {
       // Playing the provider's controller: it prepared the release and says so.
-      await setProviderReady(client, ns, tag('v1'), true);
-      const v1 = await waitFor('release v1 Ready', () => releaseReady(tag('v1')));
+      await setProviderReady(client, ns, ferrolTag('v1'), true);
+      const v1 = await waitFor('release v1 Ready', () => releaseReady(ferrolTag('v1')));
       assert.equal(cond(v1, 'ProviderReady')?.status, 'True');
       assert.equal(v1.status?.provider?.ready, true);
-      assert.ok(await kustomization(tag('v1')), 'Kustomization created');
-      assert.ok(await clusterClass(tag('v1')), 'ClusterClass applied by Flux');
+      assert.ok(await kustomization(ferrolTag('v1')), 'Kustomization created');
+      assert.ok(await clusterClass(ferrolTag('v1')), 'ClusterClass applied by Flux');
     }));
 
   it('a provider object that goes unready is reported; the applied ClusterClass keeps running', () =>
     step(async () => {
-      await setProviderReady(client, ns, tag('v1'), false);
-      await releaseWaiting(tag('v1'), 'ProviderNotReady', /keeps running/);
-      assert.ok(await kustomization(tag('v1')), 'the Kustomization is kept');
-      assert.ok(await clusterClass(tag('v1')), 'the ClusterClass is kept');
-      await setProviderReady(client, ns, tag('v1'), true);
-      await waitFor('release v1 Ready again', () => releaseReady(tag('v1')));
+      await setProviderReady(client, ns, ferrolTag('v1'), false);
+      await releaseWaiting(ferrolTag('v1'), 'ProviderNotReady', /keeps running/);
+      assert.ok(await kustomization(ferrolTag('v1')), 'the Kustomization is kept');
+      assert.ok(await clusterClass(ferrolTag('v1')), 'the ClusterClass is kept');
+      await setProviderReady(client, ns, ferrolTag('v1'), true);
+      await waitFor('release v1 Ready again', () => releaseReady(ferrolTag('v1')));
     }));
 
   it('a missing template: a clear condition, no release created or deleted; back once it exists', () =>
@@ -201,25 +199,29 @@ describe('providerRef: provider objects gate a release (issue 15)', { timeout: 1
           : undefined;
       });
       // ... and neither created v2 nor deleted v1.
-      assert.deepEqual(await releases(), [tag('v1')]);
-      assert.ok(await providerObject(tag('v1')), 'the existing provider object stays');
+      assert.deepEqual(await releases(), [ferrolTag('v1')]);
+      assert.ok(await providerObject(ferrolTag('v1')), 'the existing provider object stays');
 
       await client.create(providerTemplate('ferrol', ns, TEMPLATE_SPEC));
-      await waitFor('DockerClusterStackRelease v2 created', () => providerObject(tag('v2')));
-      await releaseWaiting(tag('v2'), 'WaitingForProvider', /status\.ready is not true yet/);
-      assert.deepEqual(await releases(), [tag('v1'), tag('v2')], 'v1 stays while v2 is not Ready (no gap)');
+      await waitFor('DockerClusterStackRelease v2 created', () => providerObject(ferrolTag('v2')));
+      await releaseWaiting(ferrolTag('v2'), 'WaitingForProvider', /status\.ready is not true yet/);
+      assert.deepEqual(
+        await releases(),
+        [ferrolTag('v1'), ferrolTag('v2')],
+        'v1 stays while v2 is not Ready (no gap)',
+      );
     }));
 
   it('deleting a release removes its provider object (owner reference → garbage collection)', () =>
     step(async () => {
-      const v1obj = await providerObject(tag('v1'));
+      const v1obj = await providerObject(ferrolTag('v1'));
       assert.ok(v1obj, 'v1 provider object exists');
-      await setProviderReady(client, ns, tag('v2'), true);
-      await waitFor('release v2 Ready', () => releaseReady(tag('v2')));
+      await setProviderReady(client, ns, ferrolTag('v2'), true);
+      await waitFor('release v2 Ready', () => releaseReady(ferrolTag('v2')));
       // v2 Ready: v1 (not pinned, not in use) is garbage-collected, and with it its provider object.
-      await gone('release v1 deleted', () => cskr(tag('v1')));
-      await gone('provider object v1 removed by GC', () => providerObject(tag('v1')));
-      assert.ok(await providerObject(tag('v2')), 'v2 provider object stays');
+      await gone('release v1 deleted', () => cskr(ferrolTag('v1')));
+      await gone('provider object v1 removed by GC', () => providerObject(ferrolTag('v1')));
+      assert.ok(await providerObject(ferrolTag('v2')), 'v2 provider object stays');
     }));
 
   it('neither providerRef nor noProvider, or a kind the server does not serve: conditions, /readyz stays OK', () =>
@@ -257,7 +259,7 @@ describe('providerRef: provider objects gate a release (issue 15)', { timeout: 1
       assert.match(unserved.message ?? '', /NotInstalledClusterStackReleaseTemplate/);
       const res = await fetch(controller?.readyzUrl ?? '');
       assert.equal(res.status, 200, 'an unserved provider kind does not make the controller unready');
-      assert.deepEqual(await releases(), [tag('v2')], 'the other stacks did not touch ferrol');
+      assert.deepEqual(await releases(), [ferrolTag('v2')], 'the other stacks did not touch ferrol');
       // Gone again before the diff step: ClusterStacks sharing one repository URL record listing times
       // of their own, and a snapshot holds one listing per URL.
       for (const name of ['neither', 'unserved']) {

@@ -2,35 +2,28 @@
 // environment. A release tag force-moved after validation is never applied (defect 4), and a
 // release holding a symbolic link is InvalidRelease naming the path (defect 1). Steps run in order.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
   ControllerProcess,
   cond,
+  controllerSteps,
   createTestNamespace,
   cutRelease,
   deleteTestNamespace,
-  e2eEnv,
+  e2eSuite,
+  ferrolTag,
   git,
   initRepo,
   pinnedFerrolStack,
   push,
-  releaseReaders,
   waitFor,
 } from '../support/e2e.ts';
-import { uniqueName } from '../support/env.ts';
 
-const env = e2eEnv();
-const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
-const ns = uniqueName('release-hardening');
-const work = mkdtempSync(join(tmpdir(), 'stackflux-release-hardening-'));
-const repoDir = join(work, 'repo');
-const tag = (v: string) => `docker-ferrol-1-30-${v}`;
-const { cskr, releaseReady, clusterClass } = releaseReaders(client, ns);
+const { env, client, ns, work, repoDir, cskr, releaseReady, clusterClass } = e2eSuite('release-hardening');
 let controller: ControllerProcess | undefined;
 
 type Flux = KubeObject & {
@@ -38,10 +31,7 @@ type Flux = KubeObject & {
   status?: { lastHandledReconcileAt?: string; lastAppliedRevision?: string };
 };
 
-async function step(fn: () => Promise<void>): Promise<void> {
-  if (controller === undefined) throw new Error('the controller did not start');
-  await controller.step(fn);
-}
+const step = controllerSteps(() => controller);
 
 describe('release hardening: pinned commits and release trees from Git objects', {
   timeout: 10 * 60_000,
@@ -53,7 +43,7 @@ describe('release hardening: pinned commits and release trees from Git objects',
     repoUrl = await createRepo(env as Endpoints, ns);
     initRepo(repoDir);
     cutRelease(repoDir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v1' });
-    push(repoDir, repoUrl, tag('v1'));
+    push(repoDir, repoUrl, ferrolTag('v1'));
     controller = await ControllerProcess.start({
       kubeconfig: env.kubeconfig,
       namespace: ns,
@@ -71,7 +61,7 @@ describe('release hardening: pinned commits and release trees from Git objects',
 
   it('1. a force-moved tag: Flux keeps applying the validated commit, the release reports TagMoved', () =>
     step(async () => {
-      const v1 = await waitFor('v1 Ready', () => releaseReady(tag('v1')));
+      const v1 = await waitFor('v1 Ready', () => releaseReady(ferrolTag('v1')));
       const validated = v1.status?.commit ?? '';
       assert.match(validated, /^[0-9a-f]{40}$/);
       assert.match(v1.status?.lastAppliedRevision ?? '', new RegExp(`@sha1:${validated}$`));
@@ -83,14 +73,14 @@ describe('release hardening: pinned commits and release trees from Git objects',
       );
       git(repoDir, 'add', '-A');
       git(repoDir, 'commit', '-q', '-m', 'unvalidated change');
-      git(repoDir, 'tag', '-f', tag('v1'));
-      git(repoDir, 'push', '-q', '-f', repoUrl, 'main', `refs/tags/${tag('v1')}`);
+      git(repoDir, 'tag', '-f', ferrolTag('v1'));
+      git(repoDir, 'push', '-q', '-f', repoUrl, 'main', `refs/tags/${ferrolTag('v1')}`);
       const moved = git(repoDir, 'rev-parse', 'HEAD');
 
       const reported = await waitFor(
         'v1 reports TagMoved',
         async () => {
-          const r = await cskr(tag('v1'));
+          const r = await cskr(ferrolTag('v1'));
           return cond(r, 'Ready')?.reason === 'TagMoved' ? r : undefined;
         },
         { timeoutMs: 120_000 },
@@ -101,8 +91,13 @@ describe('release hardening: pinned commits and release trees from Git objects',
         new RegExp(`now points at ${moved}, not at the validated commit ${validated}`),
       );
       assert.equal(reported.status?.commit, validated, 'the pin stays');
-      const repo = await client.get<Flux>('source.toolkit.fluxcd.io/v1', 'GitRepository', tag('v1'), ns);
-      assert.deepEqual(repo?.spec.ref, { name: `refs/tags/${tag('v1')}`, commit: validated });
+      const repo = await client.get<Flux>(
+        'source.toolkit.fluxcd.io/v1',
+        'GitRepository',
+        ferrolTag('v1'),
+        ns,
+      );
+      assert.deepEqual(repo?.spec.ref, { name: `refs/tags/${ferrolTag('v1')}`, commit: validated });
 
       // Make Flux fetch and apply again now, and wait until it has handled exactly that request.
       const token = `moved-${Date.now()}`;
@@ -110,17 +105,22 @@ describe('release hardening: pinned commits and release trees from Git objects',
         ['source.toolkit.fluxcd.io/v1', 'GitRepository'],
         ['kustomize.toolkit.fluxcd.io/v1', 'Kustomization'],
       ] as const) {
-        await client.mergePatch(apiVersion, kind, tag('v1'), ns, {
+        await client.mergePatch(apiVersion, kind, ferrolTag('v1'), ns, {
           metadata: { annotations: { 'reconcile.fluxcd.io/requestedAt': token } },
         });
       }
       const ks = await waitFor('Kustomization v1 handled the reconcile request', async () => {
-        const k = await client.get<Flux>('kustomize.toolkit.fluxcd.io/v1', 'Kustomization', tag('v1'), ns);
+        const k = await client.get<Flux>(
+          'kustomize.toolkit.fluxcd.io/v1',
+          'Kustomization',
+          ferrolTag('v1'),
+          ns,
+        );
         return k?.status?.lastHandledReconcileAt === token ? k : undefined;
       });
-      assert.equal(ks.status?.lastAppliedRevision, `refs/tags/${tag('v1')}@sha1:${validated}`);
+      assert.equal(ks.status?.lastAppliedRevision, `refs/tags/${ferrolTag('v1')}@sha1:${validated}`);
       assert.equal(await client.get('v1', 'ConfigMap', 'unvalidated-content', ns), undefined);
-      assert.ok(await clusterClass(tag('v1')), 'the validated ClusterClass stays applied');
+      assert.ok(await clusterClass(ferrolTag('v1')), 'the validated ClusterClass stays applied');
     }));
 
   it('2. a release holding a symbolic link is InvalidRelease naming the path; nothing is applied', () =>
@@ -131,9 +131,9 @@ describe('release hardening: pinned commits and release trees from Git objects',
         version: 'v2',
         edit: (dir) => symlinkSync('/etc/hostname', join(dir, 'cluster-addon', 'cni', 'leak.yaml')),
       });
-      push(repoDir, repoUrl, tag('v2'));
+      push(repoDir, repoUrl, ferrolTag('v2'));
       const v2 = await waitFor('v2 Ready=False', async () => {
-        const r = await cskr(tag('v2'));
+        const r = await cskr(ferrolTag('v2'));
         return cond(r, 'Ready')?.status === 'False' ? r : undefined;
       });
       assert.equal(cond(v2, 'Ready')?.reason, 'InvalidRelease');
@@ -142,11 +142,11 @@ describe('release hardening: pinned commits and release trees from Git objects',
         /ferrol-1-30\/cluster-addon\/cni\/leak\.yaml is a symbolic link/,
       );
       assert.equal(
-        await client.get('kustomize.toolkit.fluxcd.io/v1', 'Kustomization', tag('v2'), ns),
+        await client.get('kustomize.toolkit.fluxcd.io/v1', 'Kustomization', ferrolTag('v2'), ns),
         undefined,
       );
       assert.equal(
-        await client.get('source.toolkit.fluxcd.io/v1', 'GitRepository', tag('v2'), ns),
+        await client.get('source.toolkit.fluxcd.io/v1', 'GitRepository', ferrolTag('v2'), ns),
         undefined,
       );
     }));

@@ -3,13 +3,12 @@
 // A release repo is built from stacks/docker-ferrol-1-30 (and -1-31); tags are pushed as the
 // steps need them. The steps share state and run in order (acceptance 1–7 of issue 4).
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
-import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import type { KubeObject } from '../../controller/runtime/client.ts';
 import { signBody } from '../../controller/sources/webhook.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
@@ -17,10 +16,11 @@ import {
   ControllerProcess,
   type CSKR,
   cond,
+  controllerSteps,
   createTestNamespace,
   cutRelease,
   deleteTestNamespace,
-  e2eEnv,
+  e2eSuite,
   freePort,
   git,
   gone,
@@ -28,18 +28,12 @@ import {
   keptWhileInUse,
   push,
   releaseFerrol130,
-  releaseReaders,
   sleep,
   tagHead,
   waitFor,
 } from '../support/e2e.ts';
-import { uniqueName } from '../support/env.ts';
 
-const env = e2eEnv();
-const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
-const ns = uniqueName('release-pipeline');
-const work = mkdtempSync(join(tmpdir(), 'stackflux-release-pipeline-'));
-const repoDir = join(work, 'repo');
+const { env, client, ns, work, repoDir, cskr, releaseReady, clusterClass } = e2eSuite('release-pipeline');
 const hookDir = join(work, 'hook');
 const cacheDir = join(work, 'cache');
 const WEBHOOK_SECRET = 'e2e-webhook-secret';
@@ -61,16 +55,12 @@ async function startController(): Promise<void> {
 }
 
 /** Runs a step; on failure prints the controller's log tail. */
-async function step(fn: () => Promise<void>): Promise<void> {
-  if (controller === undefined) throw new Error('the controller did not start');
-  await controller.step(fn);
-}
+const step = controllerSteps(() => controller);
 
 // --- reading state ---------------------------------------------------------------------------
 async function csk(name: string): Promise<CSK | undefined> {
   return client.get<CSK>(API_VERSION, 'ClusterStack', name, ns);
 }
-const { cskr, releaseReady, clusterClass } = releaseReaders(client, ns);
 async function releasesOf(stack: string): Promise<string[]> {
   const list = await client.list<CSKR>(API_VERSION, 'ClusterStackRelease', { namespace: ns });
   return list.items

@@ -14,8 +14,7 @@
 // status timestamps are not compared; Flux is not simulated offline, so Flux-derived status is
 // compared only through the fixed point over the live snapshot.
 import assert from 'node:assert/strict';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse, stringify } from 'yaml';
@@ -27,7 +26,7 @@ import { API_VERSION } from '../../controller/api/meta.ts';
 import { renderSnapshot } from '../../controller/offline/render.ts';
 import { readSnapshot, type SnapshotObject } from '../../controller/offline/snapshot.ts';
 import { loadFluxTemplates } from '../../controller/releases/flux-templates.ts';
-import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
   CAPI,
@@ -35,22 +34,17 @@ import {
   cond,
   createTestNamespace,
   deleteTestNamespace,
-  e2eEnv,
+  e2eSuite,
+  ferrolTag,
   initRepo,
   releaseFerrol130,
   stackflux,
   waitFor,
 } from '../support/e2e.ts';
-import { uniqueName } from '../support/env.ts';
 
-const env = e2eEnv();
-const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
-const ns = uniqueName('render-vs-live');
-const work = mkdtempSync(join(tmpdir(), 'stackflux-render-vs-live-'));
-const repoDir = join(work, 'repo');
+const { env, client, ns, work, repoDir } = e2eSuite('render-vs-live');
 const cacheDir = join(work, 'cache');
 const snapDir = join(work, 'snapshot');
-const tag = (v: string) => `docker-ferrol-1-30-${v}`;
 let fleetUrl = '';
 
 /** What the controller creates (removed from the snapshot for the from-scratch render). */
@@ -170,16 +164,17 @@ describe('render over a live snapshot = what the live controller did', { timeout
         spec: {
           clusterNetwork: { pods: { cidrBlocks: ['10.244.0.0/16'] } },
           controlPlaneEndpoint: { host: 'c1.example.internal', port: 6443 },
-          topology: { classRef: { name: tag('v1') }, version: 'v1.30.4' },
+          topology: { classRef: { name: ferrolTag('v1') }, version: 'v1.30.4' },
         },
       });
       for (const v of ['v1', 'v2'])
         await waitFor(`release ${v} Ready`, async () => {
-          const r = await client.get<CSKR>(API_VERSION, 'ClusterStackRelease', tag(v), ns);
+          const r = await client.get<CSKR>(API_VERSION, 'ClusterStackRelease', ferrolTag(v), ns);
           return cond(r, 'Ready')?.status === 'True' ? r : undefined;
         });
       await waitFor('v1 counts its Cluster', async () =>
-        (await client.get<CSKR>(API_VERSION, 'ClusterStackRelease', tag('v1'), ns))?.status?.clusters === 1
+        (await client.get<CSKR>(API_VERSION, 'ClusterStackRelease', ferrolTag('v1'), ns))?.status
+          ?.clusters === 1
           ? true
           : undefined,
       );
@@ -208,7 +203,7 @@ describe('render over a live snapshot = what the live controller did', { timeout
       await waitFor('ClusterStack Ready with latest v2 and both releases in its summary', async () => {
         const c = await client.get<CSK>(API_VERSION, 'ClusterStack', 'ferrol', ns);
         return cond(c, 'Ready')?.status === 'True' &&
-          c?.status?.latestRelease === tag('v2') &&
+          c?.status?.latestRelease === ferrolTag('v2') &&
           c.status.summary?.length === 2
           ? c
           : undefined;
@@ -254,8 +249,10 @@ describe('render over a live snapshot = what the live controller did', { timeout
     assert.equal(r.stdout, '');
     const files = walk(snapDir);
     for (const v of ['v1', 'v2']) {
-      assert.ok(files.includes(`namespaces/${ns}/stackflux.io/clusterstackreleases/${tag(v)}.yaml`), v);
-      assert.ok(files.includes(`namespaces/${ns}/kustomize.toolkit.fluxcd.io/kustomizations/${tag(v)}.yaml`));
+      assert.ok(files.includes(`namespaces/${ns}/stackflux.io/clusterstackreleases/${ferrolTag(v)}.yaml`), v);
+      assert.ok(
+        files.includes(`namespaces/${ns}/kustomize.toolkit.fluxcd.io/kustomizations/${ferrolTag(v)}.yaml`),
+      );
     }
     assert.ok(files.includes(`namespaces/${ns}/cluster.x-k8s.io/clusters/c1.yaml`));
     assert.ok(files.includes(`namespaces/${ns}/source.toolkit.fluxcd.io/gitrepositories/c1-addons.yaml`));

@@ -1,16 +1,17 @@
 // Shared helpers of the end-to-end tests: `stackflux run` as a subprocess, release repositories
 // cut from stacks/<example>, and polling with room for a busy shared test environment.
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
-import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts';
+import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { installCrds } from '../../hack/lib/crds.ts';
-import { eventually } from './env.ts';
+import { eventually, uniqueName } from './env.ts';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 export const NODE = join(ROOT, 'node_modules', '.bin', 'node');
@@ -40,6 +41,30 @@ export function e2eEnv(): E2eEnv {
     gitServerAuthUrl: required('GIT_SERVER_AUTH_URL'),
     gitServerUser: required('GIT_SERVER_USER'),
     gitServerPassword: required('GIT_SERVER_PASSWORD'),
+  };
+}
+
+/** A release tag of stacks/docker-ferrol-1-30. */
+export const ferrolTag = (version: string): string => `docker-ferrol-1-30-${version}`;
+
+/**
+ * What an e2e file starts from: the environment, an admin client, a namespace and a work folder
+ * of its own (`repoDir` for its release repository), and readers of its releases.
+ */
+export function e2eSuite(name: string) {
+  const env = e2eEnv();
+  const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
+  const ns = uniqueName(name);
+  const work = mkdtempSync(join(tmpdir(), `stackflux-${name}-`));
+  return { env, client, ns, work, repoDir: join(work, 'repo'), ...releaseReaders(client, ns) };
+}
+
+/** Steps run against the controller a file currently holds; a failing step prints its log tail. */
+export function controllerSteps(current: () => ControllerProcess | undefined) {
+  return async (fn: () => Promise<void>): Promise<void> => {
+    const controller = current();
+    if (controller === undefined) throw new Error('the controller did not start');
+    await controller.step(fn);
   };
 }
 
