@@ -21,6 +21,7 @@ export interface ProxyRequest {
   at: number;
   method: string;
   path: string;
+  userAgent: string;
   /** What the proxy did with it. */
   mode: FaultMode;
 }
@@ -72,9 +73,9 @@ export class FaultProxy {
     }
   }
 
-  /** Requests logged in [from, to) (epoch ms), optionally only those matching `path`. */
-  requests(from: number, to = Number.POSITIVE_INFINITY, path?: RegExp): ProxyRequest[] {
-    return this.log.filter((r) => r.at >= from && r.at < to && (path === undefined || path.test(r.path)));
+  /** Requests logged in [from, to) (epoch ms) that `keep` accepts. */
+  requests(from: number, to: number, keep: (r: ProxyRequest) => boolean = () => true): ProxyRequest[] {
+    return this.log.filter((r) => r.at >= from && r.at < to && keep(r));
   }
 
   async stop(): Promise<void> {
@@ -111,7 +112,13 @@ export class FaultProxy {
   #handle(req: IncomingMessage, res: ServerResponse): void {
     const mode = this.#mode;
     const path = req.url ?? '/';
-    this.log.push({ at: Date.now(), method: req.method ?? '', path, mode });
+    this.log.push({
+      at: Date.now(),
+      method: req.method ?? '',
+      path,
+      userAgent: req.headers['user-agent'] ?? '',
+      mode,
+    });
     const isPush = req.method === 'POST' && /\/git-receive-pack$/.test(path.split('?')[0] ?? '');
     if (mode === 'fail' || (mode === 'reject-push' && isPush)) {
       req.resume();
