@@ -20,6 +20,7 @@ import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
+  addonCluster,
   CAPI,
   ControllerProcess,
   cond,
@@ -172,16 +173,7 @@ describe('Git faults: release and fleet repositories refused, stalled, refusing 
     await client.create(cs);
     await step(async () => {
       await waitFor('v1 Ready', () => releaseReady(V1));
-      await client.create({
-        apiVersion: CAPI,
-        kind: 'Cluster',
-        metadata: { name: 'c1', namespace: ns },
-        spec: {
-          clusterNetwork: { pods: { cidrBlocks: [`10.${cidr}.0.0/16`] } },
-          controlPlaneEndpoint: { host: 'c1.example.internal', port: 6443 },
-          topology: { classRef: { name: V1 }, version: 'v1.30.4' },
-        },
-      });
+      await client.create(addonCluster(ns, 'c1', V1, `10.${cidr}.0.0/16`));
       await fleetRecovered(undefined);
       await waitFor('the Cluster GitRepository and addon Kustomizations exist', async () => {
         const inv = await inventory();
