@@ -101,7 +101,7 @@ export const runCommand: Command = {
     'github-api-url': {
       type: 'string',
       description:
-        'GitHub REST API root for spec.source.github (GitHub Enterprise Server: https://HOST/api/v3)',
+        'GitHub REST API root where spec.source.github releases are listed (release trees are still cloned from https://github.com/OWNER/REPO.git)',
       default: 'https://api.github.com',
     },
     'leader-elect': {
