@@ -12,6 +12,7 @@ import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { errorFields, newLogger } from '../runtime/logging.ts';
 import { Manager } from '../runtime/manager.ts';
+import { configureGitNetwork } from '../sources/git.ts';
 import { serveWebhook, type WebhookServer } from '../sources/webhook.ts';
 import { type Command, UsageError } from './command.ts';
 
@@ -91,6 +92,18 @@ export const runCommand: Command = {
       description: 'how often a source is listed when its ClusterStack sets no interval',
       default: '5m',
     },
+    'git-timeout': {
+      type: 'string',
+      description:
+        'a git network operation (listing, fetch, push) that transfers nothing for this long fails (SourceTimeout, FleetTimeout); a fleet push must finish within 5 times it',
+      default: '1m',
+    },
+    'github-api-url': {
+      type: 'string',
+      description:
+        'GitHub REST API root where spec.source.github releases are listed (release trees are still cloned from https://github.com/OWNER/REPO.git)',
+      default: 'https://api.github.com',
+    },
     'leader-elect': {
       type: 'boolean',
       description: 'elect a leader on a Lease before reconciling',
@@ -167,6 +180,14 @@ export const runCommand: Command = {
     if (pollMs === undefined)
       throw new UsageError(`--poll-interval "${str(flags['poll-interval'])}" is not a duration like 5m`);
     const concurrency = positiveInt('concurrency', str(flags.concurrency) || '4');
+    const gitTimeoutText = str(flags['git-timeout']) || '1m';
+    const gitTimeoutMs = parseDuration(gitTimeoutText);
+    if (gitTimeoutMs === undefined || gitTimeoutMs < 1000)
+      throw new UsageError(`--git-timeout "${gitTimeoutText}" is not a duration of at least 1s, like 1m`);
+    configureGitNetwork({ stallTimeoutMs: gitTimeoutMs });
+    const githubApiUrl = str(flags['github-api-url']) || 'https://api.github.com';
+    if (!/^https?:\/\/[^/@\s]+(\/\S*)?$/.test(githubApiUrl))
+      throw new UsageError(`--github-api-url "${githubApiUrl}" must be an http(s) URL without credentials`);
     // Fleet flags are checked before anything connects.
     for (const [flag, why] of Object.entries(REMOVED_FLEET_FLAGS))
       if (str(flags[flag]) !== '') throw new UsageError(`--${flag} was removed: ${why}`);
@@ -222,6 +243,7 @@ export const runCommand: Command = {
       templates,
       defaultPollIntervalMs: pollMs,
       concurrency,
+      githubApiUrl,
     });
     let webhook: WebhookServer | undefined;
     if (webhookAddr !== '') {

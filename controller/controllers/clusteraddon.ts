@@ -44,7 +44,7 @@ import { tagForClusterClassName } from '../releases/tags.ts';
 import type { PlainObject } from '../rendering/index.ts';
 import { isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
 import { type Clock, realClock, type TimerHandle } from '../runtime/clock.ts';
-import { formatTime } from '../runtime/conditions.ts';
+import { formatTime, markNotReady } from '../runtime/conditions.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import type { Informer } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
@@ -157,6 +157,13 @@ function refOf(cluster: Obj, field: 'controlPlaneRef' | 'infrastructureRef'): Re
   };
 }
 
+/** The fleet back-off after `failures` failed fetches or writes in a row. */
+const FLEET_MAX_BACKOFF_MS = 5 * 60_000;
+export function fleetBackoffMs(windowMs: number, failures: number): number {
+  if (failures <= 0) return 0;
+  return Math.min(FLEET_MAX_BACKOFF_MS, Math.max(windowMs, 1_000) * 2 ** Math.min(failures - 1, 16));
+}
+
 export async function setupClusterAddonController(
   manager: Manager,
   opts: ClusterAddonControllerOptions,
@@ -233,15 +240,34 @@ export async function setupClusterAddonController(
     });
     return writer;
   };
+  // ---- back-off of the fleet repository as a whole: after a failed fetch or write, no network
+  // attempt before fleetBlockedUntil (the batch window doubled per failure in a row, at most
+  // FLEET_MAX_BACKOFF_MS); reconciles in between see the last error without asking the remote.
+  let fleetFailuresInRow = 0;
+  let fleetBlockedUntil = 0;
+  let lastFleetError: unknown;
+  const fleetFailed = (err: unknown): void => {
+    fleetFailuresInRow += 1;
+    lastFleetError = err;
+    fleetBlockedUntil = clock.now() + fleetBackoffMs(windowMs, fleetFailuresInRow);
+  };
+  const fleetSucceeded = (): void => {
+    fleetFailuresInRow = 0;
+    fleetBlockedUntil = 0;
+    lastFleetError = undefined;
+  };
   let refreshed: Promise<void> | undefined;
   /** One fetch of every branch under the prefix: at start and after a failed write. */
   const refreshOnce = (): Promise<void> => {
+    if (refreshed === undefined && lastFleetError !== undefined && clock.now() < fleetBlockedUntil)
+      return Promise.reject(lastFleetError);
     refreshed ??= (async () => {
       const started = clock.now();
       await (await fleetWriter()).refresh();
       log.info({ ms: Math.round(clock.now() - started) }, 'fleet branches fetched');
     })().catch((err: unknown) => {
       refreshed = undefined;
+      fleetFailed(err);
       throw err;
     });
     return refreshed;
@@ -333,6 +359,55 @@ export async function setupClusterAddonController(
     return { object: object as PlainObject | undefined, pending: object === undefined };
   };
 
+  // ---- fleet failures (shown in the ClusterAddon's Ready condition until a write succeeds)
+  /** key → why the last fetch or write of its branch failed. */
+  const fleetFailures = new Map<string, { reason: string; message: string }>();
+  const fleetFailureOf = (err: unknown): { reason: string; message: string } => ({
+    reason:
+      err instanceof Error && typeof (err as { reason?: unknown }).reason === 'string'
+        ? String((err as { reason?: unknown }).reason)
+        : 'FleetUnreachable',
+    message: err instanceof Error ? err.message : String(err),
+  });
+  /**
+   * Reading the fleet failed before anything could be reconciled: the ClusterAddon (if it
+   * exists) says why in Ready=False, everything else in its status is kept.
+   */
+  const reportFleetReadFailure = async (
+    existing: (ClusterAddon & Obj) | undefined,
+    err: unknown,
+    signal: AbortSignal | undefined,
+  ): Promise<void> => {
+    if (existing === undefined || existing.metadata.deletionTimestamp !== undefined) return;
+    const f = fleetFailureOf(err);
+    const status = existing.status ?? {};
+    const conditions = markNotReady(
+      status.conditions,
+      {
+        reason: f.reason,
+        message: `fleet repository unavailable, retrying with back-off: ${f.message}`,
+        ...(existing.metadata.generation !== undefined
+          ? { observedGeneration: existing.metadata.generation }
+          : {}),
+      },
+      new Date(clock.now()),
+    );
+    if (sameJson(conditions, status.conditions ?? [])) return;
+    await client
+      .applyStatus(
+        {
+          apiVersion: API_VERSION,
+          kind: 'ClusterAddon',
+          metadata: { name: existing.metadata.name, namespace: existing.metadata.namespace },
+          status: { ...status, conditions },
+        },
+        { force: true, ...(signal !== undefined ? { signal } : {}) },
+      )
+      .catch((e: unknown) => {
+        if (!isNotFound(e)) log.warn(errorFields(e), 'reporting a fleet failure in the status failed');
+      });
+  };
+
   // ---- the batch of branch writes
   const pending = new Map<string, BranchUpdate>();
   let timer: TimerHandle | undefined;
@@ -366,6 +441,8 @@ export async function setupClusterAddonController(
         [...batch.values()].map(({ branch, files, message }) => ({ branch, files, message })),
       );
       recordWrite(batch, res.branches);
+      for (const k of keys) fleetFailures.delete(k);
+      fleetSucceeded();
       const moved = new Set(res.changed);
       const movedKeys = keys.filter((k) => moved.has(batch.get(k)?.branch ?? ''));
       log.info(
@@ -397,6 +474,8 @@ export async function setupClusterAddonController(
       await requestFluxFetch(movedKeys);
     } catch (err) {
       log.error({ ...errorFields(err), clusters: keys.length }, 'fleet write failed; retrying with backoff');
+      for (const k of keys) fleetFailures.set(k, fleetFailureOf(err));
+      fleetFailed(err);
       // Forget what was read: the next reconciles fetch the branches again.
       for (const k of keys) branches.delete(k);
       refreshed = undefined;
@@ -412,7 +491,8 @@ export async function setupClusterAddonController(
     const now = clock.now();
     firstPendingAt ??= now;
     const deadline = firstPendingAt + windowMs * 5;
-    const delay = Math.max(0, Math.min(windowMs, deadline - now));
+    // A failing fleet repository is not written again before its back-off ends.
+    const delay = Math.max(0, Math.min(windowMs, deadline - now), fleetBlockedUntil - now);
     if (timer !== undefined) clock.clearTimeout(timer);
     timer = clock.setTimeout(() => {
       timer = undefined;
@@ -454,7 +534,13 @@ export async function setupClusterAddonController(
     const existing = clusterAddons.get(key);
     // A requested reconcile (reconcile.fluxcd.io/requestedAt) reads the branch again before re-rendering.
     if (existing !== undefined && reconcileRequested(existing)) branches.delete(key);
-    const branch = await branchOf(key, namespace, name);
+    let branch: BranchState | undefined;
+    try {
+      branch = await branchOf(key, namespace, name);
+    } catch (err) {
+      await reportFleetReadFailure(existing, err, ctx.signal);
+      throw err;
+    }
     if (cluster === undefined && existing === undefined && branch === undefined) {
       pending.delete(key);
       branches.delete(key);
@@ -503,6 +589,7 @@ export async function setupClusterAddonController(
       kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
       branch,
       fleetSettings,
+      ...(fleetFailures.has(key) ? { fleetFailure: fleetFailures.get(key) } : {}),
       templates: opts.templates,
       now: new Date(clock.now()),
     });

@@ -40,6 +40,8 @@ export interface ReleasePipelineOptions {
   clock?: Clock;
   /** Injected for tests; default: git ls-remote. */
   lister?: TagLister;
+  /** Root of the GitHub REST API (default https://api.github.com). */
+  githubApiUrl?: string;
   /** Injected for tests; default: the GitHub Releases API (ETag-cached, rate-limit aware). */
   githubLister?: GitHubTagLister;
 }
@@ -109,7 +111,9 @@ export async function setupReleasePipeline(
   let relController: Controller | undefined;
   const pollers = new SourcePollers({
     lister,
-    githubLister: opts.githubLister ?? new GitHubReleases({ clock }).lister(),
+    githubLister:
+      opts.githubLister ??
+      new GitHubReleases({ clock, ...(opts.githubApiUrl ? { baseUrl: opts.githubApiUrl } : {}) }).lister(),
     credentials,
     clock,
     logger: log,

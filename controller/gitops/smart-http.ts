@@ -131,7 +131,12 @@ function base(url: string): string {
 
 async function failure(res: Response, what: string): Promise<SmartHttpError> {
   const text = (await res.text().catch(() => '')).trim().split('\n').slice(-2).join(' ').slice(0, 300);
-  const hint = res.status === 401 || res.status === 403 ? 'authentication failed; ' : '';
+  const hint =
+    res.status === 401
+      ? 'authentication failed; '
+      : res.status === 403
+        ? 'refused (credentials without write access, or a server policy); '
+        : '';
   return new SmartHttpError(
     `${what}: ${hint}HTTP ${res.status}${text === '' ? '' : ` (${text})`}`,
     res.status,

@@ -10,7 +10,15 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { credentialEnv, type GitCredentials, SourceError, scrub, validateRepoUrl } from '../sources/git.ts';
+import {
+  credentialEnv,
+  type GitCredentials,
+  gitNetwork,
+  gitProcessTimeoutMs,
+  SourceError,
+  scrub,
+  validateRepoUrl,
+} from '../sources/git.ts';
 import type { BranchChange, BranchFiles, BranchState, FleetWriter, WriteResult } from './branches.ts';
 import { branchTreeIds } from './objects.ts';
 import {
@@ -83,7 +91,12 @@ async function timed<T>(into: Tally['ms'], phase: keyof Tally['ms'], fn: () => P
 
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
-const NETWORK_TIMEOUT_MS = 300_000;
+/**
+ * A fleet push over smart HTTP sends its body and waits for the report: it must end within this
+ * many stall timeouts (`--git-timeout`, default 1m: 5m), or it fails as FleetTimeout. git
+ * processes (fetch, `git push`) end after gitProcessTimeoutMs of silence.
+ */
+const HTTP_PUSH_STALLS = 5;
 const LOCAL_TIMEOUT_MS = 600_000;
 const SCRATCH_REF = 'refs/stackflux/scratch';
 const DEFAULT_MAX_PUSH_ARG_BYTES = 1_000_000;
@@ -112,6 +125,19 @@ export function branchNameProblem(name: string, prefix: string): string | undefi
     name.endsWith('.') ||
     name.split('/').some((c) => c.startsWith('.') || c.endsWith('.lock'));
   return bad ? `branch ${JSON.stringify(name)} is not a valid git branch name` : undefined;
+}
+
+type FleetFailure = 'FleetUnreachable' | 'PushRejected' | 'PushRefused';
+
+/**
+ * The reason of a failed fleet fetch or push, from what went wrong: nothing transferred within
+ * the stall timeout (FleetTimeout), credentials refused (FleetAuthenticationFailed), else `base`.
+ */
+export function fleetReason(base: FleetFailure, output: string): string {
+  if (/Operation too slow|timed out|timeout|killed by SIGKILL/i.test(output)) return 'FleetTimeout';
+  if (/\b401\b|Authentication failed|could not read Username/.test(output))
+    return 'FleetAuthenticationFailed';
+  return base;
 }
 
 /** Whether git's push output says a ref was refused because the remote moved (lease, fast-forward). */
@@ -309,8 +335,11 @@ export class GitFleetWriter implements FleetWriter {
     this.#catFile = undefined;
   }
 
-  #fail(reason: 'FleetUnreachable' | 'PushRejected', what: string, output: string): SourceError {
-    return new SourceError(reason, `${what} ${this.#config.url}: ${scrub(output, this.#config.credentials)}`);
+  #fail(reason: FleetFailure, what: string, output: string): SourceError {
+    return new SourceError(
+      fleetReason(reason, output),
+      `${what} ${this.#config.url}: ${scrub(output, this.#config.credentials)}`,
+    );
   }
 
   /** One fetch of every `<prefix>*` branch into the same local names, pruning the gone ones. */
@@ -328,7 +357,7 @@ export class GitFleetWriter implements FleetWriter {
         spec,
       ],
       undefined,
-      NETWORK_TIMEOUT_MS,
+      gitProcessTimeoutMs(),
     );
     this.#resetReader();
     if (run.code !== 0) {
@@ -388,7 +417,7 @@ export class GitFleetWriter implements FleetWriter {
       this.#git(
         ['push', '--atomic', '--porcelain', '--no-verify', this.#config.url, ...updates.flatMap(pushRefArgs)],
         undefined,
-        NETWORK_TIMEOUT_MS,
+        gitProcessTimeoutMs(),
       ),
     );
     if (run.code === 0) return { accepted: [...updates], refused: [] };
@@ -404,7 +433,7 @@ export class GitFleetWriter implements FleetWriter {
       const advertised = await receivePackCapabilities(
         this.#config.url,
         this.#config.credentials,
-        NETWORK_TIMEOUT_MS,
+        gitProcessTimeoutMs(),
       );
       if (!advertised.has('report-status'))
         throw new SmartHttpError('the server does not report push status (no report-status capability)');
@@ -444,7 +473,11 @@ export class GitFleetWriter implements FleetWriter {
           this.#config.url,
           updates.map((u) => ({ ref: `refs/heads/${u.branch}`, old: u.old, new: u.commit })),
           pack,
-          { credentials: this.#config.credentials, capabilities, timeoutMs: NETWORK_TIMEOUT_MS },
+          {
+            credentials: this.#config.credentials,
+            capabilities,
+            timeoutMs: gitNetwork.stallTimeoutMs * HTTP_PUSH_STALLS,
+          },
         ),
       );
       if (report.unpack !== 'ok')
@@ -458,8 +491,22 @@ export class GitFleetWriter implements FleetWriter {
       }
       return outcome;
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      throw this.#fail('FleetUnreachable', 'pushing to the fleet repository', message);
+      if (err instanceof Error && err.name === 'TimeoutError')
+        throw this.#fail(
+          'FleetUnreachable',
+          'pushing to the fleet repository',
+          `no complete answer within ${Math.round((gitNetwork.stallTimeoutMs * HTTP_PUSH_STALLS) / 1000)}s (timed out)`,
+        );
+      // fetch() says only "fetch failed"; the cause says what (ECONNREFUSED, a reset, ...).
+      const cause = err instanceof Error ? (err as { cause?: unknown }).cause : undefined;
+      const message = `${err instanceof Error ? err.message : String(err)}${cause instanceof Error ? `: ${cause.message}` : ''}`;
+      // The server answered the push with an HTTP error (a policy, a full disk, a broken hook).
+      const refused = err instanceof SmartHttpError && err.status !== undefined && err.status !== 401;
+      throw this.#fail(
+        refused ? 'PushRefused' : 'FleetUnreachable',
+        'pushing to the fleet repository',
+        message,
+      );
     }
   }
 

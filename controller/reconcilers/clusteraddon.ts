@@ -147,6 +147,12 @@ export interface ClusterAddonInput {
   /** This Cluster's fleet branch as last read or written; undefined: it does not exist. */
   branch: BranchState | undefined;
   fleetSettings: FleetSettings;
+  /**
+   * The last write of this Cluster's branch failed (the fleet repository unreachable, stalled or
+   * refusing the push); retried with back-off. Shown instead of FleetSyncPending while the
+   * change is still to be written.
+   */
+  fleetFailure?: { reason: string; message: string };
   templates: FluxTemplates;
   now: Date;
 }
@@ -884,7 +890,16 @@ function addonStatus(
   const notReady = readiness.flatMap((r) => (r.notReady !== undefined ? [r.notReady] : []));
   const mark = (reason: string, message: string) => markOf(ctx, reason, message);
   let conditions: Condition[];
-  if (update !== undefined) {
+  if (update !== undefined && input.fleetFailure !== undefined) {
+    conditions = markNotReady(
+      previous?.conditions,
+      mark(
+        input.fleetFailure.reason,
+        `release ${releaseName}: writing fleet branch ${branchName} failed, retrying with back-off: ${input.fleetFailure.message}`,
+      ),
+      input.now,
+    );
+  } else if (update !== undefined) {
     const moved = [...update.change.rendered, ...update.change.removed].sort(compareStrings);
     conditions = markReconciling(
       previous?.conditions,

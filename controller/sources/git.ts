@@ -70,12 +70,35 @@ export function validateRepoUrl(url: string): void {
   }
 }
 
+/**
+ * How long a git network operation may go without transferring anything (`stackflux run
+ * --git-timeout`): a stalled server must end a listing, fetch or push with a clear reason, not
+ * hold a worker forever. git's own HTTP transport aborts after this long below 1 byte/s
+ * (GIT_HTTP_LOW_SPEED_*, "Operation too slow"); every git process is also killed once it has been
+ * silent for a little longer (ssh, or a stall before the transfer starts).
+ */
+export const gitNetwork = { stallTimeoutMs: 60_000 };
+
+/** Sets the stall timeout of every git network operation of this process (the CLI flag). */
+export function configureGitNetwork(o: { stallTimeoutMs: number }): void {
+  if (!Number.isFinite(o.stallTimeoutMs) || o.stallTimeoutMs < 1000)
+    throw new Error('the git network timeout must be at least 1s');
+  gitNetwork.stallTimeoutMs = o.stallTimeoutMs;
+}
+
+/** The kill timeout of a git process doing network I/O: the stall timeout plus a margin for git to say why. */
+export function gitProcessTimeoutMs(): number {
+  return gitNetwork.stallTimeoutMs + 15_000;
+}
+
 export function credentialEnv(creds: GitCredentials | undefined): Record<string, string> {
   const env: Record<string, string> = {
     GIT_TERMINAL_PROMPT: '0',
     GIT_ASKPASS: '/bin/false',
     SSH_ASKPASS: '/bin/false',
     GIT_CONFIG_NOSYSTEM: '1',
+    GIT_HTTP_LOW_SPEED_LIMIT: '1',
+    GIT_HTTP_LOW_SPEED_TIME: String(Math.max(1, Math.round(gitNetwork.stallTimeoutMs / 1000))),
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: process.env.HOME ?? '/tmp',
   };
@@ -101,6 +124,7 @@ export function scrub(text: string, creds?: GitCredentials): string {
 }
 
 function classify(message: string): string {
+  if (/Operation too slow|timed out|timeout/i.test(message)) return 'SourceTimeout';
   if (/Authentication failed|401|403|could not read Username/i.test(message)) return 'AuthenticationFailed';
   if (/not found|does not appear to be a git repository|404/i.test(message)) return 'RepositoryNotFound';
   return 'SourceUnreachable';
@@ -117,6 +141,8 @@ export const SIMPLE_GIT_GUARDS = {
     'GIT_ASKPASS',
     'SSH_ASKPASS',
     'GIT_CONFIG_NOSYSTEM',
+    'GIT_HTTP_LOW_SPEED_LIMIT',
+    'GIT_HTTP_LOW_SPEED_TIME',
     'GIT_CONFIG_COUNT',
     'GIT_CONFIG_KEY_0',
     'GIT_CONFIG_VALUE_0',
@@ -128,10 +154,12 @@ export const SIMPLE_GIT_GUARDS = {
 } as unknown as Partial<NonNullable<Parameters<typeof simpleGit>[0]>>;
 
 function git(creds?: GitCredentials, cwd?: string) {
+  // `block`: simple-git kills git once it has been silent this long (a stalled server).
+  const timeout = { block: gitProcessTimeoutMs() };
   const g =
     cwd === undefined
-      ? simpleGit({ ...SIMPLE_GIT_GUARDS, timeout: { block: 60_000 } })
-      : simpleGit({ ...SIMPLE_GIT_GUARDS, baseDir: cwd, timeout: { block: 120_000 } });
+      ? simpleGit({ ...SIMPLE_GIT_GUARDS, timeout })
+      : simpleGit({ ...SIMPLE_GIT_GUARDS, baseDir: cwd, timeout });
   return g.env(credentialEnv(creds));
 }
 

@@ -10,6 +10,10 @@
 // A GitHub Releases source (ref.github) is listed by the GitHub lister instead of ls-remote; it is
 // a different source from a Git source on the same URL. When a listing fails with an error that
 // carries `retryAt` (epoch ms; a GitHub rate limit), the next listing is not scheduled before it.
+// Consecutive failures back off: the n-th failure in a row waits interval × 2^(n-1) (at most
+// MAX_BACKOFF_DOUBLINGS doublings, and never beyond the larger of the interval and
+// MAX_BACKOFF_MS), so an unreachable or stalled source is not hammered at a short interval; the
+// first good listing returns to the interval. A webhook or reconcile request still lists at once.
 import type { SourceListing } from '../reconcilers/clusterstack.ts';
 import { type Clock, realClock, type TimerHandle } from '../runtime/clock.ts';
 import { errorFields, type Logger, silentLogger } from '../runtime/logging.ts';
@@ -83,10 +87,22 @@ interface Poller {
   lastListAt: number | undefined;
   /** Not before this (epoch ms): the source asked to wait (rate limit). */
   retryAt: number | undefined;
+  /** Listings that failed in a row (back-off). */
+  failures: number;
   running: Promise<void> | undefined;
   again: boolean;
   lists: number;
   stopped: boolean;
+}
+
+const MAX_BACKOFF_DOUBLINGS = 5;
+const MAX_BACKOFF_MS = 10 * 60_000;
+
+/** The wait before the next listing: the interval, doubled per consecutive failure beyond the first. */
+export function pollDelay(intervalMs: number, failures: number): number {
+  if (failures <= 1) return intervalMs;
+  const backedOff = intervalMs * 2 ** Math.min(failures - 1, MAX_BACKOFF_DOUBLINGS);
+  return Math.min(backedOff, Math.max(intervalMs, MAX_BACKOFF_MS));
 }
 
 function sameTags(a: RemoteTag[] | undefined, b: RemoteTag[]): boolean {
@@ -135,6 +151,7 @@ export class SourcePollers {
         timer: undefined,
         lastListAt: undefined,
         retryAt: undefined,
+        failures: 0,
         running: undefined,
         again: false,
         lists: 0,
@@ -269,7 +286,8 @@ export class SourcePollers {
     if (p.stopped || this.stopped) return;
     const interval = this.intervalOf(p);
     if (!Number.isFinite(interval)) return;
-    const due = Math.max(this.clock.now(), (p.lastListAt ?? this.clock.now()) + interval, p.retryAt ?? 0);
+    const wait = pollDelay(interval, p.failures);
+    const due = Math.max(this.clock.now(), (p.lastListAt ?? this.clock.now()) + wait, p.retryAt ?? 0);
     if (p.timer !== undefined) this.clock.clearTimeout(p.timer);
     p.timer = this.clock.setTimeout(() => {
       p.timer = undefined;
@@ -311,6 +329,7 @@ export class SourcePollers {
           : undefined;
       const tags = await this.list(p.ref, creds);
       p.retryAt = undefined;
+      p.failures = 0;
       const listedAt = new Date(this.clock.now()).toISOString();
       changed = p.listing?.ok !== true || !sameTags(p.tags, tags);
       p.tags = tags;
@@ -332,6 +351,7 @@ export class SourcePollers {
       const message = err instanceof Error ? err.message : String(err);
       const retryAt = (err as { retryAt?: unknown } | undefined)?.retryAt;
       p.retryAt = typeof retryAt === 'number' && Number.isFinite(retryAt) ? retryAt : undefined;
+      p.failures += 1;
       next = {
         ok: false,
         reason,
@@ -340,7 +360,10 @@ export class SourcePollers {
       };
       changed = true;
       this.opts.observe?.((this.clock.now() - started) / 1000, false);
-      this.log.warn({ url: p.ref.url, reason, ...errorFields(err) }, 'listing the source failed');
+      this.log.warn(
+        { url: p.ref.url, reason, failures: p.failures, ...errorFields(err) },
+        'listing the source failed',
+      );
     }
     if (p.stopped) return;
     p.listing = next;

@@ -293,6 +293,23 @@ export function ferrolClusterStack(
   };
 }
 
+/**
+ * A v1beta2 Cluster of ClusterClass `className` with a pod CIDR and a control plane endpoint (what
+ * the example stacks' addon templates read). No Cluster API controller acts on it here.
+ */
+export function addonCluster(ns: string, name: string, className: string, podCidr: string): KubeObject {
+  return {
+    apiVersion: CAPI,
+    kind: 'Cluster',
+    metadata: { name, namespace: ns },
+    spec: {
+      clusterNetwork: { pods: { cidrBlocks: [podCidr] } },
+      controlPlaneEndpoint: { host: `${name}.example.internal`, port: 6443 },
+      topology: { classRef: { name: className }, version: 'v1.30.4' },
+    },
+  };
+}
+
 /** Waits until get() returns undefined. */
 export async function gone(what: string, get: () => Promise<unknown>, timeoutMs = 300_000): Promise<void> {
   await waitFor(what, async () => ((await get()) === undefined ? true : undefined), { timeoutMs });

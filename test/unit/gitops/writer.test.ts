@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import {
   branchNameProblem,
   chunkPushes,
+  fleetReason,
   isPushRejection,
   pushRefArgs,
   type RefUpdate,
@@ -96,5 +97,37 @@ describe('isPushRejection', () => {
   it('does not take an unreachable or refusing server for a moved remote', () => {
     assert.ok(!isPushRejection("fatal: unable to access 'http://h/r.git/': Failed to connect"));
     assert.ok(!isPushRejection("fatal: Authentication failed for 'http://h/r.git/'"));
+  });
+});
+
+describe('fleetReason', () => {
+  it('names a stall, refused credentials, or keeps the failure it was given', () => {
+    const curlStall =
+      "fatal: unable to access 'http://h/fleet.git/': Operation too slow. Less than 1 bytes/sec transferred the last 5 seconds";
+    assert.equal(fleetReason('FleetUnreachable', curlStall), 'FleetTimeout');
+    assert.equal(
+      fleetReason('FleetUnreachable', 'no complete answer within 25s (timed out)'),
+      'FleetTimeout',
+    );
+    assert.equal(fleetReason('FleetUnreachable', 'git fetch killed by SIGKILL (timeout)'), 'FleetTimeout');
+    assert.equal(
+      fleetReason('FleetUnreachable', "fatal: Authentication failed for 'http://h/fleet.git/'"),
+      'FleetAuthenticationFailed',
+    );
+    assert.equal(
+      fleetReason('PushRefused', 'pushing: authentication failed; HTTP 401'),
+      'FleetAuthenticationFailed',
+    );
+    assert.equal(
+      fleetReason(
+        'PushRefused',
+        'pushing: refused (credentials without write access, or a server policy); HTTP 403',
+      ),
+      'PushRefused',
+    );
+    assert.equal(
+      fleetReason('FleetUnreachable', 'fetch failed: connect ECONNREFUSED 127.0.0.1:9'),
+      'FleetUnreachable',
+    );
   });
 });

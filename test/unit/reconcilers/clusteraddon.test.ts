@@ -517,6 +517,35 @@ describe("reconcileClusterAddon: rendering into the Cluster's fleet branch", () 
     assert.equal(r.gitRepository, undefined);
   });
 
+  it('a failed fleet write shows in Ready=False with its reason, and the change is still to be written', () => {
+    const failure = {
+      reason: 'PushRefused',
+      message: 'pushing to the fleet repository http://git.example/fleet.git: HTTP 403',
+    };
+    const r = must(reconcileClusterAddon(baseInput({}, { fleetFailure: failure })));
+    assert.ok(r.branch !== undefined, 'the branch change is still returned (retried)');
+    const ready = cond(r, 'Ready');
+    assert.equal(ready?.status, 'False');
+    assert.equal(ready?.reason, 'PushRefused');
+    assert.match(ready?.message ?? '', /fleet\.git: HTTP 403/);
+    assert.match(ready?.message ?? '', /retrying with back-off/);
+    // Nothing to write (the branch already holds it): the old failure no longer matters.
+    const written = must(reconcileClusterAddon(baseInput({}, {})));
+    const done = must(
+      reconcileClusterAddon(
+        baseInput(
+          {},
+          {
+            branch: stateOf(written.branch?.files as ReadonlyMap<string, string>, 'c'.repeat(40)),
+            fleetFailure: failure,
+          },
+        ),
+      ),
+    );
+    assert.equal(done.branch, undefined);
+    assert.notEqual(cond(done, 'Ready')?.reason, 'PushRefused');
+  });
+
   it('emits the Kustomizations once the folders are in the fleet, wired as Flux needs them', () => {
     const first = must(reconcileClusterAddon(baseInput()));
     assert.ok(first.branch?.files);

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  configureGitNetwork,
+  credentialEnv,
+  gitNetwork,
+  gitProcessTimeoutMs,
   parseCatFileBatch,
   parseLsRemoteTags,
   parseLsTree,
@@ -86,5 +90,21 @@ describe('git release source: pure parts', () => {
       ['a\nb\n', ''],
     );
     assert.throws(() => parseCatFileBatch(Buffer.from('cccc missing\n'), 1), /missing/);
+  });
+});
+
+describe('git network timeouts (--git-timeout)', () => {
+  it('a stall of the configured length aborts git (low-speed limit), and the process is killed a little later', () => {
+    const before = gitNetwork.stallTimeoutMs;
+    try {
+      configureGitNetwork({ stallTimeoutMs: 5_000 });
+      const env = credentialEnv(undefined);
+      assert.equal(env.GIT_HTTP_LOW_SPEED_LIMIT, '1');
+      assert.equal(env.GIT_HTTP_LOW_SPEED_TIME, '5');
+      assert.ok(gitProcessTimeoutMs() > 5_000);
+      assert.throws(() => configureGitNetwork({ stallTimeoutMs: 10 }), /at least 1s/);
+    } finally {
+      configureGitNetwork({ stallTimeoutMs: before });
+    }
   });
 });

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { FakeClock } from '../../../controller/runtime/clock.ts';
 import type { GitCredentials, RemoteTag } from '../../../controller/sources/git.ts';
 import { SourceError } from '../../../controller/sources/git.ts';
-import { normalizeRepoUrl, SourcePollers } from '../../../controller/sources/poller.ts';
+import { normalizeRepoUrl, pollDelay, SourcePollers } from '../../../controller/sources/poller.ts';
 
 const URL_A = 'https://git.example.com/stacks/a.git';
 const URL_B = 'https://git.example.com/stacks/b.git';
@@ -117,6 +117,37 @@ describe('SourcePollers', () => {
     await h.pollers.idle();
     assert.equal(h.pollers.listing('ns/a')?.ok, true);
     assert.equal(h.changes.length, 4, 'recovery is a change');
+  });
+
+  it('backs off on consecutive failures (interval × 2^(n-1), capped) and returns to the interval on success', async () => {
+    const h = harness({ [URL_A]: [t('x-y-1-30-v1')] });
+    h.pollers.subscribe('ns/a', { url: URL_A, namespace: 'ns', intervalMs: MIN });
+    await h.pollers.idle();
+    h.failing.add(URL_A);
+    // Over 40 minutes of failure, with a listing due every minute without back-off: failures at
+    // +1, +2 (1×), +4 (2×), +8 (4×), +16 (8×) minutes, then every 10 minutes (the cap): +26, +36.
+    const before = h.calls.length;
+    for (let m = 0; m < 40; m++) {
+      h.clock.advance(MIN);
+      await h.pollers.idle();
+    }
+    assert.equal(h.calls.length - before, 7, 'seven attempts in 40 minutes, not forty');
+    assert.equal(h.pollers.listing('ns/a')?.ok, false);
+    h.failing.delete(URL_A);
+    for (let m = 0; m < 24 && h.pollers.listing('ns/a')?.ok !== true; m++) {
+      h.clock.advance(MIN);
+      await h.pollers.idle();
+    }
+    assert.equal(h.pollers.listing('ns/a')?.ok, true, 'recovers by itself at the next attempt');
+    const after = h.calls.length;
+    h.clock.advance(MIN);
+    await h.pollers.idle();
+    assert.equal(h.calls.length - after, 1, 'back to one listing per interval');
+    assert.equal(pollDelay(3_000, 1), 3_000);
+    assert.equal(pollDelay(3_000, 4), 24_000);
+    assert.equal(pollDelay(3_000, 50), 96_000, 'at most 2^5 times the interval');
+    assert.equal(pollDelay(5 * MIN, 9), 10 * MIN, 'and not beyond 10 minutes');
+    assert.equal(pollDelay(60 * MIN, 9), 60 * MIN, 'unless the interval is longer');
   });
 
   it('trigger() re-lists matching sources at once (URL normalized), others not', async () => {

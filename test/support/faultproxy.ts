@@ -1,0 +1,156 @@
+// A reverse HTTP proxy in front of the test Git server that injects faults, for the fault-matrix
+// tests (issue 11): stackflux talks to the proxy, Flux may read the real server.
+//
+// Modes:
+//  - `pass`: forwards every request (streaming both ways);
+//  - `refuse`: the listening socket is closed, so connections are refused (the same port is
+//    listened on again when the mode changes back);
+//  - `stall`: accepts, forwards the request, sends the upstream's status line, headers and first
+//    chunk of the body, then stops answering (the connection stays open until the mode changes);
+//  - `reject-push`: forwards everything except the receive-pack POST, which gets `status` with a
+//    body naming the policy (as a hosting service refusing a push would);
+//  - `fail`: answers every request with `status` (an HTTP error from the server side).
+// Every request that reaches the proxy is logged (time, method, path) so a test can count
+// attempts over a window (back-off, not a hot loop).
+import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+
+export type FaultMode = 'pass' | 'refuse' | 'stall' | 'reject-push' | 'fail';
+
+export interface ProxyRequest {
+  at: number;
+  method: string;
+  path: string;
+  userAgent: string;
+  /** What the proxy did with it. */
+  mode: FaultMode;
+}
+
+export class FaultProxy {
+  readonly log: ProxyRequest[] = [];
+  /** Base URL of the proxy (http://127.0.0.1:PORT). */
+  url = '';
+  #mode: FaultMode = 'pass';
+  #status = 403;
+  #server: Server | undefined;
+  #port = 0;
+  readonly #upstream: URL;
+  readonly #sockets = new Set<Socket>();
+  readonly #stalled = new Set<ServerResponse>();
+
+  private constructor(upstream: string) {
+    this.#upstream = new URL(upstream);
+  }
+
+  /** A proxy forwarding to `upstream` (an http:// base URL), listening on a free port. */
+  static async start(upstream: string): Promise<FaultProxy> {
+    const p = new FaultProxy(upstream);
+    await p.#listen();
+    p.url = `http://127.0.0.1:${p.#port}`;
+    return p;
+  }
+
+  /** The proxied form of an upstream URL (same path). */
+  proxied(upstreamUrl: string): string {
+    const u = new URL(upstreamUrl);
+    return `${this.url}${u.pathname}`;
+  }
+
+  get mode(): FaultMode {
+    return this.#mode;
+  }
+
+  /** Switches the fault; `status` is the HTTP status of `reject-push` and `fail`. */
+  async set(mode: FaultMode, status = 403): Promise<void> {
+    const was = this.#mode;
+    this.#mode = mode;
+    this.#status = status;
+    if (mode === 'refuse' && was !== 'refuse') await this.#close();
+    if (mode !== 'refuse' && was === 'refuse') await this.#listen();
+    if (mode !== 'stall') {
+      for (const res of this.#stalled) res.destroy();
+      this.#stalled.clear();
+    }
+  }
+
+  /** Requests logged in [from, to) (epoch ms) that `keep` accepts. */
+  requests(from: number, to: number, keep: (r: ProxyRequest) => boolean = () => true): ProxyRequest[] {
+    return this.log.filter((r) => r.at >= from && r.at < to && keep(r));
+  }
+
+  async stop(): Promise<void> {
+    for (const res of this.#stalled) res.destroy();
+    await this.#close();
+  }
+
+  #listen(): Promise<void> {
+    const server = createServer((req, res) => this.#handle(req, res));
+    server.on('connection', (s) => {
+      this.#sockets.add(s);
+      s.on('close', () => this.#sockets.delete(s));
+    });
+    this.#server = server;
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.#port, '127.0.0.1', () => {
+        const addr = server.address();
+        if (typeof addr === 'object' && addr !== null) this.#port = addr.port;
+        resolve();
+      });
+    });
+  }
+
+  #close(): Promise<void> {
+    const server = this.#server;
+    this.#server = undefined;
+    if (server === undefined) return Promise.resolve();
+    for (const s of this.#sockets) s.destroy();
+    this.#sockets.clear();
+    return new Promise((resolve) => server.close(() => resolve()));
+  }
+
+  #handle(req: IncomingMessage, res: ServerResponse): void {
+    const mode = this.#mode;
+    const path = req.url ?? '/';
+    this.log.push({
+      at: Date.now(),
+      method: req.method ?? '',
+      path,
+      userAgent: req.headers['user-agent'] ?? '',
+      mode,
+    });
+    const isPush = req.method === 'POST' && /\/git-receive-pack$/.test(path.split('?')[0] ?? '');
+    if (mode === 'fail' || (mode === 'reject-push' && isPush)) {
+      req.resume();
+      res.writeHead(this.#status, { 'Content-Type': 'text/plain' });
+      res.end(`push refused by the fault proxy (HTTP ${this.#status})\n`);
+      return;
+    }
+    const upstream = request(
+      {
+        host: this.#upstream.hostname,
+        port: this.#upstream.port,
+        method: req.method,
+        path,
+        headers: { ...req.headers, host: this.#upstream.host },
+      },
+      (up) => {
+        if (this.#mode === 'stall') {
+          // Status, headers and the first chunk, then nothing more.
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          res.flushHeaders();
+          up.once('data', (chunk: Buffer) => {
+            res.write(chunk.subarray(0, Math.max(1, Math.floor(chunk.length / 2))));
+            up.destroy();
+          });
+          this.#stalled.add(res);
+          return;
+        }
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      },
+    );
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  }
+}
