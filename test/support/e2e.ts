@@ -268,6 +268,31 @@ export function ferrolClusterStack(
   };
 }
 
+/**
+ * A Cluster API Cluster (v1beta2) with a pod network, an endpoint `<name>.example.internal:6443`
+ * and a topology naming `className`, with per-cluster addon values when given.
+ */
+export function addonCluster(
+  ns: string,
+  name: string,
+  o: { podCidr: string; className: string; version: string; values?: Record<string, unknown> },
+): KubeObject {
+  return {
+    apiVersion: CAPI,
+    kind: 'Cluster',
+    metadata: { name, namespace: ns },
+    spec: {
+      clusterNetwork: { pods: { cidrBlocks: [o.podCidr] } },
+      controlPlaneEndpoint: { host: `${name}.example.internal`, port: 6443 },
+      topology: {
+        classRef: { name: o.className },
+        version: o.version,
+        ...(o.values !== undefined ? { variables: [{ name: 'stackfluxAddonValues', value: o.values }] } : {}),
+      },
+    },
+  };
+}
+
 /** Waits until get() returns undefined. */
 export async function gone(what: string, get: () => Promise<unknown>, timeoutMs = 300_000): Promise<void> {
   await waitFor(what, async () => ((await get()) === undefined ? true : undefined), { timeoutMs });
