@@ -380,4 +380,21 @@ describe('Helm-chart addons: Cluster → HelmRelease on its fleet branch → hel
       assert.deepEqual(await revisions('c2-inventory'), [1], "c2's release is untouched");
       assert.ok(await inventoryConfigMap('c2-inventory'));
     }));
+
+  it('7. deleting a Cluster removes its HelmRelease without uninstalling from the workload cluster (as Orphan does for manifests)', () =>
+    step(async () => {
+      await client.delete(CAPI, 'Cluster', 'c2', ns);
+      await waitFor('ClusterAddon c2 gone', async () =>
+        (await caddon('c2')) === undefined ? true : undefined,
+      );
+      await waitFor('HelmRelease c2.inventory gone', async () =>
+        (await helmRelease('c2.inventory')) === undefined ? true : undefined,
+      );
+      assert.deepEqual(
+        await revisions('c2-inventory'),
+        [1],
+        'the Helm release stays in the workload cluster',
+      );
+      assert.equal((await inventoryConfigMap('c2-inventory'))?.data?.clusterName, 'c2');
+    }));
 });
