@@ -32,6 +32,19 @@ export const addonStatusSchema = schema({
     release: { type: 'string', description: 'The release this addon was rendered from.' },
     kustomization: { type: 'string' },
     lastAppliedRevision: { type: 'string' },
+    helmRelease: {
+      type: 'string',
+      description: 'A Helm-chart addon: its HelmRelease (applied by its Kustomization).',
+    },
+    helmRevision: {
+      type: 'integer',
+      description: "Revision of the addon's last Helm release in the workload cluster.",
+    },
+    chartVersion: { type: 'string', description: 'Chart version of the last Helm release.' },
+    valuesDigest: {
+      type: 'string',
+      description: 'Digest of the values of the last Helm release (helm-controller configDigest).',
+    },
   },
 });
 export type AddonStatus = FromSchema<typeof addonStatusSchema>;

@@ -5,6 +5,7 @@ import type { Condition, ObjectMeta } from './meta.ts';
 
 export const FLUX_SOURCE_API_VERSION = 'source.toolkit.fluxcd.io/v1';
 export const FLUX_KUSTOMIZE_API_VERSION = 'kustomize.toolkit.fluxcd.io/v1';
+export const FLUX_HELM_API_VERSION = 'helm.toolkit.fluxcd.io/v2';
 
 export interface GitRepository {
   apiVersion: typeof FLUX_SOURCE_API_VERSION;
@@ -51,5 +52,29 @@ export interface Kustomization {
     conditions?: Condition[];
     lastAppliedRevision?: string;
     lastAttemptedRevision?: string;
+  };
+}
+
+/** The parts of a helm.toolkit.fluxcd.io/v2 HelmRelease stackflux reads (helm-controller v1.6). */
+export interface HelmRelease {
+  apiVersion: typeof FLUX_HELM_API_VERSION;
+  kind: 'HelmRelease';
+  metadata: ObjectMeta;
+  spec: { suspend?: boolean; releaseName?: string; targetNamespace?: string; [key: string]: unknown };
+  status?: {
+    observedGeneration?: number;
+    conditions?: Condition[];
+    /** Newest first: the Helm releases helm-controller made (revision, chart version, values digest). */
+    history?: {
+      name?: string;
+      namespace?: string;
+      version?: number;
+      status?: string;
+      chartName?: string;
+      chartVersion?: string;
+      configDigest?: string;
+    }[];
+    lastAttemptedRevision?: string;
+    lastAttemptedConfigDigest?: string;
   };
 }

@@ -8,6 +8,22 @@ export interface StackAddon {
   targetNamespace?: string;
   /** Addons that must be Ready first; defaults to the previous addon in the list. */
   dependsOn?: string[];
+  /**
+   * A Helm chart from a Helm (https://) or OCI (oci://) repository: stack.yaml `chart`, `version`,
+   * `repository`. Unset: the addon is manifests/templates, or an in-tree chart when
+   * cluster-addon/<addon>/Chart.yaml exists.
+   */
+  chart?: RemoteChart;
+}
+
+/** A chart stackflux's Flux source objects fetch from a repository. */
+export interface RemoteChart {
+  /** Chart name in the repository (for oci://, the last path segment is appended to the URL). */
+  name: string;
+  /** Exact chart version or a semver range (HelmRepository); an OCI tag or range (OCIRepository). */
+  version: string;
+  /** https://… (HelmRepository) or oci://… (OCIRepository). */
+  repository: string;
 }
 
 /** stack.yaml at the root of a release (under ClusterStack spec.source.path). */

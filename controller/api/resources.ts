@@ -51,6 +51,7 @@ export const KNOWN_KINDS: readonly KindInfo[] = [
   },
   { group: 'source.toolkit.fluxcd.io', kind: 'GitRepository', plural: 'gitrepositories', namespaced: true },
   { group: 'kustomize.toolkit.fluxcd.io', kind: 'Kustomization', plural: 'kustomizations', namespaced: true },
+  { group: 'helm.toolkit.fluxcd.io', kind: 'HelmRelease', plural: 'helmreleases', namespaced: true },
   { group: 'cluster.x-k8s.io', kind: 'Cluster', plural: 'clusters', namespaced: true },
   { group: 'cluster.x-k8s.io', kind: 'ClusterClass', plural: 'clusterclasses', namespaced: true },
 ];
@@ -84,6 +85,7 @@ export function kindInfo(apiVersion: string, kind: string): { plural: string; na
 
 const FLUX_SOURCE = 'source.toolkit.fluxcd.io';
 const FLUX_KUSTOMIZE = 'kustomize.toolkit.fluxcd.io';
+const FLUX_HELM = 'helm.toolkit.fluxcd.io';
 const CAPI = 'cluster.x-k8s.io';
 /**
  * The group of the cluster-stack-operator's providers (OpenStack, Docker, Hetzner):
@@ -129,6 +131,14 @@ export const INPUT_RESOURCES: readonly ResourceDeclaration[] = [
     resource: 'kustomizations',
     verbs: ['get', 'list', 'watch'],
     purpose: 'readiness and lastAppliedRevision of owned Kustomizations',
+  },
+  {
+    group: FLUX_HELM,
+    version: 'v2',
+    resource: 'helmreleases',
+    verbs: ['get', 'list', 'watch'],
+    purpose:
+      "Helm-chart addons: readiness, revision, chart version and values digest of each Cluster's HelmReleases",
   },
   {
     group: CAPI,
@@ -247,6 +257,14 @@ export const OUTPUT_RESOURCES: readonly ResourceDeclaration[] = [
     resource: 'kustomizations',
     verbs: ['create', 'patch', 'delete'],
     purpose: 'release and addon Kustomizations; deletionPolicy patches; removed addons',
+  },
+  {
+    group: FLUX_HELM,
+    version: 'v2',
+    resource: 'helmreleases',
+    verbs: ['patch'],
+    purpose:
+      'Cluster deletion: suspend its HelmReleases so helm-controller drops them without uninstalling (they are written by Flux from the fleet branch, not by stackflux)',
   },
   {
     group: CSO_PROVIDER_GROUP,

@@ -56,6 +56,16 @@ function providerRow(r: ClusterStackRelease, depth: string): Row | undefined {
   };
 }
 
+/**
+ * A Helm-chart addon's revision: the chart version of its last Helm release, the digest of the
+ * values it ran with (shortened, as flux shortens digests) and the Helm revision.
+ */
+function helmRevision(a: NonNullable<NonNullable<ClusterAddon['status']>['addons']>[number]): string {
+  if (a.chartVersion === undefined) return 'not installed yet';
+  const digest = a.valuesDigest?.replace(/^(sha256:[0-9a-f]{12})[0-9a-f]*$/, '$1');
+  return `chart ${a.chartVersion}${digest !== undefined ? ` values ${digest}` : ''}${a.helmRevision !== undefined ? ` (Helm revision ${a.helmRevision})` : ''}`;
+}
+
 /** The rows of the status table: stack → releases → cluster addons → addons (tree-indented names). */
 export function statusRows(input: StatusInput): Row[] {
   const rows: Row[] = [];
@@ -83,7 +93,7 @@ export function statusRows(input: StatusInput): Row[] {
         rows.push({
           namespace: ns,
           name: `${depth}  addon/${a.name}`,
-          revision: a.lastAppliedRevision ?? '',
+          revision: a.helmRelease !== undefined ? helmRevision(a) : (a.lastAppliedRevision ?? ''),
           ready: a.ready ? 'True' : 'False',
           message: a.message ?? a.reason ?? '',
         });

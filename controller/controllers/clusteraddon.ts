@@ -1,6 +1,6 @@
 // The live ClusterAddon controller: one key per Cluster API Cluster ("namespace/name"). It reads
-// the caches (Cluster, ClusterAddon, ClusterStackRelease, ClusterStack, addon Kustomizations, the
-// objects the Cluster's refs point at), the release tree at the release's commit and the state of
+// the caches (Cluster, ClusterAddon, ClusterStackRelease, ClusterStack, addon Kustomizations and
+// HelmReleases, the objects the Cluster's refs point at), the release tree at the release's commit and the state of
 // the Cluster's fleet branch (tip + per-addon tree ids, from FleetWriter.branch() on the first
 // reconcile of the key), calls the pure reconcileClusterAddon with `now`, and applies what it
 // returns: the ClusterAddon (owned by the Cluster), its finalizers, merge patches, the Cluster's
@@ -21,9 +21,11 @@ import type { ClusterAddon } from '../api/clusteraddon.ts';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import {
+  FLUX_HELM_API_VERSION,
   FLUX_KUSTOMIZE_API_VERSION,
   FLUX_SOURCE_API_VERSION,
   type GitRepository,
+  type HelmRelease,
   type Kustomization,
 } from '../api/flux.ts';
 import { API_VERSION, LABEL_ADDON, LABEL_CLUSTER, RECONCILE_REQUEST_ANNOTATION } from '../api/meta.ts';
@@ -219,12 +221,27 @@ export async function setupClusterAddonController(
       return r === undefined ? [] : [`${r.namespace ?? nsOf(c)}/${r.kind}/${r.name}`];
     }),
   );
-  kustomizations.addIndexer(CLUSTER_INDEX, (k) => {
-    const cluster = k.metadata.labels?.[LABEL_CLUSTER];
-    return cluster !== undefined && k.metadata.labels?.[LABEL_ADDON] !== undefined
-      ? [`${nsOf(k)}/${cluster}`]
+  const clusterKeyOf = (o: Obj): string[] => {
+    const cluster = o.metadata.labels?.[LABEL_CLUSTER];
+    return cluster !== undefined && o.metadata.labels?.[LABEL_ADDON] !== undefined
+      ? [`${nsOf(o)}/${cluster}`]
       : [];
-  });
+  };
+  kustomizations.addIndexer(CLUSTER_INDEX, clusterKeyOf);
+  // HelmReleases of Helm-chart addons: written by kustomize-controller from the fleet branch, so
+  // they carry stackflux's labels but no shard label. Watched only where helm-controller's CRD is
+  // served (without it a Helm addon's Kustomization reports that the kind is unknown).
+  const helmServed = await client.resource(FLUX_HELM_API_VERSION, 'HelmRelease').then(
+    () => true,
+    () => false,
+  );
+  const helmReleases = helmServed
+    ? manager.informer<HelmRelease & Obj>(FLUX_HELM_API_VERSION, 'HelmRelease', {
+        ...scope,
+        labelSelector: `${managedBy},${LABEL_CLUSTER}`,
+      })
+    : undefined;
+  helmReleases?.addIndexer(CLUSTER_INDEX, clusterKeyOf);
 
   // ---- the fleet writer and the state of each Cluster's branch (ids only, no file contents)
   let writer: Promise<FleetWriter> | undefined;
@@ -587,6 +604,7 @@ export async function setupClusterAddonController(
       ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
       ...(clusterStack !== undefined ? { clusterStack } : {}),
       kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
+      ...(helmReleases !== undefined ? { helmReleases: helmReleases.byIndex(CLUSTER_INDEX, key) } : {}),
       branch,
       fleetSettings,
       ...(fleetFailures.has(key) ? { fleetFailure: fleetFailures.get(key) } : {}),
@@ -728,12 +746,8 @@ export async function setupClusterAddonController(
   const keyOf = (o: Obj): string => `${nsOf(o)}/${o.metadata.name ?? ''}`;
   manager.watch(c, clusters);
   manager.watch(c, clusterAddons);
-  manager.watch(c, kustomizations, (k) => {
-    const cluster = k.metadata.labels?.[LABEL_CLUSTER];
-    return cluster !== undefined && k.metadata.labels?.[LABEL_ADDON] !== undefined
-      ? [`${nsOf(k)}/${cluster}`]
-      : [];
-  });
+  manager.watch(c, kustomizations, clusterKeyOf);
+  if (helmReleases !== undefined) manager.watch(c, helmReleases, clusterKeyOf);
   manager.watch(c, releases, (r) =>
     clusters.byIndex(CLASS_INDEX, `${nsOf(r)}/${r.spec.clusterClass}`).map(keyOf),
   );

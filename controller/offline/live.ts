@@ -6,8 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ClusterStack } from '../api/clusterstack.ts';
-import { FLUX_KUSTOMIZE_API_VERSION, FLUX_SOURCE_API_VERSION } from '../api/flux.ts';
-import { API_VERSION, GROUP } from '../api/meta.ts';
+import { FLUX_HELM_API_VERSION, FLUX_KUSTOMIZE_API_VERSION, FLUX_SOURCE_API_VERSION } from '../api/flux.ts';
+import { API_VERSION, GROUP, LABEL_CLUSTER } from '../api/meta.ts';
 import { groupOf } from '../api/resources.ts';
 import { secretCredentials } from '../controllers/common.ts';
 import { runGit } from '../gitops/plumbing.ts';
@@ -69,6 +69,15 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
   ] as const) {
     for (const o of (await client.listAll(v, kind, { ...scope, labelSelector: managedBy })).items) add(o);
   }
+  // HelmReleases of Helm-chart addons (kustomize-controller writes them with stackflux's labels);
+  // none where helm-controller's CRD is not served.
+  const helmReleases = await client
+    .listAll(FLUX_HELM_API_VERSION, 'HelmRelease', {
+      ...scope,
+      labelSelector: `${managedBy},${LABEL_CLUSTER}`,
+    })
+    .catch(() => undefined);
+  for (const o of helmReleases?.items ?? []) add(o);
   let clusters: KubeObject[] = [];
   for (const v of CLUSTER_API_VERSIONS) {
     try {

@@ -12,6 +12,7 @@ import {
   FLUX_KUSTOMIZE_API_VERSION,
   FLUX_SOURCE_API_VERSION,
   type GitRepository,
+  type HelmRelease,
   type Kustomization,
 } from '../api/flux.ts';
 import type { Condition } from '../api/meta.ts';
@@ -580,6 +581,9 @@ class Renderer {
       const kustomizations = w
         .list('kustomize.toolkit.fluxcd.io', 'Kustomization', namespace)
         .filter((k) => k.metadata.labels?.[LABEL_CLUSTER] === name) as unknown as Kustomization[];
+      const helmReleases = w
+        .list('helm.toolkit.fluxcd.io', 'HelmRelease', namespace)
+        .filter((h) => h.metadata.labels?.[LABEL_CLUSTER] === name) as unknown as HelmRelease[];
       const branch = w.branchState(fleetBranchName(settings.branchPrefix, namespace, name));
       const result = this.reconcilers.clusterAddon({
         cluster,
@@ -593,6 +597,7 @@ class Renderer {
         ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
         ...(clusterStack !== undefined ? { clusterStack } : {}),
         kustomizations,
+        helmReleases,
         branch,
         fleetSettings: settings,
         templates: this.options.templates,

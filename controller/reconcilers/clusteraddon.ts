@@ -34,10 +34,23 @@
 //   the ClusterAddon.
 // - Ready only when every enabled addon's Kustomization is Ready at `<branch>@sha1:<tip>`
 //   (Flux's revision format for a branch) and no branch change is pending.
+// - A Helm-chart addon (cluster-addon/<addon>/Chart.yaml, or stack.yaml chart/version/repository)
+//   is, on the branch, `<addon>/helmrelease.yaml`: a HelmRelease with this Cluster's rendered values
+//   inline (the audit trail of what the Cluster ran; a values change is a new HelmRelease generation,
+//   i.e. exactly one Helm upgrade) plus `<addon>/helmrepository.yaml` or `ocirepository.yaml` for a
+//   remote chart. Its Kustomization applies that folder to the MANAGEMENT cluster and waits for the
+//   HelmRelease to be Ready, so the one dependsOn chain of Kustomizations orders Helm and manifest
+//   addons alike (Flux's dependsOn names only objects of its own kind). helm-controller installs
+//   through the Cluster's kubeconfig Secret; removing the addon deletes the Kustomization, Flux
+//   prunes the HelmRelease and helm-controller uninstalls. On Cluster deletion the HelmReleases are
+//   suspended first (helm-controller then drops them without uninstalling: the counterpart of the
+//   Orphan policy of manifest addons) and their Kustomizations keep pruning them.
+
+import { stringify as stringifyYaml } from 'yaml';
 import type { ClusterAddon, ClusterAddonStatus } from '../api/clusteraddon.ts';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
-import type { GitRepository, Kustomization } from '../api/flux.ts';
+import type { GitRepository, HelmRelease, Kustomization } from '../api/flux.ts';
 import {
   API_VERSION,
   type Condition,
@@ -52,6 +65,7 @@ import type { ReleaseTree, StackManifest } from '../api/release.ts';
 import type { BranchChange, BranchState } from '../gitops/branches.ts';
 import { branchTreeIds } from '../gitops/objects.ts';
 import {
+  addonHelmObjects,
   addonKustomization,
   addonKustomizationName,
   clusterGitRepositoryName,
@@ -67,6 +81,7 @@ import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import {
   type AddonOrderEntry,
   addonOrder,
+  type HelmAddon,
   type PlainObject,
   type RenderFailure,
   renderAddon,
@@ -144,6 +159,8 @@ export interface ClusterAddonInput {
   clusterStack?: ClusterStack;
   /** Kustomizations labelled stackflux.io/cluster=<cluster> in the namespace, as they are. */
   kustomizations: readonly Kustomization[];
+  /** HelmReleases labelled stackflux.io/cluster=<cluster> in the namespace, as they are (Helm addons). */
+  helmReleases?: readonly HelmRelease[];
   /** This Cluster's fleet branch as last read or written; undefined: it does not exist. */
   branch: BranchState | undefined;
   fleetSettings: FleetSettings;
@@ -291,8 +308,15 @@ export function enabledDependencies(
   return result;
 }
 
-/** Kustomization Ready condition for its current generation (undefined if stale or missing). */
-function kustomizationReady(k: Kustomization | undefined): Condition | undefined {
+/** A Flux object's Ready condition for its current generation (undefined if stale or missing). */
+function fluxReady(
+  k:
+    | {
+        metadata: { generation?: number };
+        status?: { observedGeneration?: number; conditions?: Condition[] };
+      }
+    | undefined,
+): Condition | undefined {
   if (k === undefined) return undefined;
   const ready = findCondition(k.status?.conditions, ConditionType.Ready);
   const gen = k.metadata.generation;
@@ -358,6 +382,8 @@ interface Context {
   withFinalizer: string[];
   /** This Cluster's addon Kustomizations as they are, sorted by name. */
   ownKustomizations: Kustomization[];
+  /** This Cluster's addon HelmReleases as they are, sorted by name. */
+  ownHelmReleases: HelmRelease[];
 }
 
 /** The Cluster, its release and its stack once every input is there. */
@@ -402,6 +428,11 @@ function contextOf(input: ClusterAddonInput): Context {
         (k) => k.metadata.labels?.[LABEL_CLUSTER] === name && k.metadata.labels?.[LABEL_ADDON] !== undefined,
       )
       .sort((a, b) => compareStrings(a.metadata.name, b.metadata.name)),
+    ownHelmReleases: (input.helmReleases ?? [])
+      .filter(
+        (h) => h.metadata.labels?.[LABEL_CLUSTER] === name && h.metadata.labels?.[LABEL_ADDON] !== undefined,
+      )
+      .sort((a, b) => compareStrings(a.metadata.name, b.metadata.name)),
   };
 }
 
@@ -439,8 +470,10 @@ function reconcileDeletion(ctx: Context): ClusterAddonResult | undefined {
   const { existing, namespace, name, branchName, previous } = ctx;
   const branch = ctx.input.branch;
   if (existing === undefined && branch === undefined) return undefined;
+  // Kustomizations into the workload cluster: Orphan. Those of Helm addons (no kubeConfig: they
+  // apply the HelmRelease to the management cluster) keep pruning it, once it is suspended.
   const patches: MergePatch[] = ctx.ownKustomizations
-    .filter((k) => k.spec.deletionPolicy !== 'Orphan')
+    .filter((k) => k.spec.deletionPolicy !== 'Orphan' && k.spec.kubeConfig !== undefined)
     .map((k) => ({
       apiVersion: k.apiVersion,
       kind: 'Kustomization',
@@ -448,6 +481,16 @@ function reconcileDeletion(ctx: Context): ClusterAddonResult | undefined {
       name: k.metadata.name,
       patch: { spec: { deletionPolicy: 'Orphan' } },
     }));
+  for (const hr of ctx.ownHelmReleases) {
+    if (hr.spec.suspend === true) continue;
+    patches.push({
+      apiVersion: hr.apiVersion,
+      kind: 'HelmRelease',
+      namespace: hr.metadata.namespace ?? namespace,
+      name: hr.metadata.name,
+      patch: { spec: { suspend: true } },
+    });
+  }
   const cleaned = branch === undefined;
   const conditions = markReconciling(
     previous?.conditions,
@@ -634,16 +677,73 @@ function selectAddons(ctx: Context, target: Target): Step<Selection> {
   };
 }
 
+/** Rendered addons: the branch's files and which addons are Helm charts. */
+interface Rendered {
+  files: Map<string, string>;
+  helm: Map<string, HelmAddon>;
+}
+
+/** Default namespace of a Helm addon's release when stack.yaml gives no targetNamespace. */
+export const DEFAULT_HELM_NAMESPACE = 'default';
+
+/** The Flux interval of a Cluster's addon objects: --addon-interval, else the ClusterStack's. */
+function addonIntervalOf(ctx: Context, target: Target): string | undefined {
+  return ctx.input.fleetSettings.addonInterval ?? target.release.spec.interval;
+}
+
+/** The files of one Helm addon on the branch: its HelmRelease and, for a remote chart, its source. */
+function helmAddonFiles(
+  ctx: Context,
+  target: Target,
+  entry: AddonOrderEntry,
+  helm: HelmAddon,
+): [string, string][] {
+  const { chart } = helm;
+  const interval = addonIntervalOf(ctx, target);
+  const timeout = target.release.spec.timeout;
+  const objects = addonHelmObjects(ctx.input.templates, {
+    cluster: ctx.name,
+    namespace: ctx.namespace,
+    addon: entry.name,
+    release: target.releaseName,
+    chart:
+      chart.source === 'tree'
+        ? {
+            source: 'tree',
+            path: chart.path,
+            stackPath: target.release.spec.source.path ?? '',
+            gitRepository: {
+              name: target.release.metadata.name,
+              namespace: target.release.metadata.namespace ?? ctx.namespace,
+            },
+          }
+        : chart,
+    values: helm.values,
+    targetNamespace: entry.targetNamespace ?? DEFAULT_HELM_NAMESPACE,
+    ...(interval !== undefined ? { interval } : {}),
+    ...(timeout !== undefined ? { timeout } : {}),
+  });
+  const out: [string, string][] = [[`${entry.name}/helmrelease.yaml`, stringifyYaml(objects.helmRelease)]];
+  if (objects.source !== undefined) {
+    const kind = String(objects.source.kind).toLowerCase();
+    out.push([`${entry.name}/${kind}.yaml`, stringifyYaml(objects.source)]);
+  }
+  return out;
+}
+
 /**
- * Phase "render": every enabled addon's files, keyed `<addon>/<path>` as on the branch. Any failure
- * → no change at all, with per-addon detail in the status.
+ * Phase "render": every enabled addon's files, keyed `<addon>/<path>` as on the branch (a Helm
+ * addon: its HelmRelease with the rendered values). Any failure → no change at all, with per-addon
+ * detail in the status.
  */
-function renderAddons(ctx: Context, target: Target, selection: Selection): Step<Map<string, string>> {
+function renderAddons(ctx: Context, target: Target, selection: Selection): Step<Rendered> {
   const { input } = ctx;
   const centralValues = target.clusterStack.spec.values;
   const files = new Map<string, string>();
+  const helm = new Map<string, HelmAddon>();
   const failures: { addon: string; failure: RenderFailure }[] = [];
-  for (const { name: addon } of selection.order) {
+  for (const entry of selection.order) {
+    const addon = entry.name;
     const result = renderAddon({
       tree: target.tree,
       stack: target.stack,
@@ -655,9 +755,12 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
       ...(centralValues !== undefined ? { centralValues } : {}),
     });
     if (!result.ok) failures.push({ addon, failure: result });
-    else for (const [path, text] of result.files) files.set(`${addon}/${path}`, text);
+    else if (result.helm !== undefined) {
+      helm.set(addon, result.helm);
+      for (const [path, text] of helmAddonFiles(ctx, target, entry, result.helm)) files.set(path, text);
+    } else for (const [path, text] of result.files) files.set(`${addon}/${path}`, text);
   }
-  if (failures.length === 0) return { ok: true, value: files };
+  if (failures.length === 0) return { ok: true, value: { files, helm } };
 
   const first = failures[0];
   const reason = first === undefined ? Reason.RenderFailed : renderFailureReason(first.failure);
@@ -751,6 +854,7 @@ function fluxObjects(
   ctx: Context,
   target: Target,
   selection: Selection,
+  helm: ReadonlyMap<string, HelmAddon>,
 ): Pick<
   ClusterAddonResult,
   'gitRepository' | 'deleteGitRepository' | 'kustomizations' | 'deleteKustomizations'
@@ -777,7 +881,7 @@ function fluxObjects(
           ownerReferences: owner,
         });
   const existing = new Set(ctx.ownKustomizations.map((k) => k.metadata.name));
-  const interval = settings.addonInterval ?? target.release.spec.interval;
+  const interval = addonIntervalOf(ctx, target);
   const kustomizations: Kustomization[] = [];
   for (const entry of selection.order) {
     const kname = addonKustomizationName(name, entry.name);
@@ -793,6 +897,7 @@ function fluxObjects(
         sourceName,
         extraLabels: shardLabels,
         dependsOn: selection.dependencies.get(entry.name) ?? [],
+        ...(helm.has(entry.name) ? { helm: true } : {}),
         ...(entry.targetNamespace !== undefined ? { targetNamespace: entry.targetNamespace } : {}),
         ...(interval !== undefined ? { interval } : {}),
         ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),
@@ -809,6 +914,38 @@ function fluxObjects(
   };
 }
 
+type AddonReadiness = {
+  status: NonNullable<ClusterAddonStatus['addons']>[number];
+  waiting?: string;
+  notReady?: string;
+};
+
+/**
+ * A Helm addon's readiness: its Kustomization's (Ready only once the HelmRelease is), with the
+ * HelmRelease's last Helm release (revision, chart version, values digest) and, when Helm failed,
+ * helm-controller's reason and message instead of the Kustomization's health-check wait.
+ */
+function withHelmRelease(ctx: Context, entry: AddonOrderEntry, r: AddonReadiness): AddonReadiness {
+  const name = addonKustomizationName(ctx.name, entry.name);
+  const hr = ctx.ownHelmReleases.find((h) => h.metadata.name === name);
+  const last = hr?.status?.history?.[0];
+  const status = {
+    ...r.status,
+    helmRelease: name,
+    ...(last?.version !== undefined ? { helmRevision: last.version } : {}),
+    ...(last?.chartVersion !== undefined ? { chartVersion: last.chartVersion } : {}),
+    ...(last?.configDigest !== undefined ? { valuesDigest: last.configDigest } : {}),
+  };
+  const ready = fluxReady(hr);
+  if (r.status.ready || ready?.status !== 'False' || r.waiting?.includes('DependencyNotReady') === true) {
+    return { ...r, status };
+  }
+  return {
+    status: { ...status, reason: ready.reason, message: ready.message },
+    notReady: `${entry.name} (HelmRelease ${name} ${ready.reason}: ${ready.message})`,
+  };
+}
+
 /** One addon's readiness from its Kustomization, against the revision of the branch tip. */
 function addonReadiness(
   ctx: Context,
@@ -816,10 +953,10 @@ function addonReadiness(
   entry: AddonOrderEntry,
   expected: string | undefined,
   pending: boolean,
-): { status: NonNullable<ClusterAddonStatus['addons']>[number]; waiting?: string; notReady?: string } {
+): AddonReadiness {
   const kname = addonKustomizationName(ctx.name, entry.name);
   const k = ctx.input.kustomizations.find((x) => x.metadata.name === kname);
-  const ready = kustomizationReady(k);
+  const ready = fluxReady(k);
   const applied = k?.status?.lastAppliedRevision;
   const upToDate = !pending && expected !== undefined && applied === expected;
   // Flux re-verifies the same revision every interval (Ready=Unknown meanwhile): an addon that
@@ -878,6 +1015,7 @@ function addonStatus(
   target: Target,
   selection: Selection,
   update: BranchUpdate | undefined,
+  helm: ReadonlyMap<string, HelmAddon>,
 ): ClusterAddonStatus {
   const { input, previous, branchName } = ctx;
   const { releaseName } = target;
@@ -885,7 +1023,10 @@ function addonStatus(
   const branch = input.branch;
   const pending = update !== undefined;
   const expected = branch !== undefined ? branchRevision(branchName, branch.commit) : undefined;
-  const readiness = order.map((entry) => addonReadiness(ctx, target, entry, expected, pending));
+  const readiness = order.map((entry) => {
+    const r = addonReadiness(ctx, target, entry, expected, pending);
+    return helm.has(entry.name) ? withHelmRelease(ctx, entry, r) : r;
+  });
   const waitingFor = readiness.flatMap((r) => (r.waiting !== undefined ? [r.waiting] : []));
   const notReady = readiness.flatMap((r) => (r.notReady !== undefined ? [r.notReady] : []));
   const mark = (reason: string, message: string) => markOf(ctx, reason, message);
@@ -966,15 +1107,16 @@ function reconcilePhases(input: ClusterAddonInput): ClusterAddonResult | undefin
   if (!target.ok) return target.result;
   const selection = selectAddons(ctx, target.value);
   if (!selection.ok) return selection.result;
-  const files = renderAddons(ctx, target.value, selection.value);
-  if (!files.ok) return files.result;
-  const update = branchUpdate(ctx, target.value, selection.value, files.value);
+  const rendered = renderAddons(ctx, target.value, selection.value);
+  if (!rendered.ok) return rendered.result;
+  const { files, helm } = rendered.value;
+  const update = branchUpdate(ctx, target.value, selection.value, files);
   return {
     clusterAddon: target.value.clusterAddon,
     finalizers: ctx.withFinalizer,
-    status: addonStatus(ctx, target.value, selection.value, update),
+    status: addonStatus(ctx, target.value, selection.value, update, helm),
     ...(update !== undefined ? { branch: update } : {}),
-    ...fluxObjects(ctx, target.value, selection.value),
+    ...fluxObjects(ctx, target.value, selection.value, helm),
     patches: [],
   };
 }

@@ -20,5 +20,8 @@ export function loadFluxTemplates(dir: string = DEFAULT_FLUX_TEMPLATES_DIR): Flu
     releaseKustomization: read('releaseKustomization'),
     fleetGitRepository: read('fleetGitRepository'),
     addonKustomization: read('addonKustomization'),
+    addonHelmRelease: read('addonHelmRelease'),
+    addonHelmRepository: read('addonHelmRepository'),
+    addonOciRepository: read('addonOciRepository'),
   };
 }

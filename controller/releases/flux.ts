@@ -19,6 +19,9 @@ export interface FluxTemplates {
   releaseKustomization: string;
   fleetGitRepository: string;
   addonKustomization: string;
+  addonHelmRelease: string;
+  addonHelmRepository: string;
+  addonOciRepository: string;
 }
 
 export const FLUX_TEMPLATE_FILES: Readonly<Record<keyof FluxTemplates, string>> = {
@@ -26,6 +29,9 @@ export const FLUX_TEMPLATE_FILES: Readonly<Record<keyof FluxTemplates, string>> 
   releaseKustomization: 'release-kustomization.yaml',
   fleetGitRepository: 'fleet-gitrepository.yaml',
   addonKustomization: 'addon-kustomization.yaml',
+  addonHelmRelease: 'addon-helmrelease.yaml',
+  addonHelmRepository: 'addon-helmrepository.yaml',
+  addonOciRepository: 'addon-ocirepository.yaml',
 };
 
 export const MANAGED_BY_LABELS: Readonly<Record<string, string>> = {
@@ -284,6 +290,12 @@ export interface AddonKustomizationInput {
   extraLabels?: Record<string, string>;
   /** Addon names (not Kustomization names) this addon depends on. */
   dependsOn: string[];
+  /**
+   * A Helm-chart addon: its folder holds the HelmRelease (and its chart source), applied to the
+   * MANAGEMENT cluster (no kubeConfig, no targetNamespace); `wait` makes the Kustomization Ready
+   * only once the HelmRelease is, so dependsOn orders Helm and manifest addons alike.
+   */
+  helm?: boolean;
   targetNamespace?: string;
   deletionPolicy?: 'MirrorPrune' | 'Delete' | 'WaitForTermination' | 'Orphan';
   suspend?: boolean;
@@ -311,15 +323,121 @@ export function addonKustomization(templates: FluxTemplates, input: AddonKustomi
       timeout: input.timeout ?? DEFAULT_TIMEOUT,
       path: joinPath(input.path),
       sourceName: input.sourceName,
-      cluster: input.cluster,
+      kubeConfig:
+        input.helm === true ? null : { secretRef: { name: `${input.cluster}-kubeconfig`, key: 'value' } },
       dependsOn:
         input.dependsOn.length > 0
           ? input.dependsOn.map((a) => ({ name: addonKustomizationName(input.cluster, a) }))
           : null,
-      targetNamespace: input.targetNamespace ?? null,
+      targetNamespace: input.helm === true ? null : (input.targetNamespace ?? null),
       deletionPolicy: input.deletionPolicy ?? null,
       suspend: input.suspend === true ? true : null,
     },
     FLUX_TEMPLATE_FILES.addonKustomization,
   ) as Kustomization;
+}
+
+// ---- Helm-chart addons ----------------------------------------------------------------------
+
+/** Helm's limit on release names. */
+const RELEASE_NAME_MAX = 53;
+
+/**
+ * The Helm release name of one (cluster, addon) in the workload cluster: `<cluster>-<addon>`, or,
+ * when longer than Helm's 53 characters, cut short plus a hash of the whole name. The Cluster's
+ * name in it keeps the releases of two Clusters apart should they share a workload cluster.
+ */
+export function helmReleaseName(cluster: string, addon: string): string {
+  const name = `${cluster}-${addon}`;
+  if (name.length <= RELEASE_NAME_MAX) return name;
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 8);
+  return `${name.slice(0, RELEASE_NAME_MAX - hash.length - 1).replace(/[-.]+$/, '')}-${hash}`;
+}
+
+/** Where a Helm addon's chart comes from (see HelmAddon in controller/rendering/types.ts). */
+export type HelmChartSource =
+  /** In-tree: `path` (below the stack path) in the release's GitRepository. */
+  | { source: 'tree'; path: string; gitRepository: { name: string; namespace: string }; stackPath: string }
+  | { source: 'repository'; name: string; version: string; repository: string };
+
+export interface AddonHelmReleaseInput {
+  cluster: string;
+  namespace: string;
+  addon: string;
+  release: string;
+  chart: HelmChartSource;
+  values: Record<string, unknown>;
+  /** Namespace of the release in the workload cluster (also where Helm keeps its history). */
+  targetNamespace: string;
+  interval?: string;
+  timeout?: string;
+}
+
+/** The Flux objects of one (cluster, Helm addon): the HelmRelease and, for a remote chart, its source. */
+export function addonHelmObjects(
+  templates: FluxTemplates,
+  input: AddonHelmReleaseInput,
+): { helmRelease: Record<string, unknown>; source?: Record<string, unknown> } {
+  const name = addonKustomizationName(input.cluster, input.addon);
+  const labels = sortedRecord({
+    ...MANAGED_BY_LABELS,
+    [LABEL_CLUSTER]: input.cluster,
+    [LABEL_ADDON]: input.addon,
+    [LABEL_RELEASE]: input.release,
+  });
+  const interval = input.interval ?? DEFAULT_INTERVAL;
+  const common = { name, namespace: input.namespace, labels, interval };
+  const c = input.chart;
+  let chart: unknown = null;
+  let chartRef: unknown = null;
+  let source: Record<string, unknown> | undefined;
+  if (c.source === 'tree') {
+    chart = {
+      spec: {
+        chart: joinPath(c.stackPath, c.path),
+        sourceRef: {
+          kind: 'GitRepository',
+          name: c.gitRepository.name,
+          ...(c.gitRepository.namespace !== input.namespace ? { namespace: c.gitRepository.namespace } : {}),
+        },
+        interval,
+      },
+    };
+  } else if (c.repository.startsWith('oci://')) {
+    chartRef = { kind: 'OCIRepository', name };
+    const exact = /^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$/.test(c.version);
+    source = renderFluxTemplate(
+      templates.addonOciRepository,
+      {
+        ...common,
+        url: `${c.repository.replace(/\/+$/, '')}/${c.name}`,
+        ref: exact ? { tag: c.version } : { semver: c.version },
+      },
+      FLUX_TEMPLATE_FILES.addonOciRepository,
+    ) as Record<string, unknown>;
+  } else {
+    chart = {
+      spec: { chart: c.name, version: c.version, sourceRef: { kind: 'HelmRepository', name }, interval },
+    };
+    source = renderFluxTemplate(
+      templates.addonHelmRepository,
+      { ...common, url: c.repository },
+      FLUX_TEMPLATE_FILES.addonHelmRepository,
+    ) as Record<string, unknown>;
+  }
+  const helmRelease = renderFluxTemplate(
+    templates.addonHelmRelease,
+    {
+      ...common,
+      timeout: input.timeout ?? DEFAULT_TIMEOUT,
+      releaseName: helmReleaseName(input.cluster, input.addon),
+      targetNamespace: input.targetNamespace,
+      cluster: input.cluster,
+      chart,
+      chartRef,
+      values: Object.keys(input.values).length > 0 ? input.values : null,
+    },
+    FLUX_TEMPLATE_FILES.addonHelmRelease,
+  ) as Record<string, unknown>;
+  return { helmRelease, ...(source !== undefined ? { source } : {}) };
 }

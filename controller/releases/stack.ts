@@ -12,6 +12,9 @@
 //       targetNamespace: kube-system  # optional, DNS-1123 label
 //       dependsOn: [other]          # optional; only addons listed EARLIER (so no cycles);
 //                                   # default: the previous addon in the list
+//       chart: cilium               # optional, with version + repository: a Helm chart from a
+//       version: 1.16.5             #   Helm (https://) or OCI (oci://) repository; an in-tree
+//       repository: https://helm.cilium.io  # chart is cluster-addon/<addon>/Chart.yaml instead
 // Every error message starts with "stack.yaml: " and names the field.
 import { isMap, isSeq, parseDocument } from 'yaml';
 import type { ReleaseTree, StackAddon, StackManifest } from '../api/release.ts';
@@ -27,7 +30,9 @@ const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const KUBERNETES_VERSION =
   /^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$/;
 const TOP_LEVEL_FIELDS = ['apiVersion', 'kind', 'provider', 'name', 'kubernetesVersion', 'version', 'addons'];
-const ADDON_FIELDS = ['name', 'targetNamespace', 'dependsOn'];
+const ADDON_FIELDS = ['name', 'targetNamespace', 'dependsOn', 'chart', 'version', 'repository'];
+const CHART_FIELDS = ['chart', 'version', 'repository'] as const;
+const REPOSITORY_URL = /^(https?|oci):\/\/[^\s/]+(\/[^\s]*)?$/;
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -155,6 +160,8 @@ export function parseStackManifest(text: string): ValidationResult<StackManifest
           addon.dependsOn = deps;
         }
       }
+      const chart = remoteChartOf(raw, where, errors);
+      if (chart !== undefined) addon.chart = chart;
       seen.add(addonName);
       addons.push(addon);
     });
@@ -173,6 +180,40 @@ export function parseStackManifest(text: string): ValidationResult<StackManifest
       addons,
     },
   };
+}
+
+/** The `chart`/`version`/`repository` of one addon entry: all three or none (errors pushed). */
+function remoteChartOf(
+  raw: Record<string, unknown>,
+  where: string,
+  errors: string[],
+): StackAddon['chart'] | undefined {
+  const given = CHART_FIELDS.filter((f) => raw[f] !== undefined);
+  if (given.length === 0) return undefined;
+  if (given.length < CHART_FIELDS.length) {
+    const missing = CHART_FIELDS.filter((f) => raw[f] === undefined);
+    errors.push(
+      `stack.yaml: ${where} names a remote chart with ${given.join(', ')} but lacks ${missing.join(', ')} (a remote chart needs chart, version and repository)`,
+    );
+    return undefined;
+  }
+  const text = (f: (typeof CHART_FIELDS)[number]): string | undefined => {
+    const v = raw[f];
+    if (typeof v === 'string' && v !== '') return v;
+    errors.push(`stack.yaml: ${where}.${f} must be a non-empty string, got ${JSON.stringify(v)}`);
+    return undefined;
+  };
+  const name = text('chart');
+  const version = text('version');
+  const repository = text('repository');
+  if (name === undefined || version === undefined || repository === undefined) return undefined;
+  if (!REPOSITORY_URL.test(repository)) {
+    errors.push(
+      `stack.yaml: ${where}.repository "${repository}" must be an https:// or http:// (Helm repository) or oci:// (OCI registry) URL`,
+    );
+    return undefined;
+  }
+  return { name, version, repository };
 }
 
 /** Checks a parsed stack.yaml against the tag it was read at. Empty when it matches. */

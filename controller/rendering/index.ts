@@ -8,14 +8,17 @@ export {
   type AddonOrderEntry,
   addonFiles,
   addonOrder,
+  CHART_FILE,
   checkAddonGraph,
   dependsOnOf,
   renderAddon,
   SCHEMA_FILE,
   VALUES_FILE,
+  VALUES_TEMPLATE_FILE,
 } from './render.ts';
 export { renderTemplate, TemplateError } from './template.ts';
 export type {
+  HelmAddon,
   KubernetesObject,
   PlainObject,
   RenderAddonInput,

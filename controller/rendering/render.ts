@@ -9,12 +9,17 @@ import type {
   RenderAddonInput,
   RenderFailure,
   RenderResult,
+  RenderSuccess,
 } from './types.ts';
 import { compileSchema, isPlainObject, mergeAll, validateValues } from './values.ts';
 
 export const ADDON_ROOT = 'cluster-addon';
 export const VALUES_FILE = 'values.yaml';
 export const SCHEMA_FILE = 'values.schema.json';
+/** An addon folder holding this file is an in-tree Helm chart. */
+export const CHART_FILE = 'Chart.yaml';
+/** A Helm addon's values template: rendered per Cluster into the values Helm installs with. */
+export const VALUES_TEMPLATE_FILE = 'values.yaml.hbs';
 
 function fail(reason: RenderFailure['reason'], message: string): RenderFailure {
   return { ok: false, reason, message };
@@ -102,8 +107,16 @@ export function renderAddon(input: RenderAddonInput): RenderResult {
   }
   const base = `${ADDON_ROOT}/${input.addon}/`;
   const files = new Map(addonFiles(input.tree, input.addon));
-  if (files.size === 0) {
+  if (files.size === 0 && entry.chart === undefined) {
     return fail('AddonNotFound', `addon "${input.addon}" has no files under ${base}`);
+  }
+
+  const chartText = files.get(CHART_FILE);
+  if (entry.chart !== undefined && chartText !== undefined) {
+    return fail(
+      'InvalidOutput',
+      `addon "${input.addon}" names a remote chart in stack.yaml and also ships ${base}${CHART_FILE}: keep one of the two`,
+    );
   }
 
   const resolved = resolveValues(input, files, base);
@@ -122,6 +135,10 @@ export function renderAddon(input: RenderAddonInput): RenderResult {
   };
   if (input.controlPlane !== undefined) context.ControlPlane = input.controlPlane;
   if (input.infraCluster !== undefined) context.InfraCluster = input.infraCluster;
+
+  if (entry.chart !== undefined || chartText !== undefined) {
+    return renderHelmAddon(input.addon, base, files, context, mergedValues, entry);
+  }
 
   // Decide the output name of every file first, so that clashes are reported before rendering.
   const outputs = new Map<string, { source: string; text: string; template: boolean }>();
@@ -187,6 +204,63 @@ export function renderAddon(input: RenderAddonInput): RenderResult {
     objects.push(...parsed);
   }
   return { ok: true, files: result, objects, values: mergedValues };
+}
+
+/** The chart of an in-tree Helm addon: `name` and `version` of its Chart.yaml. */
+function inTreeChart(base: string, text: string): { name: string; version: string } | string {
+  let chart: unknown;
+  try {
+    chart = parseYaml(text, { uniqueKeys: true });
+  } catch (error) {
+    const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    return `${base}${CHART_FILE}: invalid YAML: ${message}`;
+  }
+  if (!isPlainObject(chart)) return `${base}${CHART_FILE}: must be a mapping (apiVersion, name, version)`;
+  const missing = ['name', 'version'].filter((f) => typeof chart[f] !== 'string' || chart[f] === '');
+  if (missing.length > 0) return `${base}${CHART_FILE}: ${missing.join(' and ')} must be set (strings)`;
+  return { name: chart.name as string, version: chart.version as string };
+}
+
+/**
+ * A Helm-chart addon: the values Helm installs with, for this Cluster. With values.yaml.hbs they
+ * are that template rendered (it sees the same Cluster, Values, … as any template; Values are the
+ * merged, schema-checked values); without it, the merged values themselves. stackflux renders
+ * nothing else of a chart: its templates/ are Helm's.
+ */
+function renderHelmAddon(
+  addon: string,
+  base: string,
+  files: ReadonlyMap<string, string>,
+  context: Record<string, unknown>,
+  mergedValues: PlainObject,
+  entry: StackAddon,
+): RenderResult {
+  let chart: NonNullable<RenderSuccess['helm']>['chart'];
+  if (entry.chart !== undefined) {
+    chart = { source: 'repository', ...entry.chart };
+  } else {
+    const read = inTreeChart(base, files.get(CHART_FILE) ?? '');
+    if (typeof read === 'string') return fail('InvalidOutput', read);
+    chart = { source: 'tree', path: `${ADDON_ROOT}/${addon}`, ...read };
+  }
+  let values = mergedValues;
+  const template = files.get(VALUES_TEMPLATE_FILE);
+  if (template !== undefined) {
+    const label = `${base}${VALUES_TEMPLATE_FILE}`;
+    let parsed: unknown;
+    try {
+      parsed = parseYaml(renderTemplate(label, template, context), { uniqueKeys: true });
+    } catch (error) {
+      if (error instanceof TemplateError) return fail('TemplateError', error.message);
+      const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+      return fail('InvalidValues', `${label} (rendered): not YAML: ${message}`);
+    }
+    if (parsed !== null && parsed !== undefined && !isPlainObject(parsed)) {
+      return fail('InvalidValues', `${label} (rendered): must be a mapping of Helm values`);
+    }
+    values = parsed ?? {};
+  }
+  return { ok: true, files: new Map(), objects: [], values: mergedValues, helm: { chart, values } };
 }
 
 /** The addons an addon waits for: its declared `dependsOn`, else the previous addon in stack.yaml. */

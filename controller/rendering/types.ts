@@ -71,6 +71,18 @@ export interface RenderSuccess {
   objects: KubernetesObject[];
   /** The merged values the templates saw (useful for status and debugging). */
   values: PlainObject;
+  /** Set for a Helm-chart addon (then `files` and `objects` are empty): its chart and values. */
+  helm?: HelmAddon;
+}
+
+/** A Helm-chart addon rendered for one Cluster. */
+export interface HelmAddon {
+  /** In-tree: cluster-addon/<addon>/Chart.yaml; remote: stack.yaml chart/version/repository. */
+  chart:
+    | { source: 'tree'; path: string; name: string; version: string }
+    | { source: 'repository'; name: string; version: string; repository: string };
+  /** The values Helm installs with: values.yaml.hbs rendered, else the merged values. */
+  values: PlainObject;
 }
 
 export interface RenderFailure {

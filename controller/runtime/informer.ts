@@ -70,11 +70,28 @@ export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-confi
 const FLUX_GROUP_SUFFIX = '.toolkit.fluxcd.io/';
 const FLUX_RECORDS = ['inventory', 'history'] as const;
 
+/** Of a HelmRelease's history, the fields of the newest Helm release that stackflux shows. */
+const HELM_RELEASE_FIELDS = [
+  'name',
+  'namespace',
+  'version',
+  'status',
+  'chartName',
+  'chartVersion',
+  'configDigest',
+];
+
+function latestHelmRelease(entry: unknown): Record<string, unknown> | undefined {
+  if (typeof entry !== 'object' || entry === null) return undefined;
+  return Object.fromEntries(Object.entries(entry).filter(([k]) => HELM_RELEASE_FIELDS.includes(k)));
+}
+
 /**
  * Default transform: drops what no controller here reads but can be most of an object's size:
  * metadata.managedFields, kubectl's last-applied-configuration annotation, and on Flux objects
  * status.inventory / status.history (Flux's bookkeeping; stackflux reads conditions, revisions and
- * observedGeneration). Other fields stay: templates may read any field of a Cluster.
+ * observedGeneration; of a HelmRelease's history only the newest Helm release's revision, chart
+ * version and values digest stay). Other fields stay: templates may read any field of a Cluster.
  */
 export function leanObject<T extends KubeObject>(obj: KubeObject): T {
   const annotations = obj.metadata?.annotations;
@@ -93,8 +110,10 @@ export function leanObject<T extends KubeObject>(obj: KubeObject): T {
     out.metadata = { ...metadata, annotations: rest };
   }
   if (fluxRecords) {
-    const { inventory: _i, history: _h, ...kept } = status;
-    out.status = kept;
+    const { inventory: _i, history, ...kept } = status;
+    const latest =
+      obj.kind === 'HelmRelease' && Array.isArray(history) ? latestHelmRelease(history[0]) : undefined;
+    out.status = latest !== undefined ? { ...kept, history: [latest] } : kept;
   }
   return out as T;
 }

@@ -208,7 +208,9 @@ describe('credentials appear in no log line, Event, status, Flux object or fleet
     await client.create(workloadKubeconfigSecret(ns, 'c1', fakeKubeconfig(closed)) as KubeObject);
     await step(async () => {
       await waitFor('v1 Ready (read with the Secret)', () => releaseReady(V1));
-      await client.create(addonCluster(ns, 'c1', V1, '10.20.0.0/16'));
+      await client.create(
+        addonCluster(ns, 'c1', { className: V1, podCidr: '10.20.0.0/16', version: 'v1.30.4' }),
+      );
     });
   });
 

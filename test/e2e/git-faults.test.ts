@@ -173,7 +173,9 @@ describe('Git faults: release and fleet repositories refused, stalled, refusing 
     await client.create(cs);
     await step(async () => {
       await waitFor('v1 Ready', () => releaseReady(V1));
-      await client.create(addonCluster(ns, 'c1', V1, `10.${cidr}.0.0/16`));
+      await client.create(
+        addonCluster(ns, 'c1', { className: V1, podCidr: `10.${cidr}.0.0/16`, version: 'v1.30.4' }),
+      );
       await fleetRecovered(undefined);
       await waitFor('the Cluster GitRepository and addon Kustomizations exist', async () => {
         const inv = await inventory();

@@ -294,18 +294,26 @@ export function ferrolClusterStack(
 }
 
 /**
- * A v1beta2 Cluster of ClusterClass `className` with a pod CIDR and a control plane endpoint (what
- * the example stacks' addon templates read). No Cluster API controller acts on it here.
+ * A Cluster API Cluster (v1beta2) with a pod network, an endpoint `<name>.example.internal:6443`
+ * and a topology naming `className`, with per-cluster addon values when given.
  */
-export function addonCluster(ns: string, name: string, className: string, podCidr: string): KubeObject {
+export function addonCluster(
+  ns: string,
+  name: string,
+  o: { podCidr: string; className: string; version: string; values?: Record<string, unknown> },
+): KubeObject {
   return {
     apiVersion: CAPI,
     kind: 'Cluster',
     metadata: { name, namespace: ns },
     spec: {
-      clusterNetwork: { pods: { cidrBlocks: [podCidr] } },
+      clusterNetwork: { pods: { cidrBlocks: [o.podCidr] } },
       controlPlaneEndpoint: { host: `${name}.example.internal`, port: 6443 },
-      topology: { classRef: { name: className }, version: 'v1.30.4' },
+      topology: {
+        classRef: { name: o.className },
+        version: o.version,
+        ...(o.values !== undefined ? { variables: [{ name: 'stackfluxAddonValues', value: o.values }] } : {}),
+      },
     },
   };
 }

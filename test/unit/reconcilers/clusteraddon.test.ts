@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { parse as parseYaml } from 'yaml';
 import type { ClusterAddon } from '../../../controller/api/clusteraddon.ts';
 import type { ClusterStack } from '../../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../../controller/api/clusterstackrelease.ts';
-import type { Kustomization } from '../../../controller/api/flux.ts';
+import type { HelmRelease, Kustomization } from '../../../controller/api/flux.ts';
 import type { Condition } from '../../../controller/api/meta.ts';
 import type { ReleaseTree } from '../../../controller/api/release.ts';
 import type { BranchState } from '../../../controller/gitops/branches.ts';
@@ -1140,6 +1141,268 @@ describe('branchCommitMessage', () => {
         removed: [],
       }),
       'stackflux: b/x (cluster deleted)\n',
+    );
+  });
+});
+
+// ---- Helm-chart addons (issue 13).
+
+const V3 = 'docker-ferrol-1-30-v3';
+/** v3: cni (manifests), then `info`, an in-tree Helm chart with a values template, then `web` from a Helm repository. */
+trees[V3] = tree({
+  'stack.yaml': stackYaml(
+    'v3',
+    `  - name: cni
+    targetNamespace: kube-system
+  - name: info
+    targetNamespace: monitoring
+  - name: web
+    chart: podinfo
+    version: 6.7.1
+    repository: https://stefanprodan.github.io/podinfo
+`,
+  ),
+  'cluster-class/cluster-class.yaml': 'apiVersion: cluster.x-k8s.io/v1beta2\nkind: ClusterClass\n',
+  'cluster-addon/cni/config.yaml.hbs': cniTemplate,
+  'cluster-addon/cni/values.yaml': 'mtu: 1450\nbackend: vxlan\n',
+  'cluster-addon/info/Chart.yaml': 'apiVersion: v2\nname: info\nversion: 1.2.3\n',
+  'cluster-addon/info/templates/configmap.yaml':
+    'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n',
+  'cluster-addon/info/values.yaml': 'tier: standard\n',
+  'cluster-addon/info/values.schema.json': JSON.stringify({
+    type: 'object',
+    properties: { tier: { enum: ['standard', 'premium'] }, podCIDR: { type: 'string' } },
+  }),
+  'cluster-addon/info/values.yaml.hbs':
+    'podCIDR: {{quote Cluster.spec.clusterNetwork.pods.cidrBlocks.[0]}}\ntier: {{quote Values.tier}}\n',
+  'cluster-addon/web/values.yaml': 'replicaCount: 1\n',
+});
+
+// biome-ignore lint/suspicious/noExplicitAny: free-form Flux objects read back from the branch in a test
+type Doc = Record<string, any>;
+
+/** A file of the branch change, parsed. */
+function branchDoc(r: ClusterAddonResult, path: string): Doc {
+  const text = r.branch?.files?.get(path);
+  assert.ok(text !== undefined, `no ${path} on the branch`);
+  return parseYaml(text) as Doc;
+}
+
+function helmRelease(r: ClusterAddonResult, addon: string): Doc {
+  return branchDoc(r, `${addon}/helmrelease.yaml`);
+}
+
+describe('reconcileClusterAddon: Helm-chart addons', () => {
+  it('an in-tree chart is a HelmRelease on the branch: the Cluster kubeconfig, its rendered values, the chart from the release GitRepository', () => {
+    const r = must(reconcileClusterAddon(baseInput({ release: V3, values: { info: { tier: 'premium' } } })));
+    assert.deepEqual([...(r.branch?.files?.keys() ?? [])].sort(), [
+      'cni/config.yaml',
+      'info/helmrelease.yaml',
+      'web/helmrelease.yaml',
+      'web/helmrepository.yaml',
+    ]);
+    const hr = helmRelease(r, 'info');
+    assert.equal(hr.apiVersion, 'helm.toolkit.fluxcd.io/v2');
+    assert.deepEqual(hr.metadata, {
+      name: 'alpha.info',
+      namespace: NS,
+      labels: {
+        'app.kubernetes.io/managed-by': 'stackflux',
+        'stackflux.io/addon': 'info',
+        'stackflux.io/cluster': 'alpha',
+        'stackflux.io/release': V3,
+      },
+    });
+    assert.deepEqual(hr.spec.kubeConfig, { secretRef: { name: 'alpha-kubeconfig', key: 'value' } });
+    assert.equal(hr.spec.releaseName, 'alpha-info');
+    assert.equal(hr.spec.targetNamespace, 'monitoring');
+    assert.equal(hr.spec.storageNamespace, 'monitoring', 'Helm keeps its history in the workload cluster');
+    assert.deepEqual(hr.spec.chart.spec.sourceRef, { kind: 'GitRepository', name: V3 });
+    assert.equal(hr.spec.chart.spec.chart, './cluster-addon/info');
+    assert.deepEqual(hr.spec.values, { podCIDR: '192.168.0.0/16', tier: 'premium' });
+    assert.equal(hr.spec.install.remediation.retries, 3);
+    assert.equal(hr.spec.upgrade.remediation.retries, 3);
+  });
+
+  it('a chart from a Helm repository gets its HelmRepository; one from an OCI registry its OCIRepository and chartRef', () => {
+    const r = must(reconcileClusterAddon(baseInput({ release: V3 })));
+    const web = helmRelease(r, 'web');
+    assert.deepEqual(web.spec.chart.spec, {
+      chart: 'podinfo',
+      version: '6.7.1',
+      sourceRef: { kind: 'HelmRepository', name: 'alpha.web' },
+      interval: '5m',
+    });
+    assert.equal(web.spec.targetNamespace, 'default', 'no targetNamespace in stack.yaml');
+    assert.deepEqual(web.spec.values, { replicaCount: 1 });
+    const repo = branchDoc(r, 'web/helmrepository.yaml');
+    assert.equal(repo.kind, 'HelmRepository');
+    assert.equal(repo.spec.url, 'https://stefanprodan.github.io/podinfo');
+
+    const oci = new Map(trees[V3]);
+    oci.set(
+      'stack.yaml',
+      (trees[V3]?.get('stack.yaml') ?? '').replace(
+        'https://stefanprodan.github.io/podinfo',
+        'oci://ghcr.io/stefanprodan/charts',
+      ),
+    );
+    const o = must(reconcileClusterAddon(baseInput({ release: V3 }, { tree: oci })));
+    const ociWeb = helmRelease(o, 'web');
+    assert.equal(ociWeb.spec.chart, undefined);
+    assert.deepEqual(ociWeb.spec.chartRef, { kind: 'OCIRepository', name: 'alpha.web' });
+    const source = branchDoc(o, 'web/ocirepository.yaml');
+    assert.equal(source.spec.url, 'oci://ghcr.io/stefanprodan/charts/podinfo');
+    assert.deepEqual(source.spec.ref, { tag: '6.7.1' });
+  });
+
+  it("a Helm addon's Kustomization applies its folder to the management cluster and orders it with the other addons", () => {
+    const w = newWorld(cluster({ release: V3 }));
+    converge(w, 'alpha');
+    const info = w.kustomizations.get('alpha.info');
+    assert.ok(info);
+    assert.equal(info.spec.kubeConfig, undefined, 'the HelmRelease goes to the management cluster');
+    assert.equal(info.spec.targetNamespace, undefined);
+    assert.equal(info.spec.wait, true, 'Ready only once the HelmRelease is');
+    assert.equal(info.spec.path, './info');
+    assert.deepEqual(info.spec.dependsOn, [{ name: 'alpha.cni' }]);
+    assert.deepEqual(w.kustomizations.get('alpha.web')?.spec.dependsOn, [{ name: 'alpha.info' }]);
+    assert.deepEqual(w.kustomizations.get('alpha.cni')?.spec.kubeConfig, {
+      secretRef: { name: 'alpha-kubeconfig', key: 'value' },
+    });
+  });
+
+  it('a per-cluster value change rewrites only that addon folder; values failing the schema change nothing (ValuesInvalid)', () => {
+    const w = newWorld(cluster({ release: V3 }));
+    converge(w, 'alpha');
+    const before = new Map(w.files);
+    w.cluster = cluster({ release: V3, values: { info: { tier: 'premium' } } });
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.deepEqual(r.branch?.change.rendered, ['info']);
+    assert.deepEqual(helmRelease(r, 'info').spec.values, { podCIDR: '192.168.0.0/16', tier: 'premium' });
+    assert.equal(r.branch?.files?.get('web/helmrelease.yaml'), before.get('web/helmrelease.yaml'));
+    applyResult(w, r);
+
+    w.cluster = cluster({ release: V3, values: { info: { tier: 'gold' } } });
+    const bad = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.equal(bad.branch, undefined, 'the previous Helm release keeps running');
+    assert.equal(bad.kustomizations, undefined);
+    assert.equal(cond(bad, 'Ready')?.reason, Reason.ValuesInvalid);
+    assert.match(cond(bad, 'Ready')?.message ?? '', /addon info: .*values\.schema\.json.*tier/);
+  });
+
+  it("status shows the HelmRelease's revision, chart version and values digest, and Helm's failure reason", () => {
+    const w = newWorld(cluster({ release: V3 }));
+    converge(w, 'alpha');
+    const hr = (conditions: Condition[]): HelmRelease => ({
+      apiVersion: 'helm.toolkit.fluxcd.io/v2',
+      kind: 'HelmRelease',
+      metadata: {
+        name: 'alpha.info',
+        namespace: NS,
+        generation: 2,
+        labels: { 'stackflux.io/cluster': 'alpha', 'stackflux.io/addon': 'info' },
+      },
+      spec: {},
+      status: {
+        observedGeneration: 2,
+        conditions,
+        history: [{ version: 2, chartVersion: '1.2.3', configDigest: 'sha256:abc', status: 'deployed' }],
+      },
+    });
+    const ok = must(
+      reconcileClusterAddon(
+        worldInput(w, 'alpha', {
+          helmReleases: [
+            hr([
+              {
+                type: 'Ready',
+                status: 'True',
+                reason: 'UpgradeSucceeded',
+                message: 'ok',
+                lastTransitionTime: '2025-01-01T00:00:00Z',
+              },
+            ]),
+          ],
+        }),
+      ),
+    );
+    const info = ok.status.addons?.find((a) => a.name === 'info');
+    assert.equal(info?.ready, true);
+    assert.equal(info?.helmRelease, 'alpha.info');
+    assert.equal(info?.helmRevision, 2);
+    assert.equal(info?.chartVersion, '1.2.3');
+    assert.equal(info?.valuesDigest, 'sha256:abc');
+    assert.equal(cond(ok, 'Ready')?.status, 'True');
+
+    // Helm failed: the Kustomization's health check fails; the status says why Helm failed.
+    const k = w.kustomizations.get('alpha.info');
+    assert.ok(k?.status?.conditions?.[0]);
+    k.status.conditions[0] = {
+      ...k.status.conditions[0],
+      status: 'False',
+      reason: 'HealthCheckFailed',
+      message: 'timeout waiting for: [HelmRelease/team/alpha.info status: InProgress]',
+    };
+    const failed = must(
+      reconcileClusterAddon(
+        worldInput(w, 'alpha', {
+          helmReleases: [
+            hr([
+              {
+                type: 'Ready',
+                status: 'False',
+                reason: 'InstallFailed',
+                message: 'chart says no',
+                lastTransitionTime: '2025-01-01T00:00:00Z',
+              },
+            ]),
+          ],
+        }),
+      ),
+    );
+    assert.equal(failed.status.addons?.find((a) => a.name === 'info')?.reason, 'InstallFailed');
+    assert.equal(cond(failed, 'Ready')?.reason, Reason.AddonNotReady);
+    assert.match(
+      cond(failed, 'Ready')?.message ?? '',
+      /HelmRelease alpha\.info InstallFailed: chart says no/,
+    );
+  });
+
+  it('Cluster deletion suspends the HelmReleases (no uninstall from a cluster going away) and orphans only workload Kustomizations', () => {
+    const w = newWorld(cluster({ release: V3 }));
+    converge(w, 'alpha');
+    w.cluster = cluster({ release: V3, deleting: true });
+    const helmReleases: HelmRelease[] = ['info', 'web'].map((addon) => ({
+      apiVersion: 'helm.toolkit.fluxcd.io/v2',
+      kind: 'HelmRelease',
+      metadata: {
+        name: `alpha.${addon}`,
+        namespace: NS,
+        labels: { 'stackflux.io/cluster': 'alpha', 'stackflux.io/addon': addon },
+      },
+      spec: addon === 'web' ? { suspend: true } : {},
+    }));
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha', { helmReleases })));
+    assert.deepEqual(
+      r.patches.map((p) => [p.kind, p.name, p.patch]),
+      [
+        ['Kustomization', 'alpha.cni', { spec: { deletionPolicy: 'Orphan' } }],
+        ['HelmRelease', 'alpha.info', { spec: { suspend: true } }],
+      ],
+    );
+    assert.equal(r.branch?.files, null);
+  });
+
+  it('a chart in the tree and a remote chart for the same addon → InvalidOutput naming both', () => {
+    const both = new Map(trees[V3]);
+    both.set('cluster-addon/web/Chart.yaml', 'apiVersion: v2\nname: web\nversion: 0.1.0\n');
+    const r = must(reconcileClusterAddon(baseInput({ release: V3 }, { tree: both })));
+    assert.equal(r.branch, undefined);
+    assert.equal(cond(r, 'Ready')?.reason, Reason.RenderFailed);
+    assert.match(
+      cond(r, 'Ready')?.message ?? '',
+      /remote chart in stack\.yaml and also ships cluster-addon\/web\/Chart\.yaml/,
     );
   });
 });

@@ -6,6 +6,7 @@ import {
   clusterGitRepositoryName,
   fleetGitRepository,
   fluxShardOf,
+  helmReleaseName,
   ignoreAllBut,
   renderFluxTemplate,
 } from '../../../controller/releases/flux.ts';
@@ -112,6 +113,14 @@ describe('flux templates', () => {
     assert.equal(fluxShardOf('ns', 'c', 1), undefined);
     assert.equal(fluxShardOf('ns', 'c', 8), fluxShardOf('ns', 'c', 8));
     assert.match(fluxShardOf('ns', 'c', 8) ?? '', /^shard[0-7]$/);
+  });
+
+  it("Helm release names are <cluster>-<addon>, cut with a hash to Helm's 53 characters", () => {
+    assert.equal(helmReleaseName('prod-1', 'cni'), 'prod-1-cni');
+    const long = helmReleaseName('a'.repeat(40), 'metrics-server');
+    assert.equal(long.length, 53);
+    assert.match(long, /^a{40}-met-[0-9a-f]{8}$/);
+    assert.notEqual(long, helmReleaseName('a'.repeat(40), 'metrics-servers'));
   });
 
   it('values cannot break the YAML structure', () => {

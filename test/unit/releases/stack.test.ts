@@ -129,6 +129,27 @@ describe('parseStackManifest', () => {
     ],
     ['dependsOn twice', good.replace('dependsOn: [cni]', 'dependsOn: [cni, cni]'), /lists "cni" twice/],
     [
+      'remote chart without repository',
+      good.replace('  - name: csi', '  - name: csi\n    chart: csi\n    version: 1.0.0'),
+      /addons\[2\] \(csi\) names a remote chart with chart, version but lacks repository/,
+    ],
+    [
+      'remote chart from a file URL',
+      good.replace(
+        '  - name: csi',
+        '  - name: csi\n    chart: csi\n    version: 1.0.0\n    repository: file:///charts',
+      ),
+      /repository "file:\/\/\/charts" must be an https:\/\/ or http:\/\/ \(Helm repository\) or oci:\/\//,
+    ],
+    [
+      'remote chart version not a string',
+      good.replace(
+        '  - name: csi',
+        '  - name: csi\n    chart: csi\n    version: 1\n    repository: oci://r.example/c',
+      ),
+      /addons\[2\] \(csi\).version must be a non-empty string, got 1/,
+    ],
+    [
       'dependsOn later (cycle)',
       good.replace('targetNamespace: kube-system', 'dependsOn: [metrics-server]'),
       /is listed after it/,
@@ -230,5 +251,22 @@ describe('release tree', () => {
       ok: false,
       errors: ['stack.yaml: kubernetesVersion "v1.30.4" does not match the tag\'s 1.31'],
     });
+  });
+});
+
+describe('stack.yaml: Helm charts from a repository', () => {
+  it('chart, version and repository make an addon a remote chart', () => {
+    const r = parseStackManifest(
+      good.replace(
+        '  - name: csi',
+        '  - name: csi\n    chart: csi-driver\n    version: ">=1.2.0 <2"\n    repository: oci://ghcr.io/example/charts',
+      ),
+    );
+    assert.ok(r.ok, r.ok ? '' : r.errors.join('; '));
+    assert.deepEqual(r.value.addons[2], {
+      name: 'csi',
+      chart: { name: 'csi-driver', version: '>=1.2.0 <2', repository: 'oci://ghcr.io/example/charts' },
+    });
+    assert.equal(r.value.addons[0]?.chart, undefined);
   });
 });

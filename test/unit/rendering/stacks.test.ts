@@ -142,6 +142,10 @@ describe('example stacks', () => {
           cluster.spec.topology.version = stack.kubernetesVersion;
           const result = renderAddon({ tree, stack, addon: name, cluster });
           if (!result.ok) assert.fail(`${result.reason}: ${result.message}`);
+          if (result.helm !== undefined) {
+            checkHelmAddon(name, result, tree);
+            return;
+          }
           assert.ok(result.objects.length > 0);
           for (const object of result.objects) {
             assert.ok(
@@ -199,6 +203,30 @@ function checkAddon(name: string, result: RenderSuccess): void {
     }
     default:
       assert.fail(`no expectations for addon ${name}: add them to this test`);
+  }
+}
+
+/** A Helm-chart addon of an example: its values for the sample Cluster, and a chart with no Pods. */
+function checkHelmAddon(name: string, result: RenderSuccess, tree: ReleaseTree): void {
+  assert.equal(name, 'inventory', `no expectations for Helm addon ${name}: add them to this test`);
+  assert.deepEqual(result.helm?.chart, {
+    source: 'tree',
+    path: 'cluster-addon/inventory',
+    name: 'ferrol-inventory',
+    version: '0.1.0',
+  });
+  assert.deepEqual(result.helm?.values, {
+    clusterName: 'workload-7',
+    podCIDR: '10.42.0.0/16',
+    owner: 'platform',
+    tier: 'standard',
+  });
+  // The workload cluster of the tests has no kubelet: Helm's wait needs objects ready on creation.
+  const templates = [...tree].filter(([p]) => p.startsWith('cluster-addon/inventory/templates/'));
+  assert.ok(templates.length > 0);
+  for (const [path, text] of templates) {
+    const kind = /^kind: (\S+)$/m.exec(text)?.[1];
+    assert.ok(kind !== undefined && ['ConfigMap', 'ServiceAccount'].includes(kind), `${path}: ${kind}`);
   }
 }
 

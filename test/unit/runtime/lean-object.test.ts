@@ -51,6 +51,31 @@ describe('leanObject (what informers keep of an object)', () => {
     assert.deepEqual(k.spec, { path: './x' });
   });
 
+  it('keeps of a HelmRelease’s history only the newest Helm release’s revision, chart and values digest', () => {
+    const shown = {
+      name: 'c1-inventory',
+      version: 2,
+      status: 'deployed',
+      chartName: 'inventory',
+      chartVersion: '0.2.0',
+      configDigest: 'sha256:2',
+    };
+    const hr = leanObject({
+      apiVersion: 'helm.toolkit.fluxcd.io/v2',
+      kind: 'HelmRelease',
+      metadata: { name: 'c1.inventory' },
+      status: {
+        observedGeneration: 2,
+        inventory: { entries: [{ id: 'ns_c1-inventory__ConfigMap', v: 'v1' }] },
+        history: [
+          { ...shown, digest: 'sha256:release', firstDeployed: '2026-01-01T00:00:00Z', testHooks: {} },
+          { name: 'c1-inventory', version: 1, status: 'superseded', chartVersion: '0.1.0' },
+        ],
+      },
+    });
+    assert.deepEqual(hr.status, { observedGeneration: 2, history: [shown] });
+  });
+
   it('returns an object without anything to drop as it is', () => {
     const obj: KubeObject = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'a' }, data: {} };
     assert.equal(leanObject(obj), obj);
