@@ -41,7 +41,12 @@ import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { reconcileRequested } from '../reconcilers/reconcilerequest.ts';
 import { clusterGitRepositoryName, type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { tagForClusterClassName } from '../releases/tags.ts';
-import type { PlainObject } from '../rendering/index.ts';
+import {
+  type PlainObject,
+  RenderPool,
+  type RenderPoolOptions,
+  withBoundedRenders,
+} from '../rendering/index.ts';
 import { isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
 import { type Clock, realClock, type TimerHandle } from '../runtime/clock.ts';
 import { formatTime } from '../runtime/conditions.ts';
@@ -100,6 +105,11 @@ export interface ClusterAddonControllerOptions {
   cacheDir: string;
   templates: FluxTemplates;
   concurrency?: number;
+  /**
+   * Limits of addon renders (time budget, output and memory caps, worker threads); renders run in a
+   * worker pool so a hostile template cannot block this process. Defaults: rendering/limits.ts.
+   */
+  render?: RenderPoolOptions;
   /** Debounce window of fleet writes (default 2 s); a batch waits at most 5 windows. */
   batchWindowMs?: number;
   clock?: Clock;
@@ -218,6 +228,9 @@ export async function setupClusterAddonController(
       ? [`${nsOf(k)}/${cluster}`]
       : [];
   });
+
+  // ---- addon renders: in worker threads, bounded in time, memory and output
+  const renderPool = new RenderPool(opts.render);
 
   // ---- the fleet writer and the state of each Cluster's branch (ids only, no file contents)
   let writer: Promise<FleetWriter> | undefined;
@@ -489,23 +502,26 @@ export async function setupClusterAddonController(
       refsPending = cp.pending || infra.pending;
     }
 
-    const result = reconcileClusterAddon({
-      cluster,
-      namespace,
-      name,
-      ...(controlPlane !== undefined ? { controlPlane } : {}),
-      ...(infraCluster !== undefined ? { infraCluster } : {}),
-      ...(existing !== undefined ? { clusterAddon: existing } : {}),
-      ...(release !== undefined ? { release } : {}),
-      ...(tree !== undefined ? { tree } : {}),
-      ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
-      ...(clusterStack !== undefined ? { clusterStack } : {}),
-      kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
-      branch,
-      fleetSettings,
-      templates: opts.templates,
-      now: new Date(clock.now()),
-    });
+    const result = await withBoundedRenders(renderPool, (render) =>
+      reconcileClusterAddon({
+        render,
+        cluster,
+        namespace,
+        name,
+        ...(controlPlane !== undefined ? { controlPlane } : {}),
+        ...(infraCluster !== undefined ? { infraCluster } : {}),
+        ...(existing !== undefined ? { clusterAddon: existing } : {}),
+        ...(release !== undefined ? { release } : {}),
+        ...(tree !== undefined ? { tree } : {}),
+        ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
+        ...(clusterStack !== undefined ? { clusterStack } : {}),
+        kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
+        branch,
+        fleetSettings,
+        templates: opts.templates,
+        now: new Date(clock.now()),
+      }),
+    );
     if (result === undefined) return undefined;
 
     // 1. The ClusterAddon itself (owned by the Cluster), then its finalizer before any fleet file.
@@ -653,6 +669,7 @@ export async function setupClusterAddonController(
   manager.watch(c, clusterStacks, (cs) => clusters.byIndex(NS_INDEX, nsOf(cs)).map(keyOf));
   void manager.done.then(() => {
     stopped = true;
+    void renderPool.close();
     if (timer !== undefined) clock.clearTimeout(timer);
   });
 

@@ -66,6 +66,7 @@ import { readRelease } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import {
   type AddonOrderEntry,
+  type AddonRenderer,
   addonOrder,
   type PlainObject,
   type RenderFailure,
@@ -149,6 +150,11 @@ export interface ClusterAddonInput {
   fleetSettings: FleetSettings;
   templates: FluxTemplates;
   now: Date;
+  /**
+   * Renders one addon; default renderAddon in-line. The controller and `stackflux render` pass
+   * the bounded renderer (rendering/bounded.ts: worker threads with a time and memory budget).
+   */
+  render?: AddonRenderer;
 }
 
 /** A JSON merge patch for one object (applied with content type application/merge-patch+json). */
@@ -637,8 +643,9 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
   const centralValues = target.clusterStack.spec.values;
   const files = new Map<string, string>();
   const failures: { addon: string; failure: RenderFailure }[] = [];
+  const render = input.render ?? renderAddon;
   for (const { name: addon } of selection.order) {
-    const result = renderAddon({
+    const result = render({
       tree: target.tree,
       stack: target.stack,
       addon,

@@ -1,6 +1,7 @@
 // Renders one addon of a release for one Cluster. Pure: inputs → files and objects.
 import { parse as parseYaml } from 'yaml';
 import type { StackAddon, StackManifest } from '../api/release.ts';
+import { DEFAULT_RENDER_LIMITS, formatBytes } from './limits.ts';
 import { OutputError, objectId, parseObjects } from './output.ts';
 import { renderTemplate, TemplateError } from './template.ts';
 import type {
@@ -8,6 +9,7 @@ import type {
   PlainObject,
   RenderAddonInput,
   RenderFailure,
+  RenderOptions,
   RenderResult,
 } from './types.ts';
 import { compileSchema, isPlainObject, mergeAll, validateValues } from './values.ts';
@@ -94,8 +96,13 @@ function resolveValues(
   return { ok: true, values };
 }
 
-/** Renders addon `input.addon` for `input.cluster`. Never throws for bad input. */
-export function renderAddon(input: RenderAddonInput): RenderResult {
+/**
+ * Renders addon `input.addon` for `input.cluster`. Never throws for bad input. The files it writes
+ * are capped at `options.maxOutputBytes` in total (LimitExceeded naming the file that crossed it);
+ * time and memory are bounded by running it in a worker (./bounded.ts).
+ */
+export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}): RenderResult {
+  const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_RENDER_LIMITS.maxOutputBytes;
   const entry: StackAddon | undefined = input.stack.addons.find((a) => a.name === input.addon);
   if (!entry) {
     return fail('AddonNotFound', `addon "${input.addon}" is not listed in stack.yaml`);
@@ -151,11 +158,13 @@ export function renderAddon(input: RenderAddonInput): RenderResult {
   const result = new Map<string, string>();
   const objects: KubernetesObject[] = [];
   const seen = new Map<string, string>();
+  let outputBytes = 0;
   for (const out of [...outputs.keys()].sort(compareStrings)) {
     const spec = outputs.get(out);
     if (!spec) continue;
     let text = spec.text;
     if (spec.template) {
+      options.onTemplate?.(`${base}${spec.source}`);
       try {
         text = renderTemplate(`${base}${spec.source}`, spec.text, context);
       } catch (error) {
@@ -167,6 +176,13 @@ export function renderAddon(input: RenderAddonInput): RenderResult {
       }
     }
     const label = spec.template ? `${base}${spec.source} (rendered)` : `${base}${spec.source}`;
+    outputBytes += Buffer.byteLength(text, 'utf8');
+    if (outputBytes > maxOutputBytes) {
+      return fail(
+        'LimitExceeded',
+        `${label}: the addon's output exceeds the limit of ${formatBytes(maxOutputBytes)} (--render-max-output)`,
+      );
+    }
     let parsed: KubernetesObject[];
     try {
       parsed = parseObjects(label, text);
