@@ -48,7 +48,7 @@ import {
   withBoundedRenders,
 } from '../rendering/index.ts';
 import { isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
-import { type Clock, realClock, type TimerHandle } from '../runtime/clock.ts';
+import { type Clock, realClock } from '../runtime/clock.ts';
 import { formatTime } from '../runtime/conditions.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import type { Informer } from '../runtime/informer.ts';
@@ -56,6 +56,7 @@ import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { fetchReleaseTree, type GitCredentials } from '../sources/git.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials } from './common.ts';
+import { FleetBatch } from './fleetbatch.ts';
 import { requestFluxSourcesFetch } from './reconcilerequest.ts';
 import { servedClusterApiVersion } from './releasepipeline.ts';
 
@@ -65,6 +66,13 @@ const NS_INDEX = 'clusteraddon/namespace';
 const REF_INDEX = 'clusteraddon/ref';
 /** Concurrent requestedAt patches after a write. */
 const FETCH_REQUEST_CONCURRENCY = 8;
+/** Backoff of a Cluster waiting for the objects its refs point at: 2 s doubling to 5 min. */
+export const REF_BACKOFF = { initialMs: 2_000, maxMs: 300_000 } as const;
+
+/** The requeue delay of the `attempt`-th reconcile in a row that found a ref missing (0-based). */
+export function refBackoffMs(attempt: number): number {
+  return Math.min(REF_BACKOFF.maxMs, REF_BACKOFF.initialMs * 2 ** Math.min(attempt, 20));
+}
 
 /**
  * Test fault point (acceptance: "kill the controller between commit and push"): while `markerFile`
@@ -320,20 +328,38 @@ export async function setupClusterAddonController(
     }
     return p;
   };
-  const refObject = async (cluster: Obj, field: 'controlPlaneRef' | 'infrastructureRef') => {
+  /**
+   * The object a ref points at. `pending`: not (yet) known, retried with backoff; `problem`: why it
+   * cannot be read (kind not served, the RBAC does not allow listing it), for the condition. Ref
+   * informers are optional: a kind that cannot be listed never makes /readyz fail.
+   */
+  const refObject = async (
+    cluster: Obj,
+    field: 'controlPlaneRef' | 'infrastructureRef',
+  ): Promise<{ object: PlainObject | undefined; pending: boolean; problem?: string }> => {
     const ref = refOf(cluster, field);
     if (ref === undefined) return { object: undefined, pending: false };
     const apiVersion = await apiVersionOf(ref);
-    if (apiVersion === undefined) return { object: undefined, pending: true };
+    if (apiVersion === undefined) {
+      return {
+        object: undefined,
+        pending: true,
+        problem: `${field} ${ref.kind} ${ref.name}: API group ${ref.apiGroup ?? ''} is not served`,
+      };
+    }
     const key = `${apiVersion}/${ref.kind}`;
     let inf = refInformers.get(key);
     if (inf === undefined) {
       try {
         await client.resource(apiVersion, ref.kind);
       } catch {
-        return { object: undefined, pending: true };
+        return {
+          object: undefined,
+          pending: true,
+          problem: `${field} ${ref.kind} ${ref.name}: kind ${ref.kind} is not served in ${apiVersion}`,
+        };
       }
-      inf = manager.informer<Obj>(apiVersion, ref.kind, scope);
+      inf = manager.informer<Obj>(apiVersion, ref.kind, { ...scope, optional: true });
       refInformers.set(key, inf);
       manager.watch(controller as Controller, inf, (o) =>
         clusters
@@ -341,17 +367,25 @@ export async function setupClusterAddonController(
           .map((c) => `${nsOf(c)}/${c.metadata.name ?? ''}`),
       );
     }
-    if (!inf.hasSynced()) return { object: undefined, pending: true };
+    if (!inf.hasSynced()) {
+      const failure = inf.lastFailure();
+      return {
+        object: undefined,
+        pending: true,
+        ...(failure !== undefined
+          ? {
+              problem: `${field} ${ref.kind} ${ref.name}: cannot list ${ref.kind} (${apiVersion}): ${failure}`,
+            }
+          : {}),
+      };
+    }
     const object = inf.getByName(ref.name, ref.namespace ?? nsOf(cluster));
     return { object: object as PlainObject | undefined, pending: object === undefined };
   };
+  /** Reconciles in a row that waited for refs, per key: the backoff of the next try. */
+  const refWaits = new Map<string, number>();
 
-  // ---- the batch of branch writes
-  const pending = new Map<string, BranchUpdate>();
-  let timer: TimerHandle | undefined;
-  let firstPendingAt: number | undefined;
-  let chain: Promise<void> = Promise.resolve();
-  let stopped = false;
+  // ---- the batch of branch writes (written only while this replica leads)
 
   /** Takes each written Cluster's branch state from the write's result. */
   const recordWrite = (
@@ -365,13 +399,7 @@ export async function setupClusterAddonController(
     }
   };
 
-  const flushNow = async (): Promise<void> => {
-    if (timer !== undefined) clock.clearTimeout(timer);
-    timer = undefined;
-    firstPendingAt = undefined;
-    if (pending.size === 0) return;
-    const batch = new Map(pending);
-    pending.clear();
+  const writeBatch = async (batch: ReadonlyMap<string, BranchUpdate>): Promise<void> => {
     const keys = [...batch.keys()];
     const started = clock.now();
     try {
@@ -416,22 +444,15 @@ export async function setupClusterAddonController(
       for (const k of keys) controller?.queue.addRateLimited(k);
     }
   };
-  const flush = (): Promise<void> => {
-    chain = chain.then(flushNow, flushNow);
-    return chain;
-  };
-  const schedule = (): void => {
-    if (stopped) return;
-    const now = clock.now();
-    firstPendingAt ??= now;
-    const deadline = firstPendingAt + windowMs * 5;
-    const delay = Math.max(0, Math.min(windowMs, deadline - now));
-    if (timer !== undefined) clock.clearTimeout(timer);
-    timer = clock.setTimeout(() => {
-      timer = undefined;
-      void flush();
-    }, delay);
-  };
+  const pending = new FleetBatch<BranchUpdate>({
+    windowMs,
+    clock,
+    leading: () => manager.isLeader(),
+    write: writeBatch,
+    dropped: (keys) =>
+      log.warn({ clusters: keys.length }, 'not the leader: fleet writes dropped, not pushed'),
+  });
+  const flush = (): Promise<void> => pending.flush();
 
   /**
    * Asks Flux to fetch the GitRepositories of these Clusters now (their branch moved). A Cluster
@@ -471,6 +492,7 @@ export async function setupClusterAddonController(
     if (cluster === undefined && existing === undefined && branch === undefined) {
       pending.delete(key);
       branches.delete(key);
+      refWaits.delete(key);
       return undefined;
     }
 
@@ -491,15 +513,19 @@ export async function setupClusterAddonController(
         ctx.log.warn(errorFields(err), 'fetching the release tree failed');
       }
     }
+    // Refs are resolved only for Clusters of a stackflux ClusterClass: another Cluster's refs (to
+    // kinds stackflux may not even be allowed to list) are none of its business.
     let refsPending = false;
+    const refProblems: string[] = [];
     let controlPlane: PlainObject | undefined;
     let infraCluster: PlainObject | undefined;
-    if (cluster !== undefined && !deleting) {
+    if (cluster !== undefined && !deleting && tag !== undefined) {
       const cp = await refObject(cluster, 'controlPlaneRef');
       const infra = await refObject(cluster, 'infrastructureRef');
       controlPlane = cp.object;
       infraCluster = infra.object;
       refsPending = cp.pending || infra.pending;
+      for (const r of [cp, infra]) if (r.problem !== undefined) refProblems.push(r.problem);
     }
 
     const result = await withBoundedRenders(renderPool, (render) =>
@@ -510,6 +536,7 @@ export async function setupClusterAddonController(
         name,
         ...(controlPlane !== undefined ? { controlPlane } : {}),
         ...(infraCluster !== undefined ? { infraCluster } : {}),
+        ...(refProblems.length > 0 ? { refProblems } : {}),
         ...(existing !== undefined ? { clusterAddon: existing } : {}),
         ...(release !== undefined ? { release } : {}),
         ...(tree !== undefined ? { tree } : {}),
@@ -634,7 +661,6 @@ export async function setupClusterAddonController(
     // 5. A branch change joins the batch (a newer result of the same key replaces an older one).
     if (result.branch !== undefined) {
       pending.set(key, result.branch);
-      schedule();
     } else {
       pending.delete(key);
     }
@@ -643,7 +669,13 @@ export async function setupClusterAddonController(
     if (!adding && current !== undefined && !sameSet(have, result.finalizers)) await setFinalizers();
 
     if (fetchError !== undefined) throw fetchError;
-    if (refsPending) return { requeueAfter: 2_000 };
+    // A missing ref waits with exponential backoff; its informer's event requeues at once anyway.
+    if (refsPending) {
+      const attempt = refWaits.get(key) ?? 0;
+      refWaits.set(key, attempt + 1);
+      return { requeueAfter: refBackoffMs(attempt) };
+    }
+    refWaits.delete(key);
     return undefined;
   };
 
@@ -668,9 +700,8 @@ export async function setupClusterAddonController(
   );
   manager.watch(c, clusterStacks, (cs) => clusters.byIndex(NS_INDEX, nsOf(cs)).map(keyOf));
   void manager.done.then(() => {
-    stopped = true;
+    pending.stop();
     void renderPool.close();
-    if (timer !== undefined) clock.clearTimeout(timer);
   });
 
   return { controller: c, flush };

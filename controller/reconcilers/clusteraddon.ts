@@ -101,6 +101,7 @@ export const Reason = {
   ClusterStackNotFound: 'ClusterStackNotFound',
   InvalidRelease: 'InvalidRelease',
   WaitingForRefs: 'WaitingForRefs',
+  RefsNotReadable: 'RefsNotReadable',
   RenderFailed: 'RenderFailed',
   ValuesInvalid: 'ValuesInvalid',
   FleetSyncPending: 'FleetSyncPending',
@@ -134,6 +135,8 @@ export interface ClusterAddonInput {
   name: string;
   controlPlane?: PlainObject;
   infraCluster?: PlainObject;
+  /** Why a ref's object cannot be read (kind not served, listing it forbidden), for the condition. */
+  refProblems?: readonly string[];
   clusterAddon?: ClusterAddon;
   /** The ClusterStackRelease named after the tag of the Cluster's ClusterClass. */
   release?: ClusterStackRelease;
@@ -589,8 +592,16 @@ function resolveTarget(ctx: Context): Step<Target> {
     ...(cpRef !== undefined && input.controlPlane === undefined ? [`ControlPlane (${cpRef})`] : []),
     ...(infraRef !== undefined && input.infraCluster === undefined ? [`InfraCluster (${infraRef})`] : []),
   ];
-  if (missingRefs.length > 0)
+  if (missingRefs.length > 0) {
+    const problems = input.refProblems ?? [];
+    if (problems.length > 0) {
+      return waiting(
+        Reason.RefsNotReadable,
+        `waiting for ${missingRefs.join(' and ')}: ${problems.join('; ')} (grant stackflux list/watch on the kind, e.g. a ClusterRole labelled stackflux.io/aggregate-to-controller: "true")`,
+      );
+    }
     return waiting(Reason.WaitingForRefs, `waiting for ${missingRefs.join(' and ')}`);
+  }
   return {
     ok: true,
     value: {
