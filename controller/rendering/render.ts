@@ -1,6 +1,6 @@
 // Renders one addon of a release for one Cluster. Pure: inputs → files and objects.
 import { parse as parseYaml } from 'yaml';
-import type { StackAddon, StackManifest } from '../api/release.ts';
+import { MAX_YAML_ALIASES, type StackAddon, type StackManifest } from '../api/release.ts';
 import { DEFAULT_RENDER_LIMITS, formatBytes } from './limits.ts';
 import { OutputError, objectId, parseObjects } from './output.ts';
 import { renderTemplate, TemplateError } from './template.ts';
@@ -55,7 +55,7 @@ function resolveValues(
   const valuesText = files.get(VALUES_FILE);
   if (valuesText !== undefined) {
     try {
-      defaults = parseYaml(valuesText, { uniqueKeys: true });
+      defaults = parseYaml(valuesText, { uniqueKeys: true, maxAliasCount: MAX_YAML_ALIASES });
     } catch (error) {
       const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
       return fail('InvalidValues', `${base}${VALUES_FILE}: invalid YAML: ${message}`);
