@@ -44,3 +44,9 @@ export interface StackManifest {
  * e.g. "stack.yaml", "cluster-class/cluster-class.yaml", "cluster-addon/cni/config.yaml.hbs".
  */
 export type ReleaseTree = ReadonlyMap<string, string>;
+
+/**
+ * Most alias expansions allowed when YAML from a release or from values is turned into data
+ * (the yaml library's maxAliasCount): a "billion laughs" document fails instead of exhausting memory.
+ */
+export const MAX_YAML_ALIASES = 100;

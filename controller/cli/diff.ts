@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { secretCredentials } from '../controllers/common.ts';
 import { liveSnapshot } from '../offline/live.ts';
 import { writeFiles } from '../offline/output.ts';
-import { mutationPath, parseControllers, RenderError, renderSnapshot } from '../offline/render.ts';
+import { mutationPath, parseControllers, RenderError } from '../offline/render.ts';
 import { readSnapshot, type SnapshotObject, snapshotFiles } from '../offline/snapshot.ts';
 import { unifiedDiff } from '../offline/unified.ts';
 import { canonicalYaml, compareStrings } from '../offline/yaml.ts';
@@ -15,6 +15,7 @@ import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { type Command, UsageError } from './command.ts';
 import { fleetFlags } from './render.ts';
+import { renderSnapshotBounded } from './renderlimits.ts';
 import { defaultCacheDir } from './run.ts';
 
 function str(v: string | boolean | undefined): string {
@@ -105,7 +106,11 @@ export const diffCommand: Command = {
       });
       const exportDir = str(flags['export-snapshot']);
       if (exportDir !== '') writeFiles(exportDir, snapshotFiles(snapshot, canonicalYaml));
-      const output = renderSnapshot(snapshot, { now, controllers, templates: loadFluxTemplates() });
+      const output = await renderSnapshotBounded(
+        snapshot,
+        { now, controllers, templates: loadFluxTemplates() },
+        {},
+      );
       const keys = [...new Set(output.mutations.map(mutationPath))].sort(compareStrings);
       let changed = 0;
       for (const key of keys) {

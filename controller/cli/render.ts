@@ -1,10 +1,11 @@
 // `stackflux render`: the controllers' decisions over a snapshot directory, with no cluster and
 // no network (controller/offline/README.md describes the snapshot and output layouts).
-import { checkFixedPoint, outputFiles, writeFiles } from '../offline/output.ts';
-import { DEFAULT_NOW, parseControllers, RenderError, renderSnapshot } from '../offline/render.ts';
+import { outputFiles, writeFiles } from '../offline/output.ts';
+import { DEFAULT_NOW, parseControllers, RenderError } from '../offline/render.ts';
 import { readSnapshot, type Snapshot } from '../offline/snapshot.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { type Command, type FlagValues, UsageError } from './command.ts';
+import { renderLimitFlags, renderPoolOptions, renderSnapshotBounded } from './renderlimits.ts';
 
 function str(v: string | boolean | undefined): string {
   return typeof v === 'string' ? v : '';
@@ -61,6 +62,7 @@ export const renderCommand: Command = {
       description: 'folder of the Flux object templates (default: bundled)',
     },
     ...fleetFlags,
+    ...renderLimitFlags,
   },
   run: async (flags, _positionals, io) => {
     const input = str(flags['input-dir']);
@@ -68,6 +70,7 @@ export const renderCommand: Command = {
     if (input === '') throw new UsageError('--input-dir is required');
     if (out === '') throw new UsageError('--output-dir is required');
     const now = parseNow(str(flags.now));
+    const limits = renderPoolOptions(flags);
     let controllers: ReturnType<typeof parseControllers>;
     try {
       controllers = parseControllers(str(flags.controllers));
@@ -78,8 +81,13 @@ export const renderCommand: Command = {
     applyFleetFlags(snapshot, flags);
     const dir = str(flags['flux-templates']);
     const options = { now, controllers, templates: dir ? loadFluxTemplates(dir) : loadFluxTemplates() };
-    const output = renderSnapshot(snapshot, options);
-    if (flags['check-fixed-point'] === true) checkFixedPoint(snapshot, output, options);
+    // Addon renders run bounded in worker threads, as in the controller.
+    const output = await renderSnapshotBounded(
+      snapshot,
+      options,
+      limits,
+      flags['check-fixed-point'] === true,
+    );
     const files = outputFiles(output, now);
     writeFiles(out, files);
     io.stderr(

@@ -15,6 +15,7 @@ import { Manager } from '../runtime/manager.ts';
 import { configureGitNetwork } from '../sources/git.ts';
 import { serveWebhook, type WebhookServer } from '../sources/webhook.ts';
 import { type Command, UsageError } from './command.ts';
+import { renderLimitFlags, renderPoolOptions } from './renderlimits.ts';
 
 export function defaultCacheDir(env: Readonly<Record<string, string | undefined>>): string {
   const base = env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache');
@@ -173,6 +174,7 @@ export const runCommand: Command = {
       type: 'string',
       description: 'folder of the Flux object templates (default: the bundled ones)',
     },
+    ...renderLimitFlags,
   },
   run: async (flags, _positionals, io) => {
     const log = newLogger({ level: str(flags['log-level']) || 'info' });
@@ -196,6 +198,7 @@ export const runCommand: Command = {
     const fluxShards = fluxShardsText === '0' ? 0 : positiveInt('flux-shards', fluxShardsText);
     const fleetInterval = durationFlag('fleet-interval', str(flags['fleet-interval']));
     const addonInterval = durationFlag('addon-interval', str(flags['addon-interval']));
+    const render = renderPoolOptions(flags);
     const qps = positiveNumber('kube-api-qps', str(flags['kube-api-qps']) || String(DEFAULT_KUBE_API_QPS));
     const burst = positiveInt(
       'kube-api-burst',
@@ -296,6 +299,7 @@ export const runCommand: Command = {
         templates,
         concurrency,
         batchWindowMs,
+        render,
       });
     }
     await manager.start();

@@ -43,9 +43,14 @@ import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { reconcileRequested } from '../reconcilers/reconcilerequest.ts';
 import { clusterGitRepositoryName, type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { tagForClusterClassName } from '../releases/tags.ts';
-import type { PlainObject } from '../rendering/index.ts';
+import {
+  type PlainObject,
+  RenderPool,
+  type RenderPoolOptions,
+  withBoundedRenders,
+} from '../rendering/index.ts';
 import { isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
-import { type Clock, realClock, type TimerHandle } from '../runtime/clock.ts';
+import { type Clock, realClock } from '../runtime/clock.ts';
 import { formatTime, markNotReady } from '../runtime/conditions.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import type { Informer } from '../runtime/informer.ts';
@@ -53,6 +58,7 @@ import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { fetchReleaseTree, type GitCredentials } from '../sources/git.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials } from './common.ts';
+import { FleetBatch } from './fleetbatch.ts';
 import { requestFluxSourcesFetch } from './reconcilerequest.ts';
 import { servedClusterApiVersion } from './releasepipeline.ts';
 
@@ -62,6 +68,13 @@ const NS_INDEX = 'clusteraddon/namespace';
 const REF_INDEX = 'clusteraddon/ref';
 /** Concurrent requestedAt patches after a write. */
 const FETCH_REQUEST_CONCURRENCY = 8;
+/** Backoff of a Cluster waiting for the objects its refs point at: 2 s doubling to 5 min. */
+export const REF_BACKOFF = { initialMs: 2_000, maxMs: 300_000 } as const;
+
+/** The requeue delay of the `attempt`-th reconcile in a row that found a ref missing (0-based). */
+export function refBackoffMs(attempt: number): number {
+  return Math.min(REF_BACKOFF.maxMs, REF_BACKOFF.initialMs * 2 ** Math.min(attempt, 20));
+}
 
 /**
  * Test fault point (acceptance: "kill the controller between commit and push"): while `markerFile`
@@ -102,6 +115,11 @@ export interface ClusterAddonControllerOptions {
   cacheDir: string;
   templates: FluxTemplates;
   concurrency?: number;
+  /**
+   * Limits of addon renders (time budget, output and memory caps, worker threads); renders run in a
+   * worker pool so a hostile template cannot block this process. Defaults: rendering/limits.ts.
+   */
+  render?: RenderPoolOptions;
   /** Debounce window of fleet writes (default 2 s); a batch waits at most 5 windows. */
   batchWindowMs?: number;
   clock?: Clock;
@@ -243,6 +261,9 @@ export async function setupClusterAddonController(
     : undefined;
   helmReleases?.addIndexer(CLUSTER_INDEX, clusterKeyOf);
 
+  // ---- addon renders: in worker threads, bounded in time, memory and output
+  const renderPool = new RenderPool(opts.render);
+
   // ---- the fleet writer and the state of each Cluster's branch (ids only, no file contents)
   let writer: Promise<FleetWriter> | undefined;
   const fleetWriter = (): Promise<FleetWriter> => {
@@ -350,20 +371,38 @@ export async function setupClusterAddonController(
     }
     return p;
   };
-  const refObject = async (cluster: Obj, field: 'controlPlaneRef' | 'infrastructureRef') => {
+  /**
+   * The object a ref points at. `pending`: not (yet) known, retried with backoff; `problem`: why it
+   * cannot be read (kind not served, the RBAC does not allow listing it), for the condition. Ref
+   * informers are optional: a kind that cannot be listed never makes /readyz fail.
+   */
+  const refObject = async (
+    cluster: Obj,
+    field: 'controlPlaneRef' | 'infrastructureRef',
+  ): Promise<{ object: PlainObject | undefined; pending: boolean; problem?: string }> => {
     const ref = refOf(cluster, field);
     if (ref === undefined) return { object: undefined, pending: false };
     const apiVersion = await apiVersionOf(ref);
-    if (apiVersion === undefined) return { object: undefined, pending: true };
+    if (apiVersion === undefined) {
+      return {
+        object: undefined,
+        pending: true,
+        problem: `${field} ${ref.kind} ${ref.name}: API group ${ref.apiGroup ?? ''} is not served`,
+      };
+    }
     const key = `${apiVersion}/${ref.kind}`;
     let inf = refInformers.get(key);
     if (inf === undefined) {
       try {
         await client.resource(apiVersion, ref.kind);
       } catch {
-        return { object: undefined, pending: true };
+        return {
+          object: undefined,
+          pending: true,
+          problem: `${field} ${ref.kind} ${ref.name}: kind ${ref.kind} is not served in ${apiVersion}`,
+        };
       }
-      inf = manager.informer<Obj>(apiVersion, ref.kind, scope);
+      inf = manager.informer<Obj>(apiVersion, ref.kind, { ...scope, optional: true });
       refInformers.set(key, inf);
       manager.watch(controller as Controller, inf, (o) =>
         clusters
@@ -371,10 +410,23 @@ export async function setupClusterAddonController(
           .map((c) => `${nsOf(c)}/${c.metadata.name ?? ''}`),
       );
     }
-    if (!inf.hasSynced()) return { object: undefined, pending: true };
+    if (!inf.hasSynced()) {
+      const failure = inf.lastFailure();
+      return {
+        object: undefined,
+        pending: true,
+        ...(failure !== undefined
+          ? {
+              problem: `${field} ${ref.kind} ${ref.name}: cannot list ${ref.kind} (${apiVersion}): ${failure}`,
+            }
+          : {}),
+      };
+    }
     const object = inf.getByName(ref.name, ref.namespace ?? nsOf(cluster));
     return { object: object as PlainObject | undefined, pending: object === undefined };
   };
+  /** Reconciles in a row that waited for refs, per key: the backoff of the next try. */
+  const refWaits = new Map<string, number>();
 
   // ---- fleet failures (shown in the ClusterAddon's Ready condition until a write succeeds)
   /** key → why the last fetch or write of its branch failed. */
@@ -425,12 +477,7 @@ export async function setupClusterAddonController(
       });
   };
 
-  // ---- the batch of branch writes
-  const pending = new Map<string, BranchUpdate>();
-  let timer: TimerHandle | undefined;
-  let firstPendingAt: number | undefined;
-  let chain: Promise<void> = Promise.resolve();
-  let stopped = false;
+  // ---- the batch of branch writes (written only while this replica leads)
 
   /** Takes each written Cluster's branch state from the write's result. */
   const recordWrite = (
@@ -444,13 +491,7 @@ export async function setupClusterAddonController(
     }
   };
 
-  const flushNow = async (): Promise<void> => {
-    if (timer !== undefined) clock.clearTimeout(timer);
-    timer = undefined;
-    firstPendingAt = undefined;
-    if (pending.size === 0) return;
-    const batch = new Map(pending);
-    pending.clear();
+  const writeBatch = async (batch: ReadonlyMap<string, BranchUpdate>): Promise<void> => {
     const keys = [...batch.keys()];
     const started = clock.now();
     try {
@@ -499,23 +540,17 @@ export async function setupClusterAddonController(
       for (const k of keys) controller?.queue.addRateLimited(k);
     }
   };
-  const flush = (): Promise<void> => {
-    chain = chain.then(flushNow, flushNow);
-    return chain;
-  };
-  const schedule = (): void => {
-    if (stopped) return;
-    const now = clock.now();
-    firstPendingAt ??= now;
-    const deadline = firstPendingAt + windowMs * 5;
+  const pending = new FleetBatch<BranchUpdate>({
+    windowMs,
+    clock,
+    leading: () => manager.isLeader(),
+    write: writeBatch,
     // A failing fleet repository is not written again before its back-off ends.
-    const delay = Math.max(0, Math.min(windowMs, deadline - now), fleetBlockedUntil - now);
-    if (timer !== undefined) clock.clearTimeout(timer);
-    timer = clock.setTimeout(() => {
-      timer = undefined;
-      void flush();
-    }, delay);
-  };
+    notBefore: () => fleetBlockedUntil,
+    dropped: (keys) =>
+      log.warn({ clusters: keys.length }, 'not the leader: fleet writes dropped, not pushed'),
+  });
+  const flush = (): Promise<void> => pending.flush();
 
   /**
    * Asks Flux to fetch the GitRepositories of these Clusters now (their branch moved). A Cluster
@@ -561,6 +596,7 @@ export async function setupClusterAddonController(
     if (cluster === undefined && existing === undefined && branch === undefined) {
       pending.delete(key);
       branches.delete(key);
+      refWaits.delete(key);
       return undefined;
     }
 
@@ -581,36 +617,44 @@ export async function setupClusterAddonController(
         ctx.log.warn(errorFields(err), 'fetching the release tree failed');
       }
     }
+    // Refs are resolved only for Clusters of a stackflux ClusterClass: another Cluster's refs (to
+    // kinds stackflux may not even be allowed to list) are none of its business.
     let refsPending = false;
+    const refProblems: string[] = [];
     let controlPlane: PlainObject | undefined;
     let infraCluster: PlainObject | undefined;
-    if (cluster !== undefined && !deleting) {
+    if (cluster !== undefined && !deleting && tag !== undefined) {
       const cp = await refObject(cluster, 'controlPlaneRef');
       const infra = await refObject(cluster, 'infrastructureRef');
       controlPlane = cp.object;
       infraCluster = infra.object;
       refsPending = cp.pending || infra.pending;
+      for (const r of [cp, infra]) if (r.problem !== undefined) refProblems.push(r.problem);
     }
 
-    const result = reconcileClusterAddon({
-      cluster,
-      namespace,
-      name,
-      ...(controlPlane !== undefined ? { controlPlane } : {}),
-      ...(infraCluster !== undefined ? { infraCluster } : {}),
-      ...(existing !== undefined ? { clusterAddon: existing } : {}),
-      ...(release !== undefined ? { release } : {}),
-      ...(tree !== undefined ? { tree } : {}),
-      ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
-      ...(clusterStack !== undefined ? { clusterStack } : {}),
-      kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
-      ...(helmReleases !== undefined ? { helmReleases: helmReleases.byIndex(CLUSTER_INDEX, key) } : {}),
-      branch,
-      fleetSettings,
-      ...(fleetFailures.has(key) ? { fleetFailure: fleetFailures.get(key) } : {}),
-      templates: opts.templates,
-      now: new Date(clock.now()),
-    });
+    const result = await withBoundedRenders(renderPool, (render) =>
+      reconcileClusterAddon({
+        render,
+        cluster,
+        namespace,
+        name,
+        ...(controlPlane !== undefined ? { controlPlane } : {}),
+        ...(infraCluster !== undefined ? { infraCluster } : {}),
+        ...(refProblems.length > 0 ? { refProblems } : {}),
+        ...(existing !== undefined ? { clusterAddon: existing } : {}),
+        ...(release !== undefined ? { release } : {}),
+        ...(tree !== undefined ? { tree } : {}),
+        ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
+        ...(clusterStack !== undefined ? { clusterStack } : {}),
+        kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
+        ...(helmReleases !== undefined ? { helmReleases: helmReleases.byIndex(CLUSTER_INDEX, key) } : {}),
+        branch,
+        fleetSettings,
+        ...(fleetFailures.has(key) ? { fleetFailure: fleetFailures.get(key) } : {}),
+        templates: opts.templates,
+        now: new Date(clock.now()),
+      }),
+    );
     if (result === undefined) return undefined;
 
     // 1. The ClusterAddon itself (owned by the Cluster), then its finalizer before any fleet file.
@@ -723,7 +767,6 @@ export async function setupClusterAddonController(
     // 5. A branch change joins the batch (a newer result of the same key replaces an older one).
     if (result.branch !== undefined) {
       pending.set(key, result.branch);
-      schedule();
     } else {
       pending.delete(key);
     }
@@ -732,7 +775,13 @@ export async function setupClusterAddonController(
     if (!adding && current !== undefined && !sameSet(have, result.finalizers)) await setFinalizers();
 
     if (fetchError !== undefined) throw fetchError;
-    if (refsPending) return { requeueAfter: 2_000 };
+    // A missing ref waits with exponential backoff; its informer's event requeues at once anyway.
+    if (refsPending) {
+      const attempt = refWaits.get(key) ?? 0;
+      refWaits.set(key, attempt + 1);
+      return { requeueAfter: refBackoffMs(attempt) };
+    }
+    refWaits.delete(key);
     return undefined;
   };
 
@@ -753,8 +802,8 @@ export async function setupClusterAddonController(
   );
   manager.watch(c, clusterStacks, (cs) => clusters.byIndex(NS_INDEX, nsOf(cs)).map(keyOf));
   void manager.done.then(() => {
-    stopped = true;
-    if (timer !== undefined) clock.clearTimeout(timer);
+    pending.stop();
+    void renderPool.close();
   });
 
   return { controller: c, flush };

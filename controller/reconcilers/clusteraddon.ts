@@ -80,6 +80,7 @@ import { readRelease } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import {
   type AddonOrderEntry,
+  type AddonRenderer,
   addonOrder,
   type HelmAddon,
   type PlainObject,
@@ -115,6 +116,7 @@ export const Reason = {
   ClusterStackNotFound: 'ClusterStackNotFound',
   InvalidRelease: 'InvalidRelease',
   WaitingForRefs: 'WaitingForRefs',
+  RefsNotReadable: 'RefsNotReadable',
   RenderFailed: 'RenderFailed',
   ValuesInvalid: 'ValuesInvalid',
   FleetSyncPending: 'FleetSyncPending',
@@ -148,6 +150,8 @@ export interface ClusterAddonInput {
   name: string;
   controlPlane?: PlainObject;
   infraCluster?: PlainObject;
+  /** Why a ref's object cannot be read (kind not served, listing it forbidden), for the condition. */
+  refProblems?: readonly string[];
   clusterAddon?: ClusterAddon;
   /** The ClusterStackRelease named after the tag of the Cluster's ClusterClass. */
   release?: ClusterStackRelease;
@@ -172,6 +176,11 @@ export interface ClusterAddonInput {
   fleetFailure?: { reason: string; message: string };
   templates: FluxTemplates;
   now: Date;
+  /**
+   * Renders one addon; default renderAddon in-line. The controller and `stackflux render` pass
+   * the bounded renderer (rendering/bounded.ts: worker threads with a time and memory budget).
+   */
+  render?: AddonRenderer;
 }
 
 /** A JSON merge patch for one object (applied with content type application/merge-patch+json). */
@@ -632,8 +641,16 @@ function resolveTarget(ctx: Context): Step<Target> {
     ...(cpRef !== undefined && input.controlPlane === undefined ? [`ControlPlane (${cpRef})`] : []),
     ...(infraRef !== undefined && input.infraCluster === undefined ? [`InfraCluster (${infraRef})`] : []),
   ];
-  if (missingRefs.length > 0)
+  if (missingRefs.length > 0) {
+    const problems = input.refProblems ?? [];
+    if (problems.length > 0) {
+      return waiting(
+        Reason.RefsNotReadable,
+        `waiting for ${missingRefs.join(' and ')}: ${problems.join('; ')} (grant stackflux list/watch on the kind, e.g. a ClusterRole labelled stackflux.io/aggregate-to-controller: "true")`,
+      );
+    }
     return waiting(Reason.WaitingForRefs, `waiting for ${missingRefs.join(' and ')}`);
+  }
   return {
     ok: true,
     value: {
@@ -742,9 +759,10 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
   const files = new Map<string, string>();
   const helm = new Map<string, HelmAddon>();
   const failures: { addon: string; failure: RenderFailure }[] = [];
+  const render = input.render ?? renderAddon;
   for (const entry of selection.order) {
     const addon = entry.name;
-    const result = renderAddon({
+    const result = render({
       tree: target.tree,
       stack: target.stack,
       addon,

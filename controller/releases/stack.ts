@@ -17,7 +17,7 @@
 //       repository: https://helm.cilium.io  # chart is cluster-addon/<addon>/Chart.yaml instead
 // Every error message starts with "stack.yaml: " and names the field.
 import { isMap, isSeq, parseDocument } from 'yaml';
-import type { ReleaseTree, StackAddon, StackManifest } from '../api/release.ts';
+import { MAX_YAML_ALIASES, type ReleaseTree, type StackAddon, type StackManifest } from '../api/release.ts';
 import { parseStackVersion, type ReleaseTag, toDashForm } from './tags.ts';
 
 export const STACK_FILE = 'stack.yaml';
@@ -58,7 +58,14 @@ export function parseStackManifest(text: string): ValidationResult<StackManifest
   if (!isMap(doc.contents)) {
     return { ok: false, errors: ['stack.yaml: must be a YAML mapping (apiVersion, kind, provider, ...)'] };
   }
-  const data: unknown = doc.toJS();
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
+  } catch (error) {
+    // e.g. "Excessive alias count indicates a resource exhaustion attack"
+    const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    return { ok: false, errors: [`stack.yaml: invalid YAML: ${message}`] };
+  }
   if (!isRecord(data)) return { ok: false, errors: ['stack.yaml: must be a YAML mapping'] };
   const errors: string[] = [];
 

@@ -5,6 +5,7 @@
 import semver from 'semver';
 import { stringify as yamlStringify } from 'yaml';
 import { cidrHost, cidrNetmask, cidrNetwork, cidrPrefix } from './cidr.ts';
+import { formatBytes, MAX_HELPER_OUTPUT, MAX_INDENT_WIDTH } from './limits.ts';
 
 /** Object.prototype's own names plus `prototype`: never reachable from a template. */
 export const FORBIDDEN_NAMES: ReadonlySet<string> = new Set([
@@ -61,13 +62,22 @@ export function toJson(value: unknown): string {
   return JSON.stringify(sortKeysDeep(value));
 }
 
-/** Prefix every non-empty line with `width` spaces (empty lines stay empty). */
+/**
+ * Prefix every non-empty line with `width` spaces (empty lines stay empty). Bounded: at most
+ * MAX_INDENT_WIDTH spaces, and the result at most MAX_HELPER_OUTPUT, checked before it is built.
+ */
 export function indent(width: unknown, text: unknown): string {
-  const pad = ' '.repeat(count('indent', width));
-  return scalarText('indent', text)
-    .split('\n')
-    .map((line) => (line === '' ? line : pad + line))
-    .join('\n');
+  const n = count('indent', width);
+  if (n > MAX_INDENT_WIDTH) {
+    throw new Error(`indent width ${n} exceeds the limit of ${MAX_INDENT_WIDTH}`);
+  }
+  const source = scalarText('indent', text);
+  const lines = source.split('\n');
+  if (source.length + n * lines.length > MAX_HELPER_OUTPUT) {
+    throw new Error(`indent would produce more than the limit of ${formatBytes(MAX_HELPER_OUTPUT)}`);
+  }
+  const pad = ' '.repeat(n);
+  return lines.map((line) => (line === '' ? line : pad + line)).join('\n');
 }
 
 /** A newline, then `indent`. */

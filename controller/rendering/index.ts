@@ -1,7 +1,16 @@
 // Addon rendering: pure functions from a release tree, a stack and a Cluster to the files and
 // objects Flux applies into the workload cluster. See stacks/README.md for the author's view.
+export { RenderPool, type RenderPoolOptions, renderKey, slimInput, withBoundedRenders } from './bounded.ts';
 export { cidrHost, cidrNetmask, cidrNetwork, cidrPrefix } from './cidr.ts';
 export { HELPERS } from './helpers.ts';
+export {
+  DEFAULT_RENDER_LIMITS,
+  formatBytes,
+  formatMs,
+  MAX_HELPER_OUTPUT,
+  MAX_INDENT_WIDTH,
+  type RenderLimits,
+} from './limits.ts';
 export { objectId, parseObjects } from './output.ts';
 export {
   ADDON_ROOT,
@@ -18,12 +27,14 @@ export {
 } from './render.ts';
 export { renderTemplate, TemplateError } from './template.ts';
 export type {
+  AddonRenderer,
   HelmAddon,
   KubernetesObject,
   PlainObject,
   RenderAddonInput,
   RenderFailure,
   RenderFailureReason,
+  RenderOptions,
   RenderResult,
   RenderSuccess,
   ValuesByAddon,

@@ -1,5 +1,6 @@
 // Checks that an output file is YAML Kubernetes objects and returns them.
 import { parseAllDocuments } from 'yaml';
+import { MAX_YAML_ALIASES } from '../api/release.ts';
 import type { KubernetesObject } from './types.ts';
 import { isPlainObject } from './values.ts';
 
@@ -38,7 +39,7 @@ export function parseObjects(file: string, text: string): KubernetesObject[] {
     if (doc.contents === null) return; // an empty document, e.g. a trailing `---`
     let value: unknown;
     try {
-      value = doc.toJS({ maxAliasCount: 100 });
+      value = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
     } catch (e) {
       throw new OutputError(`${where}: invalid YAML: ${e instanceof Error ? e.message : String(e)}`);
     }

@@ -1,6 +1,7 @@
 // Renders one addon of a release for one Cluster. Pure: inputs → files and objects.
 import { parse as parseYaml } from 'yaml';
-import type { StackAddon, StackManifest } from '../api/release.ts';
+import { MAX_YAML_ALIASES, type StackAddon, type StackManifest } from '../api/release.ts';
+import { DEFAULT_RENDER_LIMITS, formatBytes } from './limits.ts';
 import { OutputError, objectId, parseObjects } from './output.ts';
 import { renderTemplate, TemplateError } from './template.ts';
 import type {
@@ -8,6 +9,7 @@ import type {
   PlainObject,
   RenderAddonInput,
   RenderFailure,
+  RenderOptions,
   RenderResult,
   RenderSuccess,
 } from './types.ts';
@@ -58,7 +60,7 @@ function resolveValues(
   const valuesText = files.get(VALUES_FILE);
   if (valuesText !== undefined) {
     try {
-      defaults = parseYaml(valuesText, { uniqueKeys: true });
+      defaults = parseYaml(valuesText, { uniqueKeys: true, maxAliasCount: MAX_YAML_ALIASES });
     } catch (error) {
       const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
       return fail('InvalidValues', `${base}${VALUES_FILE}: invalid YAML: ${message}`);
@@ -99,8 +101,13 @@ function resolveValues(
   return { ok: true, values };
 }
 
-/** Renders addon `input.addon` for `input.cluster`. Never throws for bad input. */
-export function renderAddon(input: RenderAddonInput): RenderResult {
+/**
+ * Renders addon `input.addon` for `input.cluster`. Never throws for bad input. The files it writes
+ * are capped at `options.maxOutputBytes` in total (LimitExceeded naming the file that crossed it);
+ * time and memory are bounded by running it in a worker (./bounded.ts).
+ */
+export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}): RenderResult {
+  const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_RENDER_LIMITS.maxOutputBytes;
   const entry: StackAddon | undefined = input.stack.addons.find((a) => a.name === input.addon);
   if (!entry) {
     return fail('AddonNotFound', `addon "${input.addon}" is not listed in stack.yaml`);
@@ -168,11 +175,13 @@ export function renderAddon(input: RenderAddonInput): RenderResult {
   const result = new Map<string, string>();
   const objects: KubernetesObject[] = [];
   const seen = new Map<string, string>();
+  let outputBytes = 0;
   for (const out of [...outputs.keys()].sort(compareStrings)) {
     const spec = outputs.get(out);
     if (!spec) continue;
     let text = spec.text;
     if (spec.template) {
+      options.onTemplate?.(`${base}${spec.source}`);
       try {
         text = renderTemplate(`${base}${spec.source}`, spec.text, context);
       } catch (error) {
@@ -184,6 +193,13 @@ export function renderAddon(input: RenderAddonInput): RenderResult {
       }
     }
     const label = spec.template ? `${base}${spec.source} (rendered)` : `${base}${spec.source}`;
+    outputBytes += Buffer.byteLength(text, 'utf8');
+    if (outputBytes > maxOutputBytes) {
+      return fail(
+        'LimitExceeded',
+        `${label}: the addon's output exceeds the limit of ${formatBytes(maxOutputBytes)} (--render-max-output)`,
+      );
+    }
     let parsed: KubernetesObject[];
     try {
       parsed = parseObjects(label, text);
@@ -210,7 +226,7 @@ export function renderAddon(input: RenderAddonInput): RenderResult {
 function inTreeChart(base: string, text: string): { name: string; version: string } | string {
   let chart: unknown;
   try {
-    chart = parseYaml(text, { uniqueKeys: true });
+    chart = parseYaml(text, { uniqueKeys: true, maxAliasCount: MAX_YAML_ALIASES });
   } catch (error) {
     const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
     return `${base}${CHART_FILE}: invalid YAML: ${message}`;
@@ -249,7 +265,10 @@ function renderHelmAddon(
     const label = `${base}${VALUES_TEMPLATE_FILE}`;
     let parsed: unknown;
     try {
-      parsed = parseYaml(renderTemplate(label, template, context), { uniqueKeys: true });
+      parsed = parseYaml(renderTemplate(label, template, context), {
+        uniqueKeys: true,
+        maxAliasCount: MAX_YAML_ALIASES,
+      });
     } catch (error) {
       if (error instanceof TemplateError) return fail('TemplateError', error.message);
       const message = error instanceof Error ? error.message.split('\n')[0] : String(error);

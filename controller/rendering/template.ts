@@ -22,6 +22,7 @@
 // prototype protection stays on.
 import Handlebars from 'handlebars';
 import { FORBIDDEN_NAMES, HELPERS, LENIENT_BUILTINS } from './helpers.ts';
+import { formatBytes, MAX_HELPER_OUTPUT } from './limits.ts';
 
 const PATH_HELPER = '__stackfluxPath';
 
@@ -141,7 +142,11 @@ function createEnvironment(): typeof Handlebars {
         throw new HelperFailure(`${name} takes at least one argument`, loc);
       }
       try {
-        return spec.fn(...args);
+        const result = spec.fn(...args);
+        if (typeof result === 'string' && result.length > MAX_HELPER_OUTPUT) {
+          throw new Error(`${name} produced more than the limit of ${formatBytes(MAX_HELPER_OUTPUT)}`);
+        }
+        return result;
       } catch (error) {
         if (error instanceof TemplateError) throw error;
         const message = error instanceof Error ? error.message : String(error);

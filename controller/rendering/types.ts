@@ -57,7 +57,9 @@ export type RenderFailureReason =
   /** A template does not parse, references a missing field, or a helper failed. */
   | 'TemplateError'
   /** A rendered or copied file is not YAML Kubernetes objects. */
-  | 'InvalidOutput';
+  | 'InvalidOutput'
+  /** The render hit a resource limit: output size, time budget or memory (./limits.ts). */
+  | 'LimitExceeded';
 
 export interface RenderSuccess {
   ok: true;
@@ -93,3 +95,14 @@ export interface RenderFailure {
 }
 
 export type RenderResult = RenderSuccess | RenderFailure;
+
+/** How a render runs: its limits, and a hook told which template is about to render. */
+export interface RenderOptions {
+  /** Output cap of the addon (default DEFAULT_RENDER_LIMITS.maxOutputBytes). */
+  maxOutputBytes?: number;
+  /** Called with the file (relative to the stack root) before each template renders. */
+  onTemplate?: (file: string) => void;
+}
+
+/** A synchronous addon renderer, as the pure reconcilers call it (default: renderAddon in-line). */
+export type AddonRenderer = (input: RenderAddonInput) => RenderResult;

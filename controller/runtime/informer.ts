@@ -163,6 +163,8 @@ export class Informer<T extends KubeObject = KubeObject> {
   >();
   private resourceVersion: string | undefined;
   private synced = false;
+  /** Why the last LIST/WATCH failed, until a LIST succeeds again. */
+  private failure: string | undefined;
   private syncWaiters: Array<() => void> = [];
   private running: Promise<void> | undefined;
   private readonly stopController = new AbortController();
@@ -228,6 +230,11 @@ export class Informer<T extends KubeObject = KubeObject> {
 
   hasSynced(): boolean {
     return this.synced;
+  }
+
+  /** Why the last LIST/WATCH failed (e.g. 403 Forbidden), until a LIST succeeds again. */
+  lastFailure(): string | undefined {
+    return this.failure;
   }
 
   /** The resourceVersion the next watch would start from (opaque). */
@@ -298,6 +305,7 @@ export class Informer<T extends KubeObject = KubeObject> {
         }
         failures += 1;
         this.stats.errors += 1;
+        this.failure = err instanceof Error ? err.message : String(err);
         const delay = this.backoff(failures);
         this.log.warn({ ...errorFields(err), retryInMs: delay, failures }, 'list/watch failed; retrying');
         await sleep(this.clock, delay, stop);
@@ -334,6 +342,7 @@ export class Informer<T extends KubeObject = KubeObject> {
       if (!seen.has(key)) this.remove(key, old);
     }
     this.resourceVersion = list.metadata.resourceVersion;
+    this.failure = undefined;
     if (!this.synced) {
       this.synced = true;
       for (const w of this.syncWaiters.splice(0)) w();

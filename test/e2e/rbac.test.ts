@@ -2,13 +2,12 @@
 // generates (a ServiceAccount token from the TokenRequest API, not admin) passes the core of the
 // release-pipeline scenario. Any 403 in its log fails the test with the log lines.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parse, parseAllDocuments, stringify } from 'yaml';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
-import { API_VERSION, GROUP } from '../../controller/api/meta.ts';
+import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
@@ -32,10 +31,10 @@ import {
   releaseFerrol130,
   releaseReaders,
   setProviderReady,
-  stackflux,
   waitFor,
 } from '../support/e2e.ts';
 import { eventually, uniqueName } from '../support/env.ts';
+import { aggregatedRulesInclude, installGenerated, writeServiceAccountKubeconfig } from '../support/rbac.ts';
 
 const env = e2eEnv();
 const admin = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
@@ -43,7 +42,6 @@ const ns = uniqueName('rbac');
 const work = mkdtempSync(join(tmpdir(), 'stackflux-rbac-'));
 const repoDir = join(work, 'repo');
 const saKubeconfig = join(work, 'kubeconfig');
-const FIELD_MANAGER = 'stackflux-test';
 const tag = (v: string) => `docker-ferrol-1-30-${v}`;
 
 /** Log lines that show the API server refusing the controller. */
@@ -55,100 +53,6 @@ const { cskr, releaseReady, clusterClass } = releaseReaders(admin, ns);
 async function releases(): Promise<string[]> {
   const list = await admin.list<CSKR>(API_VERSION, 'ClusterStackRelease', { namespace: ns });
   return list.items.map((r) => r.metadata.name ?? '').sort();
-}
-
-/** Applies the install manifests (not the Deployment: no pods run here); returns the ServiceAccount name. */
-async function installGenerated(): Promise<{ serviceAccount: string; clusterScoped: KubeObject[] }> {
-  const out = stackflux(['install', '--export', `--namespace=${ns}`]);
-  assert.equal(out.status, 0, out.stderr);
-  const objects = parseAllDocuments(out.stdout)
-    .map((d) => d.toJS() as KubeObject | null)
-    .filter((o): o is KubeObject => o !== null);
-  const kinds = objects.map((o) => o.kind);
-  for (const k of ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding'])
-    assert.ok(kinds.includes(k), `install --export has a ${k}`);
-  // The cluster-scoped RBAC objects get a per-test suffix so parallel runs do not share them; their
-  // rules and subjects are exactly what install generated.
-  const suffix = (name: string | undefined) => `${name}-${ns}`;
-  const clusterScoped: KubeObject[] = [];
-  let serviceAccount = '';
-  const crds: string[] = [];
-  for (const obj of objects) {
-    if (obj.kind === 'Deployment') continue;
-    if (obj.kind === 'ClusterRole') obj.metadata.name = suffix(obj.metadata.name);
-    if (obj.kind === 'ClusterRoleBinding') {
-      obj.metadata.name = suffix(obj.metadata.name);
-      const ref = obj.roleRef as { name: string };
-      ref.name = suffix(ref.name);
-    }
-    if (obj.kind === 'ServiceAccount') serviceAccount = obj.metadata.name ?? '';
-    if (obj.kind === 'CustomResourceDefinition') crds.push(obj.metadata.name ?? '');
-    if (obj.kind === 'ClusterRole' || obj.kind === 'ClusterRoleBinding') clusterScoped.push(obj);
-    await admin.apply(obj, { force: true, fieldManager: FIELD_MANAGER });
-  }
-  // The bound ClusterRole is aggregated (Cluster API's pattern): kube-controller-manager fills its
-  // rules from the ClusterRoles labelled stackflux.io/aggregate-to-controller=true.
-  const aggregated = clusterScoped.filter((o) => o.kind === 'ClusterRole' && o.aggregationRule !== undefined);
-  assert.equal(aggregated.length, 1, 'install --export has one aggregated ClusterRole');
-  await aggregatedRulesInclude(aggregated[0]?.metadata.name ?? '', GROUP);
-  for (const name of crds)
-    await eventually(`CRD ${name} Established`, async () => {
-      const got = await admin.get<
-        KubeObject & { status?: { conditions?: { type: string; status: string }[] } }
-      >('apiextensions.k8s.io/v1', 'CustomResourceDefinition', name);
-      return got?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')
-        ? true
-        : undefined;
-    });
-  return { serviceAccount, clusterScoped };
-}
-
-/** Waits until the aggregated ClusterRole carries a rule for apiGroup (aggregation is asynchronous). */
-async function aggregatedRulesInclude(name: string, apiGroup: string): Promise<void> {
-  await eventually(`aggregated ClusterRole ${name} has rules for ${apiGroup}`, async () => {
-    const role = await admin.get<KubeObject & { rules?: { apiGroups?: string[] }[] }>(
-      'rbac.authorization.k8s.io/v1',
-      'ClusterRole',
-      name,
-    );
-    return role?.rules?.some((r) => r.apiGroups?.includes(apiGroup)) ? true : undefined;
-  });
-}
-
-/** A kubeconfig with the same server and CA as $KUBECONFIG and a token of the ServiceAccount. */
-async function writeServiceAccountKubeconfig(serviceAccount: string): Promise<void> {
-  const tr = await admin.request<{ status: { token: string } }>(
-    'POST',
-    `/api/v1/namespaces/${ns}/serviceaccounts/${serviceAccount}/token`,
-    {
-      body: {
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenRequest',
-        spec: { expirationSeconds: 3600 },
-      },
-    },
-  );
-  assert.ok(tr.status.token, 'TokenRequest returned a token');
-  const base = parse(readFileSync(env.kubeconfig, 'utf8')) as {
-    'current-context': string;
-    contexts: { name: string; context: { cluster: string } }[];
-    clusters: { name: string; cluster: Record<string, unknown> }[];
-  };
-  const ctx = base.contexts.find((c) => c.name === base['current-context']);
-  const cluster = base.clusters.find((c) => c.name === ctx?.context.cluster);
-  assert.ok(cluster, 'the cluster of the current context of $KUBECONFIG');
-  writeFileSync(
-    saKubeconfig,
-    stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [{ name: 'testenv', cluster: cluster.cluster }],
-      users: [{ name: serviceAccount, user: { token: tr.status.token } }],
-      contexts: [{ name: 'sa', context: { cluster: 'testenv', user: serviceAccount } }],
-      'current-context': 'sa',
-    }),
-    { mode: 0o600 },
-  );
 }
 
 describe('the controller with only the generated RBAC', { timeout: 15 * 60_000 }, () => {
@@ -164,9 +68,9 @@ describe('the controller with only the generated RBAC', { timeout: 15 * 60_000 }
   }
 
   before(async () => {
-    const installed = await installGenerated();
+    const installed = await installGenerated(admin, ns);
     clusterScoped = installed.clusterScoped;
-    await writeServiceAccountKubeconfig(installed.serviceAccount);
+    await writeServiceAccountKubeconfig(admin, ns, installed.serviceAccount, env.kubeconfig, saKubeconfig);
     // The token is not admin: it may not, for example, list Secrets.
     const sa = new KubeClient(loadKubeConfig({ kubeconfig: saKubeconfig }));
     await assert.rejects(sa.list('v1', 'Secret', { namespace: ns }), /403|forbidden/i);
@@ -271,7 +175,7 @@ describe('the controller with only the generated RBAC', { timeout: 15 * 60_000 }
       await admin.create(providerRole);
       clusterScoped.push(providerRole);
       const bound = clusterScoped.find((o) => o.kind === 'ClusterRole' && o.aggregationRule !== undefined);
-      await aggregatedRulesInclude(bound?.metadata.name ?? '', PROVIDER_GROUP);
+      await aggregatedRulesInclude(admin, bound?.metadata.name ?? '', PROVIDER_GROUP);
       const sa = new KubeClient(loadKubeConfig({ kubeconfig: saKubeconfig }));
       await eventually('the ServiceAccount may list the provider templates', async () =>
         (await sa

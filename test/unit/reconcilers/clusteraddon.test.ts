@@ -7,6 +7,7 @@ import type { ClusterStackRelease } from '../../../controller/api/clusterstackre
 import type { HelmRelease, Kustomization } from '../../../controller/api/flux.ts';
 import type { Condition } from '../../../controller/api/meta.ts';
 import type { ReleaseTree } from '../../../controller/api/release.ts';
+import { refBackoffMs } from '../../../controller/controllers/clusteraddon.ts';
 import type { BranchState } from '../../../controller/gitops/branches.ts';
 import { branchTreeIds } from '../../../controller/gitops/objects.ts';
 import {
@@ -755,6 +756,34 @@ describe('reconcileClusterAddon: referenced objects', () => {
       ),
     );
     assert.match(r.branch?.files?.get('csi/version.yaml') ?? '', /version: "v1\.30\.4"/);
+  });
+
+  it('a ref whose kind cannot be listed is RefsNotReadable with the reason and the fix, nothing rendered', () => {
+    const c = cluster();
+    (c.spec as Record<string, unknown>).infrastructureRef = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      name: 'infra',
+    };
+    const problem = 'infrastructureRef Secret infra: cannot list Secret (v1): 403 Forbidden';
+    const r = must(reconcileClusterAddon(baseInput({}, { cluster: c, refProblems: [problem] })));
+    assert.equal(r.branch, undefined);
+    assert.equal(r.kustomizations, undefined);
+    assert.equal(cond(r, 'Ready')?.status, 'Unknown');
+    assert.equal(cond(r, 'Reconciling')?.reason, Reason.RefsNotReadable);
+    assert.equal(
+      cond(r, 'Reconciling')?.message,
+      `waiting for InfraCluster (Secret infra): ${problem} (grant stackflux list/watch on the kind, e.g. a ClusterRole labelled stackflux.io/aggregate-to-controller: "true")`,
+    );
+  });
+});
+
+describe('ref backoff of the ClusterAddon controller', () => {
+  it('doubles from 2 s and stops at 5 min', () => {
+    assert.deepEqual(
+      [0, 1, 2, 3, 4, 7, 8, 40].map(refBackoffMs),
+      [2_000, 4_000, 8_000, 16_000, 32_000, 256_000, 300_000, 300_000],
+    );
   });
 });
 

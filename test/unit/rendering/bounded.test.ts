@@ -1,0 +1,130 @@
+// Resource limits of addon rendering (issue 11 defect 3): the per-helper guard and the output cap
+// of the pure renderer, and the worker pool's time budget and memory cap, which stop a hostile
+// template without blocking this thread while other renders go on.
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import {
+  type RenderAddonInput,
+  RenderPool,
+  type RenderResult,
+  renderAddon,
+  withBoundedRenders,
+} from '../../../controller/rendering/index.ts';
+import { configMap, sampleCluster, stackOf, treeOf } from './fixtures.ts';
+
+function input(files: Record<string, string>, values?: Record<string, unknown>): RenderAddonInput {
+  return {
+    tree: treeOf(files),
+    stack: stackOf([{ name: 'a' }]),
+    addon: 'a',
+    cluster: sampleCluster(),
+    ...(values !== undefined ? { centralValues: { a: values } } : {}),
+  };
+}
+
+function failed(result: RenderResult) {
+  if (result.ok) assert.fail('expected a failure');
+  return result;
+}
+
+/** Four nested #each over a 100-item list: 10^8 iterations, the review's event-loop blocker. */
+const NESTED_EACH = configMap(
+  '  x: "{{#each Values.items}}{{#each @root.Values.items}}{{#each @root.Values.items}}{{#each @root.Values.items}}.{{/each}}{{/each}}{{/each}}{{/each}}"',
+);
+const HUNDRED = { items: Array.from({ length: 100 }, (_, i) => i) };
+const GOOD = configMap('  name: {{Cluster.metadata.name}}', 'good');
+
+describe('render limits in the pure renderer', () => {
+  it('rejects {{indent 500000000 "x"}} at once, naming the limit and the file', () => {
+    const result = failed(renderAddon(input({ 'big.yaml.hbs': configMap('  x: {{indent 500000000 "x"}}') })));
+    assert.equal(result.reason, 'TemplateError');
+    assert.match(
+      result.message,
+      /^cluster-addon\/a\/big\.yaml\.hbs:\d+:\d+: indent width 500000000 exceeds the limit of 256/,
+    );
+  });
+
+  it('rejects an indent whose result would exceed the helper output limit', () => {
+    const huge = `${'line\n'.repeat(1024 * 1024)}`;
+    const result = failed(
+      renderAddon(input({ 'big.yaml.hbs': configMap('  x: {{indent 200 Values.text}}') }, { text: huge })),
+    );
+    assert.match(result.message, /indent would produce more than the limit of 4 MiB/);
+  });
+
+  it('caps the output of an addon, naming the file that crossed the limit and the flag', () => {
+    const files = {
+      'a.yaml': configMap(`  x: "${'a'.repeat(600)}"`, 'one'),
+      'b.yaml.hbs': configMap(`  x: "{{Values.text}}"`, 'two'),
+    };
+    const result = failed(renderAddon(input(files, { text: 'b'.repeat(600) }), { maxOutputBytes: 1024 }));
+    assert.equal(result.reason, 'LimitExceeded');
+    assert.equal(
+      result.message,
+      "cluster-addon/a/b.yaml.hbs (rendered): the addon's output exceeds the limit of 1 KiB (--render-max-output)",
+    );
+    assert.equal(renderAddon(input(files, { text: 'b' }), { maxOutputBytes: 1024 }).ok, true);
+  });
+});
+
+describe('RenderPool: time budget and memory cap in worker threads', () => {
+  const pool = new RenderPool({ workers: 2, timeoutMs: 1_500 });
+  after(() => pool.close());
+
+  it('stops a render over its time budget while this thread and the other worker keep working', async () => {
+    let ticks = 0;
+    const ticker = setInterval(() => {
+      ticks += 1;
+    }, 20);
+    const hostile = pool.render(input({ 'loop.yaml.hbs': NESTED_EACH }, HUNDRED));
+    // While the hostile render holds one worker, the other renders a normal addon.
+    const good = await pool.render(input({ 'good.yaml.hbs': GOOD }));
+    const ticksWhileHostile = ticks;
+    const result = failed(await hostile);
+    clearInterval(ticker);
+    assert.equal(good.ok, true, JSON.stringify(good));
+    assert.ok(ticksWhileHostile > 0 || ticks > 0, 'the event loop ran while the hostile template rendered');
+    assert.equal(result.reason, 'LimitExceeded');
+    assert.equal(
+      result.message,
+      'cluster-addon/a/loop.yaml.hbs: rendering took longer than the time budget of 1500ms (--render-timeout) and was stopped',
+    );
+    assert.equal(pool.stopped.timeout, 1);
+    // The terminated worker is replaced: the pool still renders.
+    const again = await pool.render(input({ 'good.yaml.hbs': GOOD }));
+    assert.equal(again.ok, true);
+  });
+
+  it('stops a render that needs more memory than its cap', async () => {
+    const small = new RenderPool({ workers: 1, timeoutMs: 120_000, maxMemoryMb: 32 });
+    try {
+      const items = { items: Array.from({ length: 2000 }, (_, i) => `${'v'.repeat(64)}${i}`) };
+      const template = configMap(
+        '  x: "{{#each Values.items}}{{#each @root.Values.items}}{{toJson @root.Values.items}}{{/each}}{{/each}}"',
+      );
+      const result = failed(await small.render(input({ 'mem.yaml.hbs': template }, items)));
+      assert.equal(result.reason, 'LimitExceeded');
+      assert.equal(
+        result.message,
+        'cluster-addon/a/mem.yaml.hbs: rendering needs more than the memory limit of 32 MiB (--render-max-memory)',
+      );
+      assert.equal(small.stopped.memory, 1);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('withBoundedRenders answers a pure caller with the pool results', async () => {
+    let rounds = 0;
+    const out = await withBoundedRenders(pool, (render) => {
+      rounds += 1;
+      const first = render(input({ 'good.yaml.hbs': GOOD }));
+      const second = render(input({ 'loop.yaml.hbs': configMap('  x: {{indent 9999 "x"}}') }));
+      return [first, second];
+    });
+    assert.equal(rounds, 2);
+    assert.equal(out[0]?.ok, true);
+    assert.equal(out[1]?.ok, false);
+    assert.match(out[1]?.ok === false ? out[1].message : '', /indent width 9999 exceeds the limit/);
+  });
+});
