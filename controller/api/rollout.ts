@@ -202,5 +202,18 @@ export const ROLLOUT_ANNOTATIONS = {
   result: 'rollout.stackflux.io/result',
 } as const;
 
+/** The condition type on the ClusterStack that summarises the rollout (written by the rollout controller). */
+export const ROLLOUT_CONDITION = 'Rollout';
+
+/** A ClusterStack status without what the rollout controller owns (status.rollout, the Rollout condition). */
+export function withoutRolloutStatus<T extends { rollout?: unknown; conditions?: { type: string }[] }>(
+  status: T,
+): Omit<T, 'rollout'> {
+  const { rollout: _r, ...rest } = status;
+  return rest.conditions === undefined
+    ? rest
+    : { ...rest, conditions: rest.conditions.filter((c) => c.type !== ROLLOUT_CONDITION) };
+}
+
 /** The field manager of the Cluster topology fields stackflux moves (not the main "stackflux"). */
 export const ROLLOUT_FIELD_MANAGER = 'stackflux-rollout';

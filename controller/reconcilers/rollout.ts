@@ -28,8 +28,6 @@ import {
 import { findCondition } from '../runtime/conditions.ts';
 import { clusterUse, ownedBy, releaseReady } from './clusterstack.ts';
 
-/** The condition type on the ClusterStack that summarises the rollout. */
-export const ROLLOUT_CONDITION = 'Rollout';
 /** Name of the implicit last wave (Clusters no wave selects). */
 export const REST_WAVE = 'rest';
 /** How long to look again while Clusters are in flight (Cluster and addon changes also trigger). */
@@ -429,7 +427,7 @@ function advanceMoved(ctx: Ctx, c: RolloutCluster, className: string): ClusterSt
 
 function handMoved(ctx: Ctx, c: RolloutCluster, a: Record<string, string>, className: string): ClusterState {
   // An operator changed the class stackflux set: stackflux never moves this Cluster again (remove
-  // the annotation rollout.stackflux.io/result to hand it back). The apply repeats the values the
+  // its rollout.stackflux.io/* annotations to hand it back). The apply repeats the values the
   // operator set, so no field stackflux owned is dropped (SSA removes fields a manager omits).
   change(
     ctx,
