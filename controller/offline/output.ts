@@ -34,7 +34,7 @@ export function outputFiles(output: RenderOutput, now: Date): Map<string, string
         resource: `${groupDir(group)}/${kindInfo(m.apiVersion, m.kind).plural}${m.verb === 'applyStatus' ? '/status' : ''}`,
         ...(m.namespace !== undefined ? { namespace: m.namespace } : {}),
         name: m.name,
-        fieldManager: FIELD_MANAGER,
+        fieldManager: m.fieldManager ?? FIELD_MANAGER,
         reconciler: m.reconciler,
       }),
     );
