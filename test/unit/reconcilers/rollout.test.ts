@@ -377,6 +377,24 @@ describe('progressive rollout', () => {
     assert.deepEqual(again.changes, []);
   });
 
+  it('the CEL health check gates a moved Cluster; a syntax error is reported', () => {
+    const freeze = '!("freeze" in cluster.metadata.labels)';
+    const f = twelve({ ...WAVES, healthCheck: { expression: freeze } });
+    const canary = f.clusters.get('c00');
+    assert.ok(canary);
+    canary.metadata.labels = { tier: 'canary', freeze: 'yes' };
+    f.step();
+    f.settle();
+    f.now += 20_000;
+    const r = f.step();
+    assert.equal(r.status?.reason, 'HealthGate');
+    assert.match(r.status?.message ?? '', /healthCheck.expression is false/);
+    assert.deepEqual(f.moveOrder, ['c00'], 'nothing beyond the canary while its check fails');
+    const bad = twelve({ ...WAVES, healthCheck: { expression: 'cluster.' } }).step();
+    assert.equal(bad.condition?.reason, 'InvalidSpec');
+    assert.match(bad.condition?.message ?? '', /healthCheck.expression/);
+  });
+
   it('an invalid schedule is reported, naming the field', () => {
     const f = twelve({ ...WAVES, maintenanceWindows: [{ schedule: '61 * * * *', duration: '1h' }] });
     const r = f.step();
