@@ -3,10 +3,10 @@
 // each Cluster's one addon (a ConfigMap named after the Cluster, so no two Clusters share an
 // object) into the workload cluster, and the ClusterAddon's readiness is part of the health gate.
 //
-// No Cluster API controllers run here: this test plays Cluster API's topology controller. Whenever
-// a Cluster's generation is newer than its conditions, it writes v1beta2 Available and
-// TopologyReconciled (True, observedGeneration = generation), as Cluster API would once the
-// topology rollout is done.
+// No Cluster API controllers run here: this test plays Cluster API's topology controller
+// (hack/lib/capi.ts): whenever a Cluster's generation is newer than its conditions, it writes v1beta2
+// Available and TopologyReconciled (True, observedGeneration = generation), as Cluster API would
+// once the topology rollout is done.
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +17,7 @@ import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { ROLLOUT_ANNOTATIONS, ROLLOUT_FIELD_MANAGER } from '../../controller/api/rollout.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import { playClusterApi } from '../../hack/lib/capi.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
 import {
   CAPI,
@@ -100,33 +101,24 @@ function release(version: string, broken = false): string {
   });
 }
 
-/** Plays Cluster API: marks every Cluster whose spec changed as rolled out; samples what is in flight. */
+/** Plays Cluster API (hack/lib/capi.ts) and samples the moves and what is in flight per wave. */
 class CapiPlayer {
   maxInFlight: Record<string, number> = {};
   moves: Array<{ cluster: string; to: string }> = [];
   private seen = new Map<string, string>();
-  private stopped = false;
-  private loop: Promise<void> | undefined;
-  target = '';
+  private player: { stop: () => Promise<void> } | undefined;
 
   start(): void {
-    this.loop = (async () => {
-      while (!this.stopped) {
-        await this.tick().catch(() => undefined);
-        await new Promise((r) => setTimeout(r, 300));
-      }
-    })();
+    this.player = playClusterApi(client, ns, (items) => this.sample(items as Cluster[]));
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    await this.loop;
+    await this.player?.stop();
   }
 
-  private async tick(): Promise<void> {
-    const list = await client.listAll<Cluster>(CAPI, 'Cluster', { namespace: ns });
+  private sample(items: Cluster[]): void {
     const inFlight: Record<string, number> = {};
-    for (const c of list.items) {
+    for (const c of items) {
       const name = c.metadata.name ?? '';
       const cls = c.spec.topology.classRef.name;
       if (this.seen.get(name) !== cls) {
@@ -134,30 +126,8 @@ class CapiPlayer {
         this.seen.set(name, cls);
       }
       const a = c.metadata.annotations ?? {};
-      if (a[ROLLOUT_ANNOTATIONS.to] !== undefined && a[ROLLOUT_ANNOTATIONS.result] === undefined) {
+      if (a[ROLLOUT_ANNOTATIONS.to] !== undefined && a[ROLLOUT_ANNOTATIONS.result] === undefined)
         inFlight[waveOf(name)] = (inFlight[waveOf(name)] ?? 0) + 1;
-      }
-      const gen = c.metadata.generation ?? 1;
-      const conds = c.status?.conditions ?? [];
-      if (!conds.every((x) => x.observedGeneration === gen) || conds.length < 2) {
-        const condition = (type: string) => ({
-          type,
-          status: 'True',
-          reason: type === 'Available' ? 'Available' : 'ReconcileSucceeded',
-          message: '',
-          observedGeneration: gen,
-          lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
-        });
-        await client.applyStatus(
-          {
-            apiVersion: CAPI,
-            kind: 'Cluster',
-            metadata: { name, namespace: ns },
-            status: { conditions: [condition('Available'), condition('TopologyReconciled')] },
-          },
-          { fieldManager: 'test-plays-capi-topology-controller', force: true },
-        );
-      }
     }
     for (const [w, n] of Object.entries(inFlight))
       this.maxInFlight[w] = Math.max(this.maxInFlight[w] ?? 0, n);
@@ -389,6 +359,27 @@ describe('progressive rollout (issue 14)', { timeout: 40 * 60_000 }, () => {
       // The canary's addons are applied again from the v4 rendering.
       await addonsReadyAt(['canary-0'], tagOf('v4'));
       for (const name of [...EARLY, ...REST]) assert.equal(await classOf(name), tagOf('v4'), name);
+      // Every transition left an Event on the ClusterStack (kubectl describe csk ferrol).
+      const events = await waitFor('rollout Events on the ClusterStack', async () => {
+        const list = await client.listAll<KubeObject & { reason?: string; regarding?: { name?: string } }>(
+          'events.k8s.io/v1',
+          'Event',
+          { namespace: ns },
+        );
+        const reasons = new Set(
+          list.items.filter((e) => e.regarding?.name === 'ferrol').map((e) => e.reason),
+        );
+        return [
+          'ClusterMoved',
+          'ClusterRolledOut',
+          'ClusterHandMoved',
+          'ClusterRolledBack',
+          'RolloutStalled',
+        ].every((r) => reasons.has(r))
+          ? reasons
+          : undefined;
+      });
+      assert.ok(events.has('RolloutComplete'));
       const status = stackflux(['status', '-n', ns], { KUBECONFIG: env.kubeconfig });
       assert.equal(status.status, 0, status.stderr);
       assert.match(status.stdout, /rollout.*Stalled/i);
