@@ -553,16 +553,14 @@ function startNext(ctx: Ctx, entries: Entry[], waves: WaveCount[], target: Clust
   return started;
 }
 
+/** The newest Ready release (the ClusterStack's status.latestRelease), once its release is Ready. */
 function targetOf(
   cs: ClusterStack,
   releases: Map<string, ClusterStackRelease>,
 ): ClusterStackRelease | undefined {
   const latest = cs.status?.latestRelease;
   const r = latest === undefined ? undefined : releases.get(latest);
-  if (r !== undefined && releaseReady(r)) return r;
-  // The latest is not Ready yet: the newest Ready release stays the target.
-  const ready = [...releases.values()].filter(releaseReady);
-  return ready.sort((a, b) => (versionNumber(b) ?? 0) - (versionNumber(a) ?? 0))[0];
+  return r !== undefined && releaseReady(r) ? r : undefined;
 }
 
 // ---- the decision -------------------------------------------------------------------------------
