@@ -350,6 +350,15 @@ describe('progressive rollout (issue 14)', { timeout: 40 * 60_000 }, () => {
       assert.equal(condition?.reason, 'Stalled');
       assert.match(condition?.message ?? '', /canary-0/);
       assert.deepEqual(stalled?.rollout?.failed, ['canary-0']);
+      // The Cluster API player samples every 300 ms: let it see the move back before comparing.
+      await waitFor(
+        'the canary seen back at v4',
+        async () =>
+          capi.moves.slice(moved).some((m) => m.cluster === 'canary-0' && m.to === tagOf('v4'))
+            ? true
+            : undefined,
+        { timeoutMs: 60_000 },
+      );
       const after = capi.moves.slice(moved);
       assert.deepEqual(
         after.map((m) => `${m.cluster}→${m.to}`),
