@@ -1,8 +1,11 @@
 // `npm run demo`: the whole GitOps loop on this machine. Starts the test environment (real
 // kube-apiservers, Flux, a Git server), installs stackflux's CRDs, runs the controller, cuts a
 // release of stacks/docker-ferrol-1-30 as a Git tag, subscribes a ClusterStack, creates a
-// Cluster API Cluster with its workload kubeconfig Secret, waits until everything is Ready,
-// then cuts a second release and shows the rollout and the old release's garbage collection.
+// Cluster API Clusters (a canary and one more) with their workload kubeconfig Secrets, waits until
+// everything is Ready, then cuts a second release and shows the Progressive rollout moving the
+// canary first and the other Cluster after the canary's soak, and the old release's garbage
+// collection. No Cluster API controllers run here: the demo plays Cluster API's topology
+// controller (hack/lib/capi.ts) by writing the Clusters' conditions after each move.
 // Leaves nothing running unless --keep is given.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
@@ -13,6 +16,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../controller/runtime/client.ts';
+import { playClusterApi } from './lib/capi.ts';
 import { cutRelease } from './lib/release-repo.ts';
 import { createRepo, down, type Endpoints, envShPath, up, workloadKubeconfigSecret } from './lib/testenv.ts';
 
@@ -27,6 +31,7 @@ const started = Date.now();
 const say = (m: string) => process.stdout.write(`\n==> ${m}\n`);
 const note = (m: string) => process.stdout.write(`    ${m}\n`);
 let controllerExit: string | undefined;
+let stopCapi: (() => Promise<void>) | undefined;
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)}s`;
 
 type Status = {
@@ -225,6 +230,14 @@ async function main(): Promise<void> {
           source: { git: { url: releaseRepo }, path: 'docker-ferrol-1-30' },
           // Long on purpose: the second release arrives through the push webhook.
           interval: '10m',
+          // A new release rolls out by itself: the canary first, then the rest after a 5 s soak.
+          rollout: {
+            strategy: 'Progressive',
+            waves: [{ name: 'canary', selector: { matchLabels: { tier: 'canary' } }, maxConcurrent: 1 }],
+            maxConcurrent: 1,
+            minSuccessTime: '5s',
+            progressDeadline: '10m',
+          },
         },
       },
       { force: true },
@@ -236,15 +249,15 @@ async function main(): Promise<void> {
       async () => ready(await release(v1.tag)).why,
     );
 
-    say('Creating a Cluster API Cluster that uses the release, and its kubeconfig Secret');
-    await client.apply(
-      workloadKubeconfigSecret(ns, 'workload', readFileSync(env.workloadKubeconfig, 'utf8')) as KubeObject,
-      { force: true },
+    say(
+      'Creating two Cluster API Clusters that use the release (canary, workload) and their kubeconfig Secrets',
     );
-    const cluster = (className: string) => ({
+    const capi = playClusterApi(client, ns);
+    stopCapi = capi.stop;
+    const cluster = (name: string, className: string) => ({
       apiVersion: 'cluster.x-k8s.io/v1beta2',
       kind: 'Cluster',
-      metadata: { name: 'workload', namespace: ns },
+      metadata: { name, namespace: ns, labels: { tier: name === 'canary' ? 'canary' : 'rest' } },
       spec: {
         clusterNetwork: {
           pods: { cidrBlocks: ['192.168.0.0/16'] },
@@ -254,13 +267,25 @@ async function main(): Promise<void> {
         topology: { classRef: { name: className }, version: 'v1.30.4' },
       },
     });
-    await client.apply(cluster(v1.tag), { force: true });
-    const addon = () => client.get<Obj>('stackflux.io/v1alpha1', 'ClusterAddon', 'workload', ns);
-    await waitFor(
-      'ClusterAddon workload Ready (addons applied into the workload cluster)',
-      async () => (ready(await addon()).ok ? true : undefined),
-      async () => ready(await addon()).why,
-    );
+    for (const name of ['canary', 'workload']) {
+      await client.apply(
+        workloadKubeconfigSecret(ns, name, readFileSync(env.workloadKubeconfig, 'utf8')) as KubeObject,
+        { force: true },
+      );
+      // Created by this demo, not applied from Git: see the README on Clusters Flux applies.
+      await client.create(cluster(name, v1.tag));
+    }
+    const addon = (name = 'workload') => client.get<Obj>('stackflux.io/v1alpha1', 'ClusterAddon', name, ns);
+    const addonAt = async (name: string, tag: string) => {
+      const a = await addon(name);
+      return ready(a).ok && (a?.status as { release?: string } | undefined)?.release === tag;
+    };
+    for (const name of ['canary', 'workload'])
+      await waitFor(
+        `ClusterAddon ${name} Ready (addons applied into the workload cluster)`,
+        async () => ((await addonAt(name, v1.tag)) ? true : undefined),
+        async () => ready(await addon(name)).why,
+      );
     const workload = new KubeClient(loadKubeConfig({ kubeconfig: env.workloadKubeconfig }));
     const cni = await workload.list<Obj>('v1', 'ConfigMap', { namespace: 'kube-system' });
     note(
@@ -300,16 +325,42 @@ async function main(): Promise<void> {
     );
     note(`${v1.tag} stays while the Cluster uses it`);
 
-    say(`Upgrading the Cluster to ${v2.tag} (spec.topology.classRef.name)`);
-    await client.apply(cluster(v2.tag), { force: true });
+    say(`Rolling ${v2.tag} out (spec.rollout Progressive): wave canary, then wave rest`);
+    const classOf = async (name: string) =>
+      (
+        (await client.get<Obj>('cluster.x-k8s.io/v1beta2', 'Cluster', name, ns))?.spec?.topology as
+          | { classRef?: { name?: string } }
+          | undefined
+      )?.classRef?.name;
+    const rolloutLine = () =>
+      stackfluxStatus(env.kubeconfig)
+        .split('\n')
+        .filter((l) => /^\s*rollout\b/.test(l))
+        .join('\n');
     await waitFor(
-      `ClusterAddon workload Ready at ${v2.tag}`,
-      async () => {
-        const a = await addon();
-        return ready(a).ok && JSON.stringify(a?.status ?? {}).includes(v2.tag) ? true : undefined;
-      },
-      async () => ready(await addon()).why,
+      `canary moved to ${v2.tag} and its addons Ready there`,
+      async () => ((await addonAt('canary', v2.tag)) ? true : undefined),
+      async () => `canary at ${await classOf('canary')}, workload at ${await classOf('workload')}`,
     );
+    note(`canary at ${await classOf('canary')}, workload at ${await classOf('workload')}`);
+    note(rolloutLine());
+    await waitFor(
+      `workload moved to ${v2.tag} after the canary's soak, addons Ready`,
+      async () => ((await addonAt('workload', v2.tag)) ? true : undefined),
+      async () => `workload at ${await classOf('workload')}; ${rolloutLine()}`,
+    );
+    const rolloutDone = async () =>
+      (
+        (await client.get<Obj>('stackflux.io/v1alpha1', 'ClusterStack', 'ferrol', ns))?.status?.rollout as
+          | { phase?: string }
+          | undefined
+      )?.phase === 'Complete';
+    await waitFor(
+      'rollout Complete',
+      async () => ((await rolloutDone()) ? true : undefined),
+      async () => rolloutLine(),
+    );
+    note(rolloutLine());
     await waitFor(
       `old release ${v1.tag} garbage-collected (no Cluster uses it)`,
       async () => ((await release(v1.tag)) === undefined ? true : undefined),
@@ -321,8 +372,9 @@ async function main(): Promise<void> {
     process.stdout.write(stackfluxStatus(env.kubeconfig));
     say(`The Cluster's own fleet branch: git log stackflux/${ns}/workload`);
     process.stdout.write(fleetLog(fleetRepo, `stackflux/${ns}/workload`, join(stateDir, 'fleet-log')));
-    say(`Done in ${elapsed()}: two releases rolled out, the old one collected.`);
+    say(`Done in ${elapsed()}: two releases rolled out in two waves, the old one collected.`);
   } finally {
+    await stopCapi?.();
     if (keep) {
       say('Left running (--keep). To look around:');
       note(`source ${envShPath(stateDir)}      # KUBECONFIG, GIT_SERVER_URL, …; flux and kubectl on PATH`);

@@ -12,6 +12,7 @@ import {
   readyPrinterColumns,
   suspendedPrinterColumn,
 } from './meta.ts';
+import { rolloutSpecSchema, rolloutStatusSchema } from './rollout.ts';
 import { type FromSchema, schema } from './schema.ts';
 
 /** provider and name are single tag segments: lower-case alphanumerics, no dashes. */
@@ -190,20 +191,7 @@ export const clusterStackSpecSchema = schema({
         'Central addon values; they win over per-cluster values and the addon defaults of the release.',
       'x-kubernetes-preserve-unknown-fields': true,
     },
-    rollout: {
-      type: 'object',
-      description: 'How Clusters move to new releases.',
-      properties: {
-        strategy: {
-          type: 'string',
-          description:
-            'Manual: Clusters keep the ClusterClass they name; users move them. ' +
-            'Latest: Clusters of this stack are moved to the latest Ready release.',
-          enum: ['Manual', 'Latest'],
-          default: 'Manual',
-        },
-      },
-    },
+    rollout: rolloutSpecSchema,
   },
 });
 export type ClusterStackSpec = FromSchema<typeof clusterStackSpecSchema>;
@@ -262,6 +250,7 @@ export const clusterStackStatusSchema = schema({
       'x-kubernetes-list-map-keys': ['name'],
     },
     source: sourceStatusSchema,
+    rollout: rolloutStatusSchema,
     lastHandledReconcileAt: lastHandledReconcileAtSchema,
     conditions: conditionsSchema,
   },
@@ -290,6 +279,7 @@ export const clusterStackCrd = {
     { name: 'Channel', type: 'string', jsonPath: '.spec.channel', priority: 1 },
     { name: 'Latest', type: 'string', jsonPath: '.status.latestRelease' },
     { name: 'Usable', type: 'string', jsonPath: '.status.usableVersions' },
+    { name: 'Rollout', type: 'string', jsonPath: '.status.rollout.phase', priority: 1 },
     suspendedPrinterColumn,
     ...readyPrinterColumns,
   ],

@@ -239,6 +239,14 @@ export const OUTPUT_RESOURCES: readonly ResourceDeclaration[] = [
   {
     group: CAPI,
     version: 'v1beta2',
+    resource: 'clusters',
+    verbs: ['patch'],
+    purpose:
+      'Progressive rollout: server-side apply (field manager stackflux-rollout) of topology class/version and rollout annotations',
+  },
+  {
+    group: CAPI,
+    version: 'v1beta2',
     resource: 'clusters/finalizers',
     verbs: ['update'],
     purpose: 'blockOwnerDeletion on the ClusterAddon owner reference to its Cluster',

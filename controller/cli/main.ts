@@ -5,6 +5,7 @@ import { installCommand } from './install.ts';
 import { reconcileCommand, resumeCommand, suspendCommand } from './reconcile.ts';
 import { renderCommand } from './render.ts';
 import { inputResourcesCommand, outputResourcesCommand } from './resources.ts';
+import { rolloutCommand } from './rollout.ts';
 import { runCommand } from './run.ts';
 import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
@@ -18,6 +19,7 @@ export const commands: Command[] = [
   reconcileCommand,
   suspendCommand,
   resumeCommand,
+  rolloutCommand,
   installCommand,
   inputResourcesCommand,
   outputResourcesCommand,

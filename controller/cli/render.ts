@@ -49,7 +49,7 @@ export const renderCommand: Command = {
     controllers: {
       type: 'string',
       description:
-        'controllers to run: "*", "a,b" or "*,-b" (clusterstack, clusterstackrelease, clusteraddon)',
+        'controllers to run: "*", "a,b" or "*,-b" (clusterstack, clusterstackrelease, clusteraddon, rollout)',
       default: '*',
     },
     'check-fixed-point': {

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { crashAfterCommitHook, setupClusterAddonController } from '../controllers/clusteraddon.ts';
 import { parseDuration } from '../controllers/duration.ts';
 import { setupReleasePipeline } from '../controllers/releasepipeline.ts';
+import { setupRolloutController } from '../controllers/rollout.ts';
 import { GitFleetWriter } from '../gitops/writer.ts';
 import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
@@ -301,6 +302,8 @@ export const runCommand: Command = {
         batchWindowMs,
         render,
       });
+      // Progressive rollouts gate on ClusterAddons, so they run where the addon controller runs.
+      await setupRolloutController(manager, { ...(namespace ? { namespace } : {}), concurrency });
     }
     await manager.start();
     log.info(

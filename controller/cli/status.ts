@@ -5,6 +5,7 @@ import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import type { Condition } from '../api/meta.ts';
 import { API_VERSION } from '../api/meta.ts';
+import { ROLLOUT_CONDITION } from '../api/rollout.ts';
 import type { KubeObject } from '../runtime/client.ts';
 import type { Command } from './command.ts';
 import { clientFromFlags, kubeFlags, namespaceFlag } from './kube.ts';
@@ -66,6 +67,26 @@ function helmRevision(a: NonNullable<NonNullable<ClusterAddon['status']>['addons
   return `chart ${a.chartVersion}${digest !== undefined ? ` values ${digest}` : ''}${a.helmRevision !== undefined ? ` (Helm revision ${a.helmRevision})` : ''}`;
 }
 
+/** The Progressive rollout of a ClusterStack: phase, per-wave progress and why it waits. */
+function rolloutRow(cs: ClusterStack): Row | undefined {
+  const r = cs.status?.rollout;
+  if (r === undefined) return undefined;
+  const c = cs.status?.conditions?.find((x) => x.type === ROLLOUT_CONDITION);
+  const waves = (r.waves ?? [])
+    .map(
+      (w) =>
+        `${w.name} ${w.done}/${w.total}${w.inFlight > 0 ? ` (${w.inFlight} in flight)` : ''}${w.failed > 0 ? ` (${w.failed} failed)` : ''}`,
+    )
+    .join(', ');
+  return {
+    namespace: cs.metadata.namespace ?? '',
+    name: '  rollout',
+    revision: r.targetRelease ?? '',
+    ready: c?.status ?? 'Unknown',
+    message: `${r.phase ?? ''}${waves !== '' ? `: ${waves}` : ''}${r.message ? `; ${r.message}` : ''}${r.nextWindow ? `; next window ${r.nextWindow}` : ''}`,
+  };
+}
+
 /** The rows of the status table: stack → releases → cluster addons → addons (tree-indented names). */
 export function statusRows(input: StatusInput): Row[] {
   const rows: Row[] = [];
@@ -108,6 +129,8 @@ export function statusRows(input: StatusInput): Row[] {
       revision: cs.status?.latestRelease ?? '',
       ...readyOf(cs.status?.conditions),
     });
+    const rollout = rolloutRow(cs);
+    if (rollout !== undefined) rows.push(rollout);
     const releases = input.releases
       .filter((r) => r.metadata.namespace === ns && r.spec.clusterStack === cs.metadata.name)
       .sort(byNsName);

@@ -4,6 +4,7 @@
 import type { ClusterStack, ClusterStackStatus } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import { API_VERSION } from '../api/meta.ts';
+import { withoutRolloutStatus } from '../api/rollout.ts';
 import { reconcileClusterStack, sourceUrl } from '../reconcilers/clusterstack.ts';
 import { providerConfig } from '../reconcilers/provider.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
@@ -143,7 +144,8 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
         `${sourceUrl(cs)}: ${listing.reason}: ${listing.message}`,
       );
     }
-    if (!sameJson(result.status, cs.status ?? {})) {
+    // status.rollout and the Rollout condition are the rollout controller's (controllers/rollout.ts).
+    if (!sameJson(result.status, withoutRolloutStatus(cs.status ?? {}))) {
       await client.applyStatus(
         {
           apiVersion: API_VERSION,

@@ -34,7 +34,7 @@ export function outputFiles(output: RenderOutput, now: Date): Map<string, string
         resource: `${groupDir(group)}/${kindInfo(m.apiVersion, m.kind).plural}${m.verb === 'applyStatus' ? '/status' : ''}`,
         ...(m.namespace !== undefined ? { namespace: m.namespace } : {}),
         name: m.name,
-        fieldManager: FIELD_MANAGER,
+        fieldManager: m.fieldManager ?? FIELD_MANAGER,
         reconciler: m.reconciler,
       }),
     );
@@ -109,7 +109,9 @@ export function applyOutput(snapshot: Snapshot, output: RenderOutput, now: Date)
         world.apply(m.body as Parameters<World['apply']>[0]);
         break;
       case 'applyStatus':
-        world.applyStatus(m.body as Parameters<World['applyStatus']>[0]);
+        // Another field manager's (the rollout's) status apply sets only its own fields.
+        if (m.fieldManager === undefined) world.applyStatus(m.body as Parameters<World['applyStatus']>[0]);
+        else world.applyStatusFields(m.body as Parameters<World['applyStatusFields']>[0]);
         break;
       case 'patch':
         world.patch(m.apiVersion, m.kind, m.name, m.namespace, m.body);

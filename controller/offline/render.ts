@@ -25,6 +25,7 @@ import {
   kindInfo,
   requiredPermission,
 } from '../api/resources.ts';
+import { ROLLOUT_CONDITION, ROLLOUT_FIELD_MANAGER, withoutRolloutStatus } from '../api/rollout.ts';
 import { needsApply, sameJson } from '../controllers/common.ts';
 import {
   type BranchUpdate,
@@ -42,6 +43,7 @@ import {
 } from '../reconcilers/clusterstack.ts';
 import { reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
 import { providerConfig } from '../reconcilers/provider.ts';
+import { clusterApplyBody, type RolloutCluster, reconcileRollout } from '../reconcilers/rollout.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readRelease, type ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
@@ -52,7 +54,7 @@ import { World } from './world.ts';
 import { compareStrings, isRecord } from './yaml.ts';
 
 export const FIELD_MANAGER = 'stackflux';
-export const CONTROLLERS = ['clusterstack', 'clusterstackrelease', 'clusteraddon'] as const;
+export const CONTROLLERS = ['clusterstack', 'clusterstackrelease', 'clusteraddon', 'rollout'] as const;
 export type ControllerName = (typeof CONTROLLERS)[number];
 export const DEFAULT_NOW = '1970-01-01T00:00:00Z';
 const CAPI_GROUP = 'cluster.x-k8s.io';
@@ -69,6 +71,8 @@ export interface Mutation {
   name: string;
   /** apply: the applied object; applyStatus: {apiVersion, kind, metadata, status}; patch: the merge patch; delete: DeleteOptions. */
   body: unknown;
+  /** Server-side apply field manager when not "stackflux" (the rollout's "stackflux-rollout"): its status apply is partial. */
+  fieldManager?: string;
 }
 
 export interface ReconcileOutcome {
@@ -266,7 +270,7 @@ class Renderer {
         applied = true;
         break;
       case 'applyStatus':
-        applied = w.applyStatus(obj);
+        applied = m.fieldManager === undefined ? w.applyStatus(obj) : w.applyStatusFields(obj);
         break;
       case 'patch':
         applied = w.patch(m.apiVersion, m.kind, m.name, m.namespace, m.body);
@@ -362,23 +366,73 @@ class Renderer {
           body: deleteOptions(existing),
         });
       }
-      if (!sameJson(result.status, cs.status ?? {})) {
+      if (!sameJson(result.status, withoutRolloutStatus(cs.status ?? {})))
+        this.mutate(clusterStackStatus(r, cs.metadata.name, namespace, result.status));
+      Object.assign(this.current, readyOf(result.status.conditions));
+    }
+  }
+
+  // ---- Progressive rollout (mirrors controller/controllers/rollout.ts).
+
+  private rollouts(): void {
+    const w = this.world;
+    for (const obj of w.list(GROUP, 'ClusterStack')) {
+      const cs = obj as unknown as ClusterStack;
+      if (cs.metadata.deletionTimestamp !== undefined) continue;
+      const progressive = cs.spec.rollout?.strategy === 'Progressive';
+      const rolloutCondition = cs.status?.conditions?.find((c) => c.type === ROLLOUT_CONDITION);
+      if (!progressive && cs.status?.rollout === undefined && rolloutCondition === undefined) continue;
+      const namespace = cs.metadata.namespace ?? 'default';
+      this.current = this.outcome('rollout', namespace, cs.metadata.name);
+      const clusters = w.list(CAPI_GROUP, 'Cluster', namespace) as unknown as RolloutCluster[];
+      const result = reconcileRollout({
+        clusterStack: cs,
+        releases: w.list(GROUP, 'ClusterStackRelease', namespace) as unknown as ClusterStackRelease[],
+        clusters,
+        clusterAddons: w.list(GROUP, 'ClusterAddon', namespace) as unknown as ClusterAddon[],
+        now: this.options.now,
+      });
+      for (const ch of result.changes) {
+        const cluster = clusters.find((c) => c.metadata.name === ch.name);
+        if (cluster === undefined) continue;
+        const body = clusterApplyBody(cluster, ch) as SnapshotObject;
         this.mutate({
-          verb: 'applyStatus',
-          reconciler: r,
-          apiVersion: API_VERSION,
-          kind: 'ClusterStack',
-          namespace,
-          name: cs.metadata.name,
-          body: {
-            apiVersion: API_VERSION,
-            kind: 'ClusterStack',
-            metadata: { name: cs.metadata.name, namespace },
-            status: result.status,
-          },
+          verb: 'apply',
+          reconciler: 'rollout',
+          ...ids(body),
+          body,
+          fieldManager: ROLLOUT_FIELD_MANAGER,
         });
       }
-      Object.assign(this.current, readyOf(result.status.conditions));
+      const condition = result.condition;
+      const wantCondition =
+        condition === undefined
+          ? undefined
+          : {
+              type: ROLLOUT_CONDITION,
+              ...condition,
+              ...(cs.metadata.generation !== undefined ? { observedGeneration: cs.metadata.generation } : {}),
+              lastTransitionTime:
+                rolloutCondition?.status === condition.status
+                  ? rolloutCondition.lastTransitionTime
+                  : formatTime(this.options.now),
+            };
+      const want = {
+        ...(result.status !== undefined ? { rollout: result.status } : {}),
+        ...(wantCondition !== undefined ? { conditions: [wantCondition] } : {}),
+      };
+      const have = {
+        ...(cs.status?.rollout !== undefined ? { rollout: cs.status.rollout } : {}),
+        ...(rolloutCondition !== undefined ? { conditions: [rolloutCondition] } : {}),
+      };
+      if (!sameJson(want, have))
+        this.mutate(clusterStackStatus('rollout', cs.metadata.name, namespace, want, ROLLOUT_FIELD_MANAGER));
+      if (condition !== undefined)
+        Object.assign(this.current, {
+          status: condition.status,
+          reason: condition.reason,
+          message: condition.message,
+        });
     }
   }
 
@@ -746,6 +800,7 @@ class Renderer {
       if (controllers.clusterstack.enabled) this.clusterStacks();
       if (controllers.clusterstackrelease.enabled) this.releases();
       if (controllers.clusteraddon.enabled) this.addons();
+      if (controllers.rollout.enabled) this.rollouts();
       if (this.round.length === 0 && !this.fleetChanged) break;
       if (rounds >= maxRounds) {
         const still = [...new Set(this.round.map(describeMutation))].sort(compareStrings);
@@ -781,6 +836,26 @@ class Renderer {
     }
     return { pushes: this.pushes, branches };
   }
+}
+
+/** The status apply of a ClusterStack (by the rollout's own field manager when given). */
+function clusterStackStatus(
+  reconciler: ControllerName,
+  name: string,
+  namespace: string,
+  status: unknown,
+  fieldManager?: string,
+): Mutation {
+  return {
+    verb: 'applyStatus',
+    reconciler,
+    apiVersion: API_VERSION,
+    kind: 'ClusterStack',
+    namespace,
+    name,
+    body: { apiVersion: API_VERSION, kind: 'ClusterStack', metadata: { name, namespace }, status },
+    ...(fieldManager !== undefined ? { fieldManager } : {}),
+  };
 }
 
 function ids(obj: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }) {

@@ -120,6 +120,25 @@ export class World {
     return true;
   }
 
+  /**
+   * Server-side apply of some status fields by another field manager (the rollout's): the fields
+   * given replace theirs, conditions merge by type (a list map), everything else stays.
+   */
+  applyStatusFields(obj: SnapshotObject): boolean {
+    const existing = this.objects.get(objectKey(obj));
+    if (existing === undefined) return false;
+    const before = (existing.status ?? {}) as { conditions?: Array<{ type: string }> };
+    const given = structuredClone(obj.status ?? {}) as { conditions?: Array<{ type: string }> };
+    const conditions = [...(before.conditions ?? [])];
+    for (const c of given.conditions ?? []) {
+      const i = conditions.findIndex((x) => x.type === c.type);
+      if (i >= 0) conditions[i] = c;
+      else conditions.push(c);
+    }
+    existing.status = { ...before, ...given, ...(conditions.length > 0 ? { conditions } : {}) };
+    return true;
+  }
+
   patch(
     apiVersion: string,
     kind: string,

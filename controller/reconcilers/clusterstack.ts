@@ -11,6 +11,7 @@
 import type { ClusterStack, ClusterStackStatus, ReleaseSummary, SourceStatus } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import { API_VERSION, type Condition, ConditionType } from '../api/meta.ts';
+import { ROLLOUT_CONDITION } from '../api/rollout.ts';
 import { ownerReferenceTo, releaseLabels } from '../releases/flux.ts';
 import {
   type Channel,
@@ -414,7 +415,8 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       if (source[k] === undefined) delete source[k];
   }
 
-  let conditions: Condition[] = [...(previous?.conditions ?? [])];
+  // The Rollout condition belongs to the rollout controller (its own field manager): not carried over.
+  let conditions: Condition[] = (previous?.conditions ?? []).filter((c) => c.type !== ROLLOUT_CONDITION);
   const mark = (reason: string, message: string) => ({
     reason,
     message,

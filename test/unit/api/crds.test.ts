@@ -75,15 +75,29 @@ describe('CRDs', () => {
     const def = kinds.find((k) => k.kind === 'ClusterStack');
     assert.deepEqual(
       def?.printerColumns.map((c) => c.name),
-      ['Provider', 'Stack', 'K8s', 'Channel', 'Latest', 'Usable', 'Suspended', 'Ready', 'Reason', 'Age'],
+      [
+        'Provider',
+        'Stack',
+        'K8s',
+        'Channel',
+        'Latest',
+        'Usable',
+        'Rollout',
+        'Suspended',
+        'Ready',
+        'Reason',
+        'Age',
+      ],
     );
     assert.equal(def?.printerColumns.find((c) => c.name === 'Suspended')?.jsonPath, '.spec.suspend');
   });
 
-  it('schemas are structural: every node has a type (or preserves unknown fields)', () => {
+  it('schemas are structural: every node has a type (or preserves unknown fields, or is int-or-string)', () => {
     const walk = (s: JSONSchemaProps, path: string): void => {
       assert.ok(
-        s.type !== undefined || s['x-kubernetes-preserve-unknown-fields'] === true,
+        s.type !== undefined ||
+          s['x-kubernetes-preserve-unknown-fields'] === true ||
+          s['x-kubernetes-int-or-string'] === true,
         `${path} has no type`,
       );
       for (const [k, v] of Object.entries(s.properties ?? {})) walk(v, `${path}.${k}`);

@@ -114,8 +114,14 @@ describe('render', () => {
   });
 
   it('--controllers syntax', () => {
-    assert.deepEqual([...parseControllers('*')], ['clusterstack', 'clusterstackrelease', 'clusteraddon']);
-    assert.deepEqual([...parseControllers('-clusteraddon')], ['clusterstack', 'clusterstackrelease']);
+    assert.deepEqual(
+      [...parseControllers('*')],
+      ['clusterstack', 'clusterstackrelease', 'clusteraddon', 'rollout'],
+    );
+    assert.deepEqual(
+      [...parseControllers('-clusteraddon')],
+      ['clusterstack', 'clusterstackrelease', 'rollout'],
+    );
     assert.deepEqual([...parseControllers('clusteraddon')], ['clusteraddon']);
     assert.throws(() => parseControllers('nope'), /unknown controller "nope"/);
   });
