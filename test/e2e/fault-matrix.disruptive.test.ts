@@ -45,6 +45,10 @@ let f: Fanout;
 let reference: EndState | undefined;
 const running: ControllerProcess[] = [];
 let runs = 0;
+// One run is a fan-out of 200 Clusters (three controller starts for a kill test): 6–10 min each
+// measured on 2 cores shared with six other test environments (load ~30), above node --test's
+// default of 10 min per test.
+const LONG = { timeout: 1_500_000 };
 /** Started again at the end only if this file stopped it. */
 let kcWasStopped = false;
 
@@ -132,7 +136,7 @@ describe(`fault matrix: a fan-out of ${N} Clusters`, () => {
     client.close();
   });
 
-  it('without faults: the reference end state, one commit per branch with every addon', async () => {
+  it('without faults: the reference end state, one commit per branch with every addon', LONG, async () => {
     const { fleetUrl, fleet, cache } = await freshRun('reference');
     const c = await start(fleetUrl, cache());
     await c.step(async () => {
@@ -142,112 +146,124 @@ describe(`fault matrix: a fan-out of ${N} Clusters`, () => {
     await endRun(fleet);
   });
 
-  it('kube-apiserver killed and started again halfway: the same end state without a controller restart', async () => {
-    const { fleetUrl, fleet, cache } = await freshRun('apiserver');
-    const c = await start(fleetUrl, cache());
-    await c.step(async () => {
-      // Halfway: once the first batch is in the fleet.
-      await untilLogged(c, PUSHED);
-      const before = branchesNow(fleet);
-      await stopComponent(e.stateDir, 'kube-apiserver');
-      await sleep(5_000); // the API server is away for a while, not just a reconnect
-      await startComponent(e.stateDir, 'kube-apiserver');
-      assert.ok(
-        before < N,
-        `the fan-out was still running when the API server died (${before}/${N} branches)`,
-      );
-      await assertReferenceEndState(fleetUrl, fleet, [c]);
-      assert.ok(c.running, 'the controller did not exit');
-    });
-    await endRun(fleet);
-  });
+  it(
+    'kube-apiserver killed and started again halfway: the same end state without a controller restart',
+    LONG,
+    async () => {
+      const { fleetUrl, fleet, cache } = await freshRun('apiserver');
+      const c = await start(fleetUrl, cache());
+      await c.step(async () => {
+        // Halfway: once the first batch is in the fleet.
+        await untilLogged(c, PUSHED);
+        const before = branchesNow(fleet);
+        await stopComponent(e.stateDir, 'kube-apiserver');
+        await sleep(5_000); // the API server is away for a while, not just a reconnect
+        await startComponent(e.stateDir, 'kube-apiserver');
+        assert.ok(
+          before < N,
+          `the fan-out was still running when the API server died (${before}/${N} branches)`,
+        );
+        await assertReferenceEndState(fleetUrl, fleet, [c]);
+        assert.ok(c.running, 'the controller did not exit');
+      });
+      await endRun(fleet);
+    },
+  );
 
   // Seeded kill points: the first kill after a delay of 1–12 s from /readyz, the second after the
   // k-th fleet push (k 1–2) of the restarted process plus 0–1.5 s; the third process finishes.
   for (const seed of [1, 2, 3]) {
-    it(`controller SIGKILLed twice at seeded points (seed ${seed}): the same end state, no duplicate or partial commit`, async () => {
-      const random = rng(seed);
-      const { fleetUrl, fleet, cache } = await freshRun(`kill-${seed}`);
-      const cacheDir = cache(); // a restarted container keeps its volume
-      const firstDelay = 1_000 + Math.floor(random() * 11_000);
-      const k = 1 + Math.floor(random() * 2);
-      const secondDelay = Math.floor(random() * 1_500);
-      const killedAt: number[] = [];
+    it(
+      `controller SIGKILLed twice at seeded points (seed ${seed}): the same end state, no duplicate or partial commit`,
+      LONG,
+      async () => {
+        const random = rng(seed);
+        const { fleetUrl, fleet, cache } = await freshRun(`kill-${seed}`);
+        const cacheDir = cache(); // a restarted container keeps its volume
+        const firstDelay = 1_000 + Math.floor(random() * 11_000);
+        const k = 1 + Math.floor(random() * 2);
+        const secondDelay = Math.floor(random() * 1_500);
+        const killedAt: number[] = [];
 
-      const first = await start(fleetUrl, cacheDir);
-      await sleep(firstDelay);
-      killedAt.push(branchesNow(fleet));
-      await first.kill();
+        const first = await start(fleetUrl, cacheDir);
+        await sleep(firstDelay);
+        killedAt.push(branchesNow(fleet));
+        await first.kill();
 
-      const second = await start(fleetUrl, cacheDir);
-      // (or the end of the fan-out, should it need fewer pushes: then the kill lands after it)
-      await second.step(async () => {
-        await waitFor(`push ${k} of the restarted controller`, async () =>
-          second.logged(PUSHED).length >= k || branchesNow(fleet) >= N ? true : undefined,
-        );
-      });
-      await sleep(secondDelay);
-      killedAt.push(branchesNow(fleet));
-      await second.kill();
+        const second = await start(fleetUrl, cacheDir);
+        // (or the end of the fan-out, should it need fewer pushes: then the kill lands after it)
+        await second.step(async () => {
+          await waitFor(`push ${k} of the restarted controller`, async () =>
+            second.logged(PUSHED).length >= k || branchesNow(fleet) >= N ? true : undefined,
+          );
+        });
+        await sleep(secondDelay);
+        killedAt.push(branchesNow(fleet));
+        await second.kill();
 
-      const third = await start(fleetUrl, cacheDir);
-      await third.step(async () => {
-        assert.ok(
-          killedAt[0] !== undefined && killedAt[0] < N,
-          `first kill before the fan-out was done (${killedAt[0]}/${N})`,
-        );
-        await assertReferenceEndState(fleetUrl, fleet, [first, second, third]);
-      });
-      process.stderr.write(`seed ${seed}: killed at ${killedAt.join(' and ')} of ${N} branches\n`);
-      await endRun(fleet);
-    });
+        const third = await start(fleetUrl, cacheDir);
+        await third.step(async () => {
+          assert.ok(
+            killedAt[0] !== undefined && killedAt[0] < N,
+            `first kill before the fan-out was done (${killedAt[0]}/${N})`,
+          );
+          await assertReferenceEndState(fleetUrl, fleet, [first, second, third]);
+        });
+        process.stderr.write(`seed ${seed}: killed at ${killedAt.join(' and ')} of ${N} branches\n`);
+        await endRun(fleet);
+      },
+    );
   }
 
-  it('two replicas with leader election: one writes at a time; the leader killed, the other takes over and finishes', async () => {
-    const { fleetUrl, fleet, cache } = await freshRun('leader');
-    const lease = 'fault-matrix';
-    const args = ['--leader-elect', `--leader-election-namespace=${ns}`, `--leader-election-id=${lease}`];
-    const a = await start(fleetUrl, cache(), args);
-    await untilLogged(a, 'became leader');
-    const b = await start(fleetUrl, cache(), args);
-    await untilLogged(a, PUSHED);
+  it(
+    'two replicas with leader election: one writes at a time; the leader killed, the other takes over and finishes',
+    LONG,
+    async () => {
+      const { fleetUrl, fleet, cache } = await freshRun('leader');
+      const lease = 'fault-matrix';
+      const args = ['--leader-elect', `--leader-election-namespace=${ns}`, `--leader-election-id=${lease}`];
+      const a = await start(fleetUrl, cache(), args);
+      await untilLogged(a, 'became leader');
+      const b = await start(fleetUrl, cache(), args);
+      await untilLogged(a, PUSHED);
 
-    // Standing by, B wrote nothing but its Lease attempts (its own request counts).
-    const writesOf = async (c: ControllerProcess) =>
-      (
-        await c.samples('stackflux_api_requests_total', (l) =>
-          ['POST', 'PUT', 'PATCH', 'DELETE'].includes(l.method ?? ''),
+      // Standing by, B wrote nothing but its Lease attempts (its own request counts).
+      const writesOf = async (c: ControllerProcess) =>
+        (
+          await c.samples('stackflux_api_requests_total', (l) =>
+            ['POST', 'PUT', 'PATCH', 'DELETE'].includes(l.method ?? ''),
+          )
         )
-      )
-        .filter((s) => s.labels.resource !== 'leases' && s.value > 0)
-        .map((s) => `${s.labels.method} ${s.labels.resource}: ${s.value}`);
-    assert.deepEqual(await writesOf(b), [], 'the standby wrote nothing');
-    assert.equal(b.logged(PUSHED).length, 0, 'the standby pushed nothing');
+          .filter((s) => s.labels.resource !== 'leases' && s.value > 0)
+          .map((s) => `${s.labels.method} ${s.labels.resource}: ${s.value}`);
+      assert.deepEqual(await writesOf(b), [], 'the standby wrote nothing');
+      assert.equal(b.logged(PUSHED).length, 0, 'the standby pushed nothing');
 
-    const branchesAtKill = branchesNow(fleet);
-    const killedAt = Date.now();
-    await a.kill();
-    let took = 0;
-    await b.step(async () => {
-      took = await waitFor('replica B leads', async () => b.logged('became leader')[0]?.at, {
-        timeoutMs: 120_000,
+      const branchesAtKill = branchesNow(fleet);
+      const killedAt = Date.now();
+      await a.kill();
+      let took = 0;
+      await b.step(async () => {
+        took = await waitFor('replica B leads', async () => b.logged('became leader')[0]?.at, {
+          timeoutMs: 120_000,
+        });
       });
-    });
-    await b.step(() => assertReferenceEndState(fleetUrl, fleet, [a, b]));
-    assert.ok(branchesAtKill < N, `the leader died halfway (${branchesAtKill}/${N} branches)`);
+      await b.step(() => assertReferenceEndState(fleetUrl, fleet, [a, b]));
+      assert.ok(branchesAtKill < N, `the leader died halfway (${branchesAtKill}/${N} branches)`);
 
-    // B wrote only as leader: its first push after it took the lease.
-    const bPushes = b.logged(PUSHED);
-    assert.ok(bPushes.length > 0, 'B finished the fan-out');
-    assert.ok((bPushes[0]?.at ?? 0) >= took, 'B pushed only after it led');
-    // Nobody wrote between A's death and B's takeover: stackflux's managedFields times (seconds).
-    const stale = await writesBetween(killedAt + 1_000, took - 1_000);
-    assert.deepEqual(stale, [], 'no stackflux write while nobody led');
-    // Handover within the Lease duration (15 s) plus the standby's retry period (2 s, jittered):
-    // measured on the test's clock, with 10 s of room for a loaded machine.
-    assert.ok(took - killedAt <= 15_000 + 2_400 + 10_000, `B took over ${took - killedAt} ms after A died`);
-    await endRun(fleet);
-  });
+      // B wrote only as leader: its first push after it took the lease.
+      const bPushes = b.logged(PUSHED);
+      assert.ok(bPushes.length > 0, 'B finished the fan-out');
+      assert.ok((bPushes[0]?.at ?? 0) >= took, 'B pushed only after it led');
+      // Nobody wrote between A's death and B's takeover: stackflux's managedFields times (seconds).
+      const stale = await writesBetween(killedAt + 1_000, took - 1_000);
+      assert.deepEqual(stale, [], 'no stackflux write while nobody led');
+      // Handover within the Lease duration (15 s) plus the standby's retry period (2 s, jittered):
+      // measured on the test's clock, with 10 s of room for a loaded machine.
+      assert.ok(took - killedAt <= 15_000 + 2_400 + 10_000, `B took over ${took - killedAt} ms after A died`);
+      await endRun(fleet);
+    },
+  );
 });
 
 /** Objects with a stackflux managedFields entry time strictly inside (from, to), ms since the epoch. */
