@@ -179,6 +179,24 @@ export interface ApplyOptions {
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
+/** How often one request is sent again because the server said Retry-After (client-go: 10). */
+export const MAX_RETRY_AFTER = 10;
+/** The longest wait a Retry-After gets; a larger (or absurd) value waits this long. */
+export const MAX_RETRY_AFTER_MS = 60_000;
+
+/**
+ * How long to wait before sending a request again, from its answer: for 429 Too Many Requests
+ * and 500–504 that carry Retry-After in seconds (client-go's checkWait); undefined otherwise
+ * (the error goes to the caller). A Retry-After of 0 waits 1 s, so such a server is not hammered.
+ */
+export function retryAfterMs(status: number, header: string | string[] | undefined): number | undefined {
+  if (status !== 429 && (status < 500 || status > 504)) return undefined;
+  const text = Array.isArray(header) ? header[0] : header;
+  if (text === undefined || !/^\s*\d+\s*$/.test(text)) return undefined;
+  const seconds = Number(text);
+  return Math.min(Math.max(seconds, 1) * 1000, MAX_RETRY_AFTER_MS);
+}
+
 /** The resource of an API path: plural, plus "/subresource"; "other" for discovery and the like. */
 export function resourceOfPath(path: string): string {
   const parts = (path.split('?')[0] ?? '').split('/').filter((p) => p !== '');
@@ -345,15 +363,27 @@ export class KubeClient {
     return n;
   }
 
-  /** One request; JSON response decoded; non-2xx → ApiError. */
+  /**
+   * One request; JSON response decoded; non-2xx → ApiError. When the server asks to come back
+   * later (429, or 5xx with Retry-After: API priority and fairness, a restarting server) the same
+   * request is sent again after the time it names, at most MAX_RETRY_AFTER times, as client-go does.
+   */
   async request<T>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
-    const res = await this.open(method, path, opts, this.timeoutMs);
-    const chunks: Buffer[] = [];
-    for await (const c of res) chunks.push(c as Buffer);
-    const body = Buffer.concat(chunks).toString('utf8');
-    const status = res.statusCode ?? 0;
-    if (status < 200 || status >= 300) throw new ApiError(method, path, status, body);
-    return (body ? JSON.parse(body) : undefined) as T;
+    for (let attempt = 0; ; attempt++) {
+      const res = await this.open(method, path, opts, this.timeoutMs);
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      const body = Buffer.concat(chunks).toString('utf8');
+      const status = res.statusCode ?? 0;
+      const wait = attempt < MAX_RETRY_AFTER ? retryAfterMs(status, res.headers['retry-after']) : undefined;
+      if (wait !== undefined) {
+        await sleep(this.clock, wait, opts.signal);
+        opts.signal?.throwIfAborted();
+        continue;
+      }
+      if (status < 200 || status >= 300) throw new ApiError(method, path, status, body);
+      return (body ? JSON.parse(body) : undefined) as T;
+    }
   }
 
   /** Streams the events of a watch; ends when the server closes it. Non-2xx → ApiError. */

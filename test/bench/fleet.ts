@@ -55,7 +55,6 @@ import {
   startComponent,
   stopComponent,
   up,
-  workloadKubeconfigSecret,
 } from '../../hack/lib/testenv.ts';
 import {
   CAPI,
@@ -68,6 +67,7 @@ import {
   ROOT,
   releaseControllerHolds,
 } from '../support/e2e.ts';
+import { clusterName, createClusters, pool } from '../support/fanout.ts';
 
 const KUSTOMIZE = 'kustomize.toolkit.fluxcd.io/v1';
 const SOURCE = 'source.toolkit.fluxcd.io/v1';
@@ -162,7 +162,7 @@ function options(argv: string[]): Options | undefined {
  * package.json, flux-templates/, crds/, node_modules/): what ships runs JavaScript, not the
  * TypeScript that Node strips at load time (which costs memory of its own). Returns its bin.
  */
-function buildApp(source: string, into: string): string {
+export function buildApp(source: string, into: string): string {
   log(`compiling ${source} into ${into}…`);
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
   // A bare snapshot (git archive) compiles against this checkout's dependencies.
@@ -212,7 +212,7 @@ function resetPeak(pid: number): void {
   } catch {}
 }
 
-class StackfluxProcess {
+export class StackfluxProcess {
   child: ChildProcess | undefined;
   metricsUrl = '';
   startedAt = 0;
@@ -315,14 +315,14 @@ function diffRequests(
 }
 
 // --- the environment --------------------------------------------------------------------------
-interface Env {
+export interface Env {
   e: Endpoints;
   owned: boolean;
   client: KubeClient;
   workloadKubeconfig: string;
 }
 
-async function environment(): Promise<Env> {
+export async function environment(): Promise<Env> {
   let dir = process.env.STACKFLUX_TESTENV_DIR;
   let owned = false;
   if (dir === undefined || !isRunning(dir)) {
@@ -366,19 +366,6 @@ function pushesTo(e: Endpoints, repo: string): number {
   return n;
 }
 
-/** Runs fn over items with `workers` at a time. */
-async function pool<T>(items: T[], workers: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(workers, items.length) }, async () => {
-      while (next < items.length) {
-        const item = items[next++] as T;
-        await fn(item);
-      }
-    }),
-  );
-}
-
 async function waitUntil(
   what: string,
   timeoutMs: number,
@@ -390,88 +377,6 @@ async function waitUntil(
     if (now() > deadline) throw new Error(`timed out after ${secs(timeoutMs)} s waiting for ${what}`);
     await sleep(everyMs);
   }
-}
-
-// --- objects ----------------------------------------------------------------------------------
-const clusterName = (i: number): string => `c-${String(i).padStart(5, '0')}`;
-const podCidr = (i: number): string => `10.${(i >> 8) & 255}.${i & 255}.0/24`;
-
-/** A Cluster as a platform team writes it for a ClusterClass (Cluster API v1beta2). */
-function clusterObject(ns: string, i: number, classTag: string): KubeObject {
-  const name = clusterName(i);
-  return {
-    apiVersion: CAPI,
-    kind: 'Cluster',
-    metadata: {
-      name,
-      namespace: ns,
-      labels: { 'cluster.x-k8s.io/cluster-name': name, 'example.com/team': `team-${i % 20}`, env: 'bench' },
-      annotations: { 'example.com/owner': `platform-team-${i % 20}@example.com` },
-    },
-    spec: {
-      clusterNetwork: {
-        pods: { cidrBlocks: [podCidr(i)] },
-        services: { cidrBlocks: ['10.96.0.0/12'] },
-        serviceDomain: 'cluster.local',
-      },
-      controlPlaneEndpoint: { host: `${name}.bench.example.internal`, port: 6443 },
-      topology: {
-        classRef: { name: classTag },
-        version: 'v1.30.4',
-        controlPlane: { replicas: 3 },
-        workers: { machineDeployments: [{ class: 'default-worker', name: 'md-0', replicas: 3 }] },
-      },
-    },
-  };
-}
-
-/** The status a Cluster API controller would write for a provisioned Cluster (no CAPI here). */
-function clusterStatus(ns: string, i: number): KubeObject {
-  const t = '2026-01-01T00:00:00Z';
-  const cond = (type: string, reason: string) => ({
-    type,
-    status: 'True',
-    reason,
-    message: '',
-    lastTransitionTime: t,
-    observedGeneration: 1,
-  });
-  return {
-    apiVersion: CAPI,
-    kind: 'Cluster',
-    metadata: { name: clusterName(i), namespace: ns },
-    status: {
-      phase: 'Provisioned',
-      observedGeneration: 1,
-      initialization: { infrastructureProvisioned: true, controlPlaneInitialized: true },
-      controlPlane: {
-        desiredReplicas: 3,
-        replicas: 3,
-        readyReplicas: 3,
-        availableReplicas: 3,
-        upToDateReplicas: 3,
-      },
-      workers: {
-        desiredReplicas: 3,
-        replicas: 3,
-        readyReplicas: 3,
-        availableReplicas: 3,
-        upToDateReplicas: 3,
-      },
-      conditions: [
-        cond('Available', 'Available'),
-        cond('InfrastructureReady', 'Ready'),
-        cond('ControlPlaneInitialized', 'Initialized'),
-        cond('ControlPlaneAvailable', 'Available'),
-        cond('WorkersAvailable', 'Available'),
-        cond('RemoteConnectionProbe', 'ProbeSucceeded'),
-        cond('TopologyReconciled', 'ReconcileSucceeded'),
-        cond('RollingOut', 'NotRollingOut'),
-        cond('ScalingUp', 'NotScalingUp'),
-        cond('ScalingDown', 'NotScalingDown'),
-      ],
-    },
-  };
 }
 
 // --- what the bench watches -------------------------------------------------------------------
@@ -703,15 +608,7 @@ async function setupFleet(env: Env, o: Options, n: number, label: string): Promi
 
   log(`${ns}: creating ${n} Clusters (+ status as Cluster API would write it) and kubeconfig Secrets…`);
   const started = now();
-  await pool(
-    Array.from({ length: n }, (_, i) => i),
-    32,
-    async (i) => {
-      await client.create(workloadKubeconfigSecret(ns, clusterName(i), env.workloadKubeconfig) as KubeObject);
-      await client.create(clusterObject(ns, i, tag('v1')));
-      await client.applyStatus(clusterStatus(ns, i), { fieldManager: 'capi-controller', force: true });
-    },
-  );
+  await createClusters(client, ns, n, tag('v1'), env.workloadKubeconfig);
   log(`${ns}: created in ${secs(now() - started)} s`);
   const watch = new Watch(client, ns);
   await watch.start();

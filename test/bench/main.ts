@@ -2,13 +2,17 @@
 // measured in the same run, so they compare across machines.
 //   runtime (default)  the runtime's hot parts: work queue, informer memory and sync (runtime.ts)
 //   fleet              stackflux at fleet scale against hack/testenv (fleet.ts; --help for flags)
+//   soak               stackflux under churn for --minutes (default 30), RSS slope (soak.ts; --help)
 const [scenario = 'runtime', ...args] = process.argv.slice(2);
 if (scenario === 'runtime') {
   await import('./runtime.ts');
 } else if (scenario === 'fleet') {
   const { runFleetBench } = await import('./fleet.ts');
   process.exitCode = await runFleetBench(args);
+} else if (scenario === 'soak') {
+  const { runSoakBench } = await import('./soak.ts');
+  process.exitCode = await runSoakBench(args);
 } else {
-  process.stderr.write(`unknown bench scenario "${scenario}" (runtime, fleet)\n`);
+  process.stderr.write(`unknown bench scenario "${scenario}" (runtime, fleet, soak)\n`);
   process.exitCode = 2;
 }

@@ -585,6 +585,29 @@ export class ControllerProcess {
     }
   }
 
+  /** SIGKILL (a crash: no shutdown, no lease release); resolves once the process is gone. */
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (child === undefined || !this.running) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  /** The JSON log records whose message is `msg`, in order, with `at` = their time in ms since the epoch. */
+  logged(msg: string): Array<Record<string, unknown> & { at: number }> {
+    const out: Array<Record<string, unknown> & { at: number }> = [];
+    const needle = `"msg":${JSON.stringify(msg)}`;
+    for (const line of this.logLines) {
+      if (!line.includes(needle)) continue;
+      try {
+        const record = JSON.parse(line) as Record<string, unknown>;
+        out.push({ ...record, at: Date.parse(String(record.time)) });
+      } catch {}
+    }
+    return out;
+  }
+
   /** SIGTERM, then SIGKILL if it has not exited within graceMs. */
   async stop(graceMs = 35_000): Promise<void> {
     const child = this.child;
