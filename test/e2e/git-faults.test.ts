@@ -2,7 +2,7 @@
 // (connection refused), stalled (a proxy that stops answering mid-response) and refusing pushes
 // (the receive-pack POST answered 403). `stackflux run` as a subprocess against the real test
 // environment; stackflux reaches both repositories only through a FaultProxy
-// (test/support/faultproxy.ts) in front of the test Git server, so the proxy's log and the
+// (test/support/git-fault-proxy.ts) in front of the test Git server, so the proxy's log and the
 // controller's log count its attempts. For each fault: the ClusterStack / ClusterAddon condition
 // names the reason and the repository, attempts back off (far fewer than the interval would
 // allow), nothing existing is deleted (releases, Flux objects, fleet branches), and removing the
@@ -36,7 +36,7 @@ import {
   waitFor,
 } from '../support/e2e.ts';
 import { uniqueName } from '../support/env.ts';
-import { FaultProxy, type ProxyRequest } from '../support/faultproxy.ts';
+import { FaultProxy, type ProxyRequest } from '../support/git-fault-proxy.ts';
 
 const env = e2eEnv();
 const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));

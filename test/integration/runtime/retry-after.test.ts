@@ -1,12 +1,12 @@
 // 429 Too Many Requests with Retry-After (what API priority and fairness answers an overloaded
 // client): the runtime client waits the time the server names, sends the same request again, and
-// every write lands. A fault-injecting proxy (test/support/fault-proxy.ts) in front of the real
+// every write lands. A fault-injecting proxy (test/support/api-fault-proxy.ts) in front of the real
 // kube-apiserver refuses a fixed set of requests; its request log says when the client came back.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KubeClient } from '../../../controller/runtime/client.ts';
 import { kubeConfigFrom, testEnv } from '../../support/env.ts';
-import { FaultProxy, type ProxyEntry } from '../../support/fault-proxy.ts';
+import { FaultProxy, type ProxyEntry } from '../../support/api-fault-proxy.ts';
 import { type ConfigMap, deleteNamespace, freshNamespace, inParallel, runtimeClient } from './helpers.ts';
 
 const N = 60;
