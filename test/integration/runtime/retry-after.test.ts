@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KubeClient } from '../../../controller/runtime/client.ts';
-import { kubeConfigFrom, testEnv } from '../../support/env.ts';
 import { FaultProxy, type ProxyEntry } from '../../support/api-fault-proxy.ts';
+import { kubeConfigFrom, testEnv } from '../../support/env.ts';
 import { type ConfigMap, deleteNamespace, freshNamespace, inParallel, runtimeClient } from './helpers.ts';
 
 const N = 60;
