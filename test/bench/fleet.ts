@@ -1118,14 +1118,28 @@ async function writerScenario(env: Env, o: Options): Promise<Record<string, unkn
     return { skipped: 'test/bench/fleet-writer.ts missing' };
   }
   const mod = (await import(file)) as {
-    benchWriter?: (o: { url: string; branches: number; log?: (m: string) => void }) => Promise<unknown>;
+    benchWriter?: (o: {
+      url: string;
+      branches: number;
+      serverGitDir?: string;
+      log?: (m: string) => void;
+    }) => Promise<unknown>;
   };
   if (typeof mod.benchWriter !== 'function') return { skipped: 'fleet-writer.ts exports no benchWriter' };
   const out: Record<string, unknown> = {};
   for (const n of o.writerClusters) {
     log(`fleet writer alone at ${n} Clusters…`);
-    const url = await createRepo(env.e, `bench-writer-${n}-${process.pid}`);
-    out[String(n)] = await mod.benchWriter({ url, branches: n, log: (m) => log(`writer ${n}: ${m}`) });
+    const name = `bench-writer-${n}-${process.pid}`;
+    const url = await createRepo(env.e, name);
+    // The server's folder of the repository: the writer bench also times a one-Cluster change
+    // after packing its refs and writing a commit-graph, as a Git host's maintenance would.
+    const serverGitDir = join(env.e.stateDir, 'git', `${name}.git`);
+    out[String(n)] = await mod.benchWriter({
+      url,
+      branches: n,
+      ...(existsSync(serverGitDir) ? { serverGitDir } : {}),
+      log: (m) => log(`writer ${n}: ${m}`),
+    });
   }
   return out;
 }
