@@ -389,7 +389,7 @@ for (const transport of ['smart-http', 'git'] as const) {
         (e: unknown) => e,
       );
       assert.ok(err instanceof SourceError);
-      assert.equal(err.reason, 'FleetUnreachable');
+      assert.equal(err.reason, 'FleetAuthenticationFailed');
       assert.match(err.message, /Authentication failed/);
       // The push side's own HTTP client (smart-http) with the wrong password: capabilities and push.
       const creds = { username: user, password: wrong };
