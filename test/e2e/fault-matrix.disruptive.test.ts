@@ -56,6 +56,12 @@ let kcWasStopped = false;
 async function freshRun(
   label: string,
 ): Promise<{ fleetUrl: string; fleet: FleetMirror; cache: () => string }> {
+  // A run that failed left its controllers running: stop them and undo what they wrote, so one
+  // failure does not make every later run fight a stray controller until its timeout.
+  if (running.length > 0) {
+    for (const c of running.splice(0)) await c.stop();
+    await resetFanout(client, f);
+  }
   runs += 1;
   const fleetUrl = await createRepo(e, `${ns}-fleet-${runs}-${label}`);
   const caches = mkdtempSync(join(f.work, `cache-${runs}-`));
