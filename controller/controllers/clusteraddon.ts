@@ -33,7 +33,10 @@ import type { ReleaseTree } from '../api/release.ts';
 import type { BranchState, FleetWriter } from '../gitops/branches.ts';
 import {
   type BranchUpdate,
+  type ClusterAddonInput,
+  type ClusterAddonResult,
   DEFAULT_BRANCH_PREFIX,
+  FINALIZER_FLEET_CLEANUP,
   type FleetSettings,
   fleetBranchName,
   Reason,
@@ -47,6 +50,7 @@ import {
   type PlainObject,
   RenderPool,
   type RenderPoolOptions,
+  type RenderResult,
   withBoundedRenders,
 } from '../rendering/index.ts';
 import { isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
@@ -148,6 +152,28 @@ function needsApply(existing: Obj | undefined, desired: Obj): boolean {
   const { metadata, status: _status, ...rest } = plain(desired);
   const { ownerReferences, labels, annotations } = metadata;
   return !isSubset(plain({ ...rest, metadata: { ownerReferences, labels, annotations } }), existing);
+}
+
+/** Events.k8s.io limits an Event's note to 1 KiB. */
+const NOTE_MAX = 1024;
+
+/**
+ * The note of one push's Event for one ClusterStack: how many Clusters' branches moved, why (the
+ * three most frequent reasons), and the first Clusters by name. At most 1 KiB.
+ */
+export function pushNote(changes: readonly { update: BranchUpdate }[]): string {
+  const reasons = new Map<string, number>();
+  for (const { update } of changes) {
+    reasons.set(update.change.reason, (reasons.get(update.change.reason) ?? 0) + 1);
+  }
+  const why = [...reasons]
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    .map(([reason, n]) => `${n} × ${reason}`);
+  const shownWhy = why.slice(0, 3).join('; ') + (why.length > 3 ? `; ${why.length - 3} other reason(s)` : '');
+  const names = changes.map((c) => `${c.update.change.namespace}/${c.update.change.cluster}`).sort();
+  const shown = names.slice(0, 10).join(', ') + (names.length > 10 ? ` and ${names.length - 10} more` : '');
+  const note = `${changes.length} Cluster fleet branch(es) moved in one push (${shownWhy}): ${shown}; each branch's git log says what changed`;
+  return note.length <= NOTE_MAX ? note : `${note.slice(0, NOTE_MAX - 1)}…`;
 }
 
 function sameSet(a: readonly string[], b: readonly string[]): boolean {
@@ -478,31 +504,77 @@ export async function setupClusterAddonController(
   };
 
   // ---- the batch of branch writes (written only while this replica leads)
+  /** A branch change waiting for its batch, and the ClusterStack its push is reported on. */
+  interface PendingChange {
+    update: BranchUpdate;
+    regarding?: ClusterStack & Obj;
+  }
+  /** Keys whose last fleet write failed: their status says the branch change is pending. */
+  const failedWrites = new Set<string>();
 
   /** Takes each written Cluster's branch state from the write's result. */
   const recordWrite = (
-    batch: ReadonlyMap<string, BranchUpdate>,
+    batch: ReadonlyMap<string, PendingChange>,
     after: ReadonlyMap<string, BranchState | null>,
   ) => {
-    for (const [key, update] of batch) {
+    for (const [key, { update }] of batch) {
       const state = after.get(update.branch);
       if (state === undefined) branches.delete(key);
       else branches.set(key, state);
     }
   };
 
-  const writeBatch = async (batch: ReadonlyMap<string, BranchUpdate>): Promise<void> => {
+  /**
+   * Events of one push: ONE per ClusterStack whose Clusters' branches moved (a push is one action
+   * of the fleet; Events per Cluster would be one more API write per Cluster in every fan-out and
+   * rollout, while each Cluster's record is its branch's git log and status.fleetCommit). A
+   * Cluster without a ClusterStack (being deleted) gets its Event on its ClusterAddon.
+   */
+  const reportPush = (
+    moved: readonly PendingChange[],
+    tips: ReadonlyMap<string, BranchState | null>,
+  ): void => {
+    const byStack = new Map<string, { regarding: ClusterStack & Obj; changes: PendingChange[] }>();
+    for (const change of moved) {
+      const { regarding, update } = change;
+      if (regarding === undefined) {
+        const ca = clusterAddons.get(`${update.change.namespace}/${update.change.cluster}`);
+        const tip = tips.get(update.branch);
+        if (ca === undefined) continue;
+        void manager.events.event(
+          ca,
+          'Normal',
+          'FleetCommitPushed',
+          'Commit',
+          tip === null || tip === undefined
+            ? `fleet branch ${update.branch} deleted`
+            : `fleet commit ${tip.commit} pushed to ${update.branch} (${update.change.reason})`,
+        );
+        continue;
+      }
+      const stackKey = `${nsOf(regarding)}/${regarding.metadata.name ?? ''}`;
+      const entry = byStack.get(stackKey) ?? { regarding, changes: [] };
+      entry.changes.push(change);
+      byStack.set(stackKey, entry);
+    }
+    for (const { regarding, changes } of byStack.values()) {
+      void manager.events.event(regarding, 'Normal', 'FleetCommitPushed', 'Commit', pushNote(changes));
+    }
+  };
+
+  const writeBatch = async (batch: ReadonlyMap<string, PendingChange>): Promise<void> => {
     const keys = [...batch.keys()];
     const started = clock.now();
     try {
       const res = await (await fleetWriter()).write(
-        [...batch.values()].map(({ branch, files, message }) => ({ branch, files, message })),
+        [...batch.values()].map(({ update: { branch, files, message } }) => ({ branch, files, message })),
       );
       recordWrite(batch, res.branches);
       for (const k of keys) fleetFailures.delete(k);
       fleetSucceeded();
       const moved = new Set(res.changed);
-      const movedKeys = keys.filter((k) => moved.has(batch.get(k)?.branch ?? ''));
+      const movedKeys = keys.filter((k) => moved.has(batch.get(k)?.update.branch ?? ''));
+      for (const k of keys) failedWrites.delete(k);
       log.info(
         {
           clusters: keys.length,
@@ -513,21 +585,10 @@ export async function setupClusterAddonController(
         },
         res.pushed ? 'fleet branches pushed' : 'fleet branches already up to date',
       );
-      for (const k of movedKeys) {
-        const ca = clusterAddons.get(k);
-        const update = batch.get(k);
-        if (ca === undefined || update === undefined) continue;
-        const tip = res.branches.get(update.branch);
-        void manager.events.event(
-          ca,
-          'Normal',
-          'FleetCommitPushed',
-          'Commit',
-          tip === null || tip === undefined
-            ? `fleet branch ${update.branch} deleted`
-            : `fleet commit ${tip.commit} pushed to ${update.branch} (${update.change.reason})`,
-        );
-      }
+      reportPush(
+        movedKeys.flatMap((k) => batch.get(k) ?? []),
+        res.branches,
+      );
       for (const k of keys) controller?.enqueue(k);
       await requestFluxFetch(movedKeys);
     } catch (err) {
@@ -535,12 +596,15 @@ export async function setupClusterAddonController(
       for (const k of keys) fleetFailures.set(k, fleetFailureOf(err));
       fleetFailed(err);
       // Forget what was read: the next reconciles fetch the branches again.
-      for (const k of keys) branches.delete(k);
+      for (const k of keys) {
+        branches.delete(k);
+        failedWrites.add(k);
+      }
       refreshed = undefined;
       for (const k of keys) controller?.queue.addRateLimited(k);
     }
   };
-  const pending = new FleetBatch<BranchUpdate>({
+  const pending = new FleetBatch<PendingChange>({
     windowMs,
     clock,
     leading: () => manager.isLeader(),
@@ -578,10 +642,17 @@ export async function setupClusterAddonController(
     await Promise.all(Array.from({ length: FETCH_REQUEST_CONCURRENCY }, worker));
   };
 
-  // ---- reconcile
-  const reconcile = async (key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> => {
-    const namespace = ctx.namespace ?? '';
-    const name = ctx.name;
+  // ---- reconcile, as named phases
+
+  /** Everything the pure reconcile reads for one key (from the caches, the release tree and Git). */
+  const gatherInputs = async (
+    key: string,
+    namespace: string,
+    name: string,
+    ctx: ReconcileContext,
+  ): Promise<
+    { input: ClusterAddonInput; deleting: boolean; fetchError: unknown; refsPending: boolean } | undefined
+  > => {
     const cluster = clusters.get(key);
     const existing = clusterAddons.get(key);
     // A requested reconcile (reconcile.fluxcd.io/requestedAt) reads the branch again before re-rendering.
@@ -593,12 +664,7 @@ export async function setupClusterAddonController(
       await reportFleetReadFailure(existing, err, ctx.signal);
       throw err;
     }
-    if (cluster === undefined && existing === undefined && branch === undefined) {
-      pending.delete(key);
-      branches.delete(key);
-      refWaits.delete(key);
-      return undefined;
-    }
+    if (cluster === undefined && existing === undefined && branch === undefined) return undefined;
 
     const use = cluster !== undefined ? clusterUse(cluster) : undefined;
     const tag = use !== undefined ? tagForClusterClassName(use.className) : undefined;
@@ -631,61 +697,72 @@ export async function setupClusterAddonController(
       refsPending = cp.pending || infra.pending;
       for (const r of [cp, infra]) if (r.problem !== undefined) refProblems.push(r.problem);
     }
-
-    const result = await withBoundedRenders(renderPool, (render) =>
-      reconcileClusterAddon({
-        render,
-        cluster,
-        namespace,
-        name,
-        ...(controlPlane !== undefined ? { controlPlane } : {}),
-        ...(infraCluster !== undefined ? { infraCluster } : {}),
-        ...(refProblems.length > 0 ? { refProblems } : {}),
-        ...(existing !== undefined ? { clusterAddon: existing } : {}),
-        ...(release !== undefined ? { release } : {}),
-        ...(tree !== undefined ? { tree } : {}),
-        ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
-        ...(clusterStack !== undefined ? { clusterStack } : {}),
-        kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
-        ...(helmReleases !== undefined ? { helmReleases: helmReleases.byIndex(CLUSTER_INDEX, key) } : {}),
-        branch,
-        fleetSettings,
-        ...(fleetFailures.has(key) ? { fleetFailure: fleetFailures.get(key) } : {}),
-        templates: opts.templates,
-        now: new Date(clock.now()),
-      }),
-    );
-    if (result === undefined) return undefined;
-
-    // 1. The ClusterAddon itself (owned by the Cluster), then its finalizer before any fleet file.
-    let current: (ClusterAddon & Obj) | undefined = existing;
-    if (result.clusterAddon !== undefined && !deleting) {
-      const desired = manager.withShardLabel(result.clusterAddon as ClusterAddon & Obj);
-      if (needsApply(existing, desired)) {
-        current = await client.apply(desired, { force: true, signal: ctx.signal });
-      }
-    }
-    const setFinalizers = async (): Promise<void> => {
-      if (current === undefined) return;
-      try {
-        current = await client.mergePatch<ClusterAddon & Obj>(
-          API_VERSION,
-          'ClusterAddon',
-          name,
-          namespace,
-          { metadata: { finalizers: result.finalizers, resourceVersion: current.metadata.resourceVersion } },
-          { signal: ctx.signal },
-        );
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-        current = undefined;
-      }
+    const input: ClusterAddonInput = {
+      cluster,
+      namespace,
+      name,
+      ...(controlPlane !== undefined ? { controlPlane } : {}),
+      ...(infraCluster !== undefined ? { infraCluster } : {}),
+      ...(refProblems.length > 0 ? { refProblems } : {}),
+      ...(existing !== undefined ? { clusterAddon: existing } : {}),
+      ...(release !== undefined ? { release } : {}),
+      ...(tree !== undefined ? { tree } : {}),
+      ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
+      ...(clusterStack !== undefined ? { clusterStack } : {}),
+      kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
+      ...(helmReleases !== undefined ? { helmReleases: helmReleases.byIndex(CLUSTER_INDEX, key) } : {}),
+      branch,
+      fleetSettings,
+      ...(fleetFailures.has(key) ? { fleetFailure: fleetFailures.get(key) } : {}),
+      templates: opts.templates,
+      now: new Date(clock.now()),
     };
-    const have = current?.metadata.finalizers ?? [];
-    const adding = result.finalizers.some((f) => !have.includes(f));
-    if (current !== undefined && adding) await setFinalizers();
+    return { input, deleting, fetchError, refsPending };
+  };
 
-    // 2. Deletion patches (deletionPolicy Orphan) before anything goes away.
+  /**
+   * The ClusterAddon (owned by the Cluster) with our finalizer in the same apply: the finalizer is
+   * there before any fleet file, without a write of its own. Returns it as the API server holds it.
+   */
+  const applyClusterAddon = async (
+    result: ClusterAddonResult,
+    existing: (ClusterAddon & Obj) | undefined,
+    ctx: ReconcileContext,
+  ): Promise<(ClusterAddon & Obj) | undefined> => {
+    if (result.clusterAddon === undefined) return existing;
+    const desired = manager.withShardLabel(result.clusterAddon as ClusterAddon & Obj);
+    const ours = result.finalizers.filter((f) => f === FINALIZER_FLEET_CLEANUP);
+    const missing = ours.some((f) => !(existing?.metadata.finalizers ?? []).includes(f));
+    if (!missing && !needsApply(existing, desired)) return existing;
+    return client.apply(
+      { ...desired, metadata: { ...desired.metadata, ...(ours.length > 0 ? { finalizers: ours } : {}) } },
+      { force: true, signal: ctx.signal },
+    );
+  };
+
+  /** The finalizers as the result wants them (a merge patch of the list, leased on the resourceVersion). */
+  const setFinalizers = async (
+    current: ClusterAddon & Obj,
+    finalizers: string[],
+    ctx: ReconcileContext,
+  ): Promise<(ClusterAddon & Obj) | undefined> => {
+    try {
+      return await client.mergePatch<ClusterAddon & Obj>(
+        API_VERSION,
+        'ClusterAddon',
+        current.metadata.name ?? '',
+        current.metadata.namespace ?? '',
+        { metadata: { finalizers, resourceVersion: current.metadata.resourceVersion } },
+        { signal: ctx.signal },
+      );
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      return undefined;
+    }
+  };
+
+  /** Deletion patches (deletionPolicy Orphan) before anything goes away. */
+  const applyPatches = async (result: ClusterAddonResult, ctx: ReconcileContext): Promise<void> => {
     for (const p of result.patches) {
       try {
         await client.mergePatch(p.apiVersion, p.kind, p.name, p.namespace, p.patch, { signal: ctx.signal });
@@ -693,12 +770,31 @@ export async function setupClusterAddonController(
         if (!isNotFound(err)) throw err;
       }
     }
+  };
 
-    // 3. Flux objects.
+  /** The Flux objects of one Cluster as last read or written in this reconcile. */
+  interface FluxState {
+    gitRepository: (GitRepository & Obj) | undefined;
+    kustomizations: Map<string, Kustomization & Obj>;
+  }
+
+  /**
+   * The Cluster's GitRepository and addon Kustomizations (only those that differ from `known`)
+   * and the deletes. Returns the objects as known afterwards (the API server's answers) and
+   * whether this wrote a new Kustomization.
+   */
+  const applyFluxObjects = async (
+    namespace: string,
+    name: string,
+    result: ClusterAddonResult,
+    known: FluxState,
+    ctx: ReconcileContext,
+  ): Promise<{ state: FluxState; created: boolean }> => {
+    let gitRepository = known.gitRepository;
     if (result.gitRepository !== undefined) {
       const desired = withOwnShard(result.gitRepository as GitRepository & Obj);
-      if (needsApply(gitRepositories.get(`${namespace}/${desired.metadata.name}`), desired)) {
-        await client.apply(desired, { force: true, signal: ctx.signal });
+      if (needsApply(gitRepository, desired)) {
+        gitRepository = await client.apply(desired, { force: true, signal: ctx.signal });
       }
     }
     const staleRepo = result.deleteGitRepository;
@@ -708,46 +804,102 @@ export async function setupClusterAddonController(
         signal: ctx.signal,
       });
     }
-    const byName = new Map(kustomizations.byIndex(CLUSTER_INDEX, key).map((k) => [k.metadata.name, k]));
+    const ks = new Map(known.kustomizations);
+    let created = false;
     for (const k of result.kustomizations ?? []) {
       const desired = withOwnShard(k as Kustomization & Obj);
-      if (needsApply(byName.get(desired.metadata.name ?? ''), desired)) {
-        await client.apply(desired, { force: true, signal: ctx.signal });
+      const kname = desired.metadata.name ?? '';
+      const have = ks.get(kname);
+      if (needsApply(have, desired)) {
+        ks.set(kname, await client.apply(desired, { force: true, signal: ctx.signal }));
+        created ||= have === undefined;
       }
     }
     for (const kname of result.deleteKustomizations) {
       await client.delete(FLUX_KUSTOMIZE_API_VERSION, 'Kustomization', kname, namespace, {
         signal: ctx.signal,
       });
+      ks.delete(kname);
     }
+    return { state: { gitRepository, kustomizations: ks }, created };
+  };
+
+  /** The status subresource, only when it differs from what the ClusterAddon holds. */
+  const writeStatus = async (
+    current: ClusterAddon & Obj,
+    result: ClusterAddonResult,
+    ctx: ReconcileContext,
+  ): Promise<void> => {
+    if (sameJson(result.status, current.status ?? {})) return;
+    try {
+      await client.applyStatus(
+        {
+          apiVersion: API_VERSION,
+          kind: 'ClusterAddon',
+          metadata: { name: current.metadata.name, namespace: current.metadata.namespace },
+          status: result.status,
+        },
+        { force: true, signal: ctx.signal },
+      );
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  };
+
+  const reconcile = async (key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> => {
+    const namespace = ctx.namespace ?? '';
+    const name = ctx.name;
+    const gathered = await gatherInputs(key, namespace, name, ctx);
+    if (gathered === undefined) {
+      pending.delete(key);
+      branches.delete(key);
+      failedWrites.delete(key);
+      refWaits.delete(key);
+      return undefined;
+    }
+    const { deleting, fetchError, refsPending } = gathered;
+    let input = gathered.input;
+    // Addon renders run in the worker pool; the passes below render each input once.
+    const renders = new Map<string, RenderResult>();
+    const decide = (i: ClusterAddonInput) =>
+      withBoundedRenders(renderPool, (render) => reconcileClusterAddon({ ...i, render }), renders);
+    let result = await decide(input);
+    if (result === undefined) return undefined;
+
+    // 1–3. The ClusterAddon (with its finalizer), deletion patches, the Flux objects. When a pass
+    // wrote what the reconcile reads (the ClusterAddon it was waiting for, new Kustomizations), the
+    // reconcile runs again on the written objects, so the status written below is the state the
+    // next event would show anyway: one status write instead of one per intermediate state.
+    let current = input.clusterAddon as (ClusterAddon & Obj) | undefined;
+    let flux: FluxState = {
+      gitRepository: gitRepositories.get(`${namespace}/${clusterGitRepositoryName(name)}`),
+      kustomizations: new Map(input.kustomizations.map((k) => [k.metadata.name, k as Kustomization & Obj])),
+    };
+    for (let pass = 1; ; pass++) {
+      const before = current;
+      if (!deleting) current = await applyClusterAddon(result, current, ctx);
+      await applyPatches(result, ctx);
+      const applied = await applyFluxObjects(namespace, name, result, flux, ctx);
+      flux = applied.state;
+      if (pass >= 3 || current === undefined || (before === current && !applied.created)) break;
+      input = { ...input, clusterAddon: current, kustomizations: [...flux.kustomizations.values()] };
+      const again = await decide(input);
+      if (again === undefined) break;
+      result = again;
+    }
+    const have = current?.metadata.finalizers ?? [];
 
     // A requested reconcile is passed on to the Flux sources of its Kustomizations (Flux fetches now).
     if (current !== undefined) {
-      await requestFluxSourcesFetch(
-        client,
-        current,
-        kustomizations.byIndex(CLUSTER_INDEX, key),
-        ctx.log,
-        ctx.signal,
-      );
+      await requestFluxSourcesFetch(client, current, input.kustomizations, ctx.log, ctx.signal);
     }
 
-    // 4. Status.
-    if (current !== undefined && !sameJson(result.status, current.status ?? {})) {
-      try {
-        await client.applyStatus(
-          {
-            apiVersion: API_VERSION,
-            kind: 'ClusterAddon',
-            metadata: { name, namespace },
-            status: result.status,
-          },
-          { force: true, signal: ctx.signal },
-        );
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-      }
-    }
+    // 4. Status. While a branch change waits for its batch, the status is not written: the key is
+    // reconciled again right after the push and writes the state after it (a fan-out would
+    // otherwise write "pending" and then the real state for every Cluster). After a failed write
+    // the pending state is written, so it is visible.
+    const waitsForPush = result.branch !== undefined && !failedWrites.has(key);
+    if (current !== undefined && !waitsForPush) await writeStatus(current, result, ctx);
 
     const ready = readyCondition(result.status);
     if (
@@ -766,13 +918,17 @@ export async function setupClusterAddonController(
 
     // 5. A branch change joins the batch (a newer result of the same key replaces an older one).
     if (result.branch !== undefined) {
-      pending.set(key, result.branch);
+      const stack = input.clusterStack as (ClusterStack & Obj) | undefined;
+      pending.set(key, { update: result.branch, ...(stack !== undefined ? { regarding: stack } : {}) });
     } else {
       pending.delete(key);
+      failedWrites.delete(key);
     }
 
     // 6. The finalizer comes off last, once the Cluster's branch is known to be gone.
-    if (!adding && current !== undefined && !sameSet(have, result.finalizers)) await setFinalizers();
+    if (current !== undefined && !sameSet(have, result.finalizers)) {
+      await setFinalizers(current, result.finalizers, ctx);
+    }
 
     if (fetchError !== undefined) throw fetchError;
     // A missing ref waits with exponential backoff; its informer's event requeues at once anyway.

@@ -30,6 +30,7 @@ import { needsApply, sameJson } from '../controllers/common.ts';
 import {
   type BranchUpdate,
   type ClusterAddonResult,
+  FINALIZER_FLEET_CLEANUP,
   type FleetSettings,
   fleetBranchName,
   reconcileClusterAddon,
@@ -684,11 +685,22 @@ class Renderer {
   ): void {
     const w = this.world;
     const r = 'clusteraddon';
+    // As the live controller: our finalizer goes in the same apply as the ClusterAddon.
+    const ours = result.finalizers.filter((f) => f === FINALIZER_FLEET_CLEANUP);
+    const missing = ours.some((f) => !(existing?.metadata.finalizers ?? []).includes(f));
     if (
       result.clusterAddon !== undefined &&
-      needsApply(existing as unknown as KubeObject | undefined, result.clusterAddon as unknown as KubeObject)
+      (missing ||
+        needsApply(
+          existing as unknown as KubeObject | undefined,
+          result.clusterAddon as unknown as KubeObject,
+        ))
     ) {
-      this.mutate({ verb: 'apply', reconciler: r, ...ids(result.clusterAddon), body: result.clusterAddon });
+      const body = {
+        ...result.clusterAddon,
+        metadata: { ...result.clusterAddon.metadata, ...(ours.length > 0 ? { finalizers: ours } : {}) },
+      };
+      this.mutate({ verb: 'apply', reconciler: r, ...ids(result.clusterAddon), body });
     }
     const current = w.get(API_VERSION, 'ClusterAddon', name, namespace);
     if (current !== undefined) {

@@ -910,7 +910,6 @@ function fluxObjects(
         cluster: name,
         namespace,
         addon: entry.name,
-        release: target.releaseName,
         path: entry.name,
         sourceName,
         extraLabels: shardLabels,
@@ -983,7 +982,9 @@ function addonReadiness(
   const reverifying =
     ready?.status === 'Unknown' && before?.ready === true && before.lastAppliedRevision === applied;
   const isReady = upToDate && (ready?.status === 'True' || reverifying);
-  const release = isReady ? target.releaseName : (k?.metadata.labels?.[LABEL_RELEASE] ?? target.releaseName);
+  // The release of the addon's files on the branch: while a change waits for its push, the one
+  // it had (a new addon: the target release).
+  const release = pending ? (before?.release ?? target.releaseName) : target.releaseName;
   const status = (reason: string, message: string) => ({
     name: entry.name,
     ready: isReady,

@@ -281,7 +281,6 @@ export interface AddonKustomizationInput {
   cluster: string;
   namespace: string;
   addon: string;
-  release: string;
   /** Folder on the Cluster's fleet branch: the addon's name. */
   path: string;
   /** GitRepository of the Cluster's fleet branch. */
@@ -304,7 +303,11 @@ export interface AddonKustomizationInput {
   ownerReferences: OwnerReference[];
 }
 
-/** The Kustomization applying one addon of one cluster into the workload cluster. */
+/**
+ * The Kustomization applying one addon of one cluster into the workload cluster. It names no
+ * release (no label, no annotation): which release it applies is its branch's revision, so moving
+ * a Cluster to another release changes its branch and ClusterAddon status, not its Kustomizations.
+ */
 export function addonKustomization(templates: FluxTemplates, input: AddonKustomizationInput): Kustomization {
   return renderFluxTemplate(
     templates.addonKustomization,
@@ -315,7 +318,6 @@ export function addonKustomization(templates: FluxTemplates, input: AddonKustomi
         ...MANAGED_BY_LABELS,
         [LABEL_CLUSTER]: input.cluster,
         [LABEL_ADDON]: input.addon,
-        [LABEL_RELEASE]: input.release,
         ...input.extraLabels,
       }),
       ownerReferences: input.ownerReferences,

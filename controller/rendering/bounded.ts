@@ -229,10 +229,14 @@ const MAX_ROUNDS = 16;
  * Runs `run` (a pure reconcile or the offline renderer) with every addon render done in `pool`:
  * each round answers the renders already done and collects the others, which are then rendered in
  * the pool (in parallel); the round whose renders were all known is the result. An error thrown by
- * a round that lacked renders is not the result (the placeholder may have caused it).
+ * a round that lacked renders is not the result (the placeholder may have caused it). Calls that
+ * pass the same `done` map (e.g. the passes of one reconcile) render each input once.
  */
-export async function withBoundedRenders<T>(pool: RenderPool, run: (render: AddonRenderer) => T): Promise<T> {
-  const done = new Map<string, RenderResult>();
+export async function withBoundedRenders<T>(
+  pool: RenderPool,
+  run: (render: AddonRenderer) => T,
+  done: Map<string, RenderResult> = new Map(),
+): Promise<T> {
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const missing = new Map<string, RenderAddonInput>();
     const render: AddonRenderer = (input) => {

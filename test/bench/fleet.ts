@@ -17,6 +17,8 @@
 //  change   one Cluster's pod CIDR changed: time until the new CIDR is in the fleet, pushes, writes.
 //  release  every Cluster moved to v2 (v2 changes a cni value, so every Cluster's files change):
 //           time until every ClusterAddon reports v2 and the fleet holds v2's files; pushes, RSS.
+// Order: the Flux scenario and the writer alone first, then each fleet size (a size whose fan-out
+// runs out of --timeout-minutes records what it reached: peak RSS, requests, objects so far).
 // --flux-clusters N (e.g. 200): fan-out of N, then kustomize-controller runs until every addon
 // Kustomization is Ready; one Cluster's pod CIDR changes: how many Kustomizations re-applied (their
 // lastAppliedRevision moved) and the time until the new CIDR is in the workload cluster.
@@ -212,6 +214,18 @@ function resetPeak(pid: number): void {
   } catch {}
 }
 
+/**
+ * The node flags the container image starts stackflux with (the Dockerfile's ENTRYPOINT, between
+ * "node" and the script), so the bench measures the process as it ships.
+ */
+export function imageNodeFlags(dockerfile: string): string[] {
+  const line = dockerfile.split('\n').find((l) => l.startsWith('ENTRYPOINT '));
+  if (line === undefined) return [];
+  const argv = JSON.parse(line.slice('ENTRYPOINT '.length)) as string[];
+  const script = argv.findIndex((a) => a.endsWith('stackflux.js'));
+  return argv.slice(1, script < 0 ? 1 : script).filter((a) => a.startsWith('--'));
+}
+
 export class StackfluxProcess {
   child: ChildProcess | undefined;
   metricsUrl = '';
@@ -221,11 +235,13 @@ export class StackfluxProcess {
   private readonly bin: string;
   private readonly args: string[];
   private readonly logFile: string;
+  private readonly nodeFlags: string[];
 
-  constructor(bin: string, args: string[], logFile: string) {
+  constructor(bin: string, args: string[], logFile: string, nodeFlags: string[] = []) {
     this.bin = bin;
     this.args = args;
     this.logFile = logFile;
+    this.nodeFlags = nodeFlags;
   }
 
   get pid(): number {
@@ -242,6 +258,7 @@ export class StackfluxProcess {
     const child = spawn(
       process.execPath,
       [
+        ...this.nodeFlags,
         this.bin,
         'run',
         `--metrics-addr=127.0.0.1:${metrics}`,
@@ -280,6 +297,20 @@ export class StackfluxProcess {
       if (WRITES.includes(method)) out[`${method} ${resource}`] = Number(m[2]);
     }
     return found ? out : undefined;
+  }
+
+  /** V8 heap in MB from /metrics (prom-client's nodejs_* gauges): used, and the young generation's size. */
+  async heap(): Promise<{ heapUsedMb: number; newSpaceMb: number } | undefined> {
+    const text = await fetch(this.metricsUrl)
+      .then((r) => r.text())
+      .catch(() => '');
+    const mb = (re: RegExp): number | undefined => {
+      const v = re.exec(text)?.[1];
+      return v === undefined ? undefined : Math.round(Number(v) / 1048576);
+    };
+    const heapUsedMb = mb(/^nodejs_heap_size_used_bytes (\S+)$/m);
+    const newSpaceMb = mb(/^nodejs_heap_space_size_total_bytes\{space="new"\} (\S+)$/m);
+    return heapUsedMb === undefined || newSpaceMb === undefined ? undefined : { heapUsedMb, newSpaceMb };
   }
 
   async stop(): Promise<void> {
@@ -596,7 +627,10 @@ async function setupFleet(env: Env, o: Options, n: number, label: string): Promi
     '--fleet-batch-window=2s',
   ];
   if (supportsQpsFlags(o.stackflux)) args.push(`--kube-api-qps=${o.qps}`, `--kube-api-burst=${o.burst}`);
-  const proc = new StackfluxProcess(o.stackflux, args, join(work, 'stackflux.log'));
+  const dockerfile = join(o.source, 'Dockerfile');
+  const nodeFlags = existsSync(dockerfile) ? imageNodeFlags(readFileSync(dockerfile, 'utf8')) : [];
+  if (nodeFlags.length > 0) log(`${ns}: node flags of the image: ${nodeFlags.join(' ')}`);
+  const proc = new StackfluxProcess(o.stackflux, args, join(work, 'stackflux.log'), nodeFlags);
 
   // Releases resolved once, before the timed part (the fan-out does not wait for Git tags).
   await proc.start();
@@ -641,32 +675,48 @@ async function fanout(env: Env, o: Options, f: Fleet): Promise<Scenario> {
   const t0 = f.proc.startedAt;
   const pid = f.proc.pid;
   let objectsAt = 0;
-  await waitUntil(
-    `${f.n} ClusterAddons, ${f.n * f.addons} Kustomizations, their GitRepositories`,
-    o.timeoutMs,
-    () => {
-      if (!f.watch.objectsComplete(f.n, f.addons)) return false;
-      objectsAt = now();
-      return true;
-    },
-  );
-  await waitUntil(
-    'the fleet holds every Cluster’s files',
-    o.timeoutMs,
-    () => fleetComplete(f.watch, f.fleet),
-    500,
-  );
+  let timedOut: string | undefined;
+  try {
+    await waitUntil(
+      `${f.n} ClusterAddons, ${f.n * f.addons} Kustomizations, their GitRepositories`,
+      o.timeoutMs,
+      () => {
+        if (!f.watch.objectsComplete(f.n, f.addons)) return false;
+        objectsAt = now();
+        return true;
+      },
+    );
+    await waitUntil(
+      'the fleet holds every Cluster’s files',
+      o.timeoutMs,
+      () => fleetComplete(f.watch, f.fleet),
+      500,
+    );
+  } catch (err) {
+    // What was reached by then is still a measurement (peak RSS and requests so far).
+    timedOut = err instanceof Error ? err.message : String(err);
+    log(`N=${f.n}: fan-out incomplete: ${timedOut}`);
+  }
   const doneAt = now();
   const cpu = cpuSeconds(pid);
   const requests = await f.proc.requests();
+  const heap = await f.proc.heap();
   f.layout = layoutOf(f);
   return {
     seconds: secs(doneAt - t0),
+    ...(timedOut !== undefined
+      ? {
+          timedOut,
+          clusterAddons: f.watch.addons.size(),
+          kustomizations: f.watch.kustomizations.size(),
+        }
+      : {}),
     objectsSeconds: secs(objectsAt - t0),
     readySeconds: secs(f.proc.readyMs),
     cpuSeconds: Math.round(cpu.self * 10) / 10,
     gitCpuSeconds: Math.round(cpu.children * 10) / 10,
     peakRssMb: memoryMb(pid).peak,
+    ...(heap !== undefined ? heap : {}),
     pushes: pushesTo(env.e, f.fleetRepo) - pushes0,
     fleetBranches: f.fleet.branches(),
     ...(requests !== undefined
@@ -965,14 +1015,28 @@ async function writerScenario(env: Env, o: Options): Promise<Record<string, unkn
     return { skipped: 'test/bench/fleet-writer.ts missing' };
   }
   const mod = (await import(file)) as {
-    benchWriter?: (o: { url: string; branches: number; log?: (m: string) => void }) => Promise<unknown>;
+    benchWriter?: (o: {
+      url: string;
+      branches: number;
+      serverGitDir?: string;
+      log?: (m: string) => void;
+    }) => Promise<unknown>;
   };
   if (typeof mod.benchWriter !== 'function') return { skipped: 'fleet-writer.ts exports no benchWriter' };
   const out: Record<string, unknown> = {};
   for (const n of o.writerClusters) {
     log(`fleet writer alone at ${n} Clusters…`);
-    const url = await createRepo(env.e, `bench-writer-${n}-${process.pid}`);
-    out[String(n)] = await mod.benchWriter({ url, branches: n, log: (m) => log(`writer ${n}: ${m}`) });
+    const name = `bench-writer-${n}-${process.pid}`;
+    const url = await createRepo(env.e, name);
+    // The server's folder of the repository: the writer bench also times a one-Cluster change
+    // after packing its refs and writing a commit-graph, as a Git host's maintenance would.
+    const serverGitDir = join(env.e.stateDir, 'git', `${name}.git`);
+    out[String(n)] = await mod.benchWriter({
+      url,
+      branches: n,
+      ...(existsSync(serverGitDir) ? { serverGitDir } : {}),
+      log: (m) => log(`writer ${n}: ${m}`),
+    });
   }
   return out;
 }
@@ -1104,6 +1168,14 @@ export async function runFleetBench(argv: string[]): Promise<number> {
     writeFileSync(o.out, `${JSON.stringify(results, null, 2)}\n`);
   };
   try {
+    // The short scenarios first: a large fleet size that runs out of time leaves their figures.
+    if (o.fluxClusters > 0) {
+      log(`Flux scenario with ${o.fluxClusters} Clusters…`);
+      results.flux = await fluxScenario(env, o, o.fluxClusters);
+      save();
+    }
+    results.writer = await writerScenario(env, o);
+    save();
     for (const n of o.clusters) {
       const f = await setupFleet(env, o, n, 'fleet');
       const run: Record<string, Scenario | number | string> = { n };
@@ -1112,6 +1184,8 @@ export async function runFleetBench(argv: string[]): Promise<number> {
         log(`N=${n}: fan-out…`);
         run.fanout = await fanout(env, o, f);
         run.layout = f.layout;
+        save();
+        if (run.fanout.timedOut !== undefined) continue;
         log(`N=${n}: fan-out ${run.fanout.seconds} s; baseline…`);
         run.baseline = await baseline(env, o, f, qps, burst);
         save();
@@ -1134,13 +1208,6 @@ export async function runFleetBench(argv: string[]): Promise<number> {
         await teardown(env, f);
       }
     }
-    if (o.fluxClusters > 0) {
-      log(`Flux scenario with ${o.fluxClusters} Clusters…`);
-      results.flux = await fluxScenario(env, o, o.fluxClusters);
-      save();
-    }
-    results.writer = await writerScenario(env, o);
-    save();
     process.stdout.write(`${report(results, runs)}\n\nJSON: ${o.out}\n`);
     return 0;
   } catch (err) {

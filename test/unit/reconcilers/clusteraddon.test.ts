@@ -574,7 +574,6 @@ describe("reconcileClusterAddon: rendering into the Cluster's fleet branch", () 
       'app.kubernetes.io/managed-by': 'stackflux',
       'stackflux.io/addon': 'cni',
       'stackflux.io/cluster': 'alpha',
-      'stackflux.io/release': V1,
     });
     assert.deepEqual(cni.metadata.ownerReferences, [
       {
