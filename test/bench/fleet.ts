@@ -2,7 +2,7 @@
 // `stackflux run` is a child process (its CPU from /proc/<pid>/stat, peak RSS from VmHWM); the
 // bench watches the API with informers of its own and reads the fleet repository with git.
 //
-// Per N (--clusters 100,1000), in a namespace of its own, kustomize-controller STOPPED (stackflux
+// Per N (--clusters 100,1000), in a namespace of its own, Flux STOPPED (stackflux
 // timed alone), one ClusterStack with releases v1 and v2 of stacks/docker-ferrol-1-30:
 //  fanout   N Cluster API v1beta2 Clusters (topology classRef = the v1 ClusterClass, the status a
 //           Cluster API controller would write) + <name>-kubeconfig Secrets exist, then stackflux
@@ -74,6 +74,10 @@ import { clusterName, createClusters, pool } from '../support/fanout.ts';
 const KUSTOMIZE = 'kustomize.toolkit.fluxcd.io/v1';
 const SOURCE = 'source.toolkit.fluxcd.io/v1';
 const KC = 'kustomize-controller';
+// Flux stopped while stackflux is timed alone: source-controller would otherwise fetch every new
+// GitRepository of the stackflux run (its branches exist) but not the baseline's (no fleet Secret
+// in its namespace), and those fetches and status writes share the API server and the 2 cores.
+const SC = 'source-controller';
 const tag = (v: string): string => `docker-ferrol-1-30-${v}`;
 const log = (m: string): void => {
   process.stderr.write(`bench fleet ${new Date().toISOString().slice(11, 19)}: ${m}\n`);
@@ -612,6 +616,7 @@ async function setupFleet(env: Env, o: Options, n: number, label: string): Promi
   }
   push(repoDir, releaseUrl, tag('v1'), tag('v2'));
   await stopComponent(e.stateDir, KC);
+  await stopComponent(e.stateDir, SC);
   await client.create(
     ferrolStackAt(ns, releaseUrl, { path: 'stack', versions: ['v1', 'v2'], interval: '10m' }),
   );
@@ -934,6 +939,7 @@ async function fluxScenario(env: Env, o: Options, n: number): Promise<Scenario> 
     await fanout(env, o, f);
     log(`${f.ns}: fleet written; starting ${KC} until every addon Kustomization is Ready…`);
     const t0 = now();
+    await startComponent(env.e.stateDir, SC);
     await startComponent(env.e.stateDir, KC);
     const applied = (k: Obj): string | undefined => k.status?.lastAppliedRevision as string | undefined;
     const ready = (k: Obj): boolean =>
@@ -1215,7 +1221,9 @@ export async function runFleetBench(argv: string[]): Promise<number> {
     log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     return 1;
   } finally {
-    await startComponent(env.e.stateDir, KC).catch((err: unknown) => log(`restarting ${KC}: ${String(err)}`));
+    for (const c of [SC, KC]) {
+      await startComponent(env.e.stateDir, c).catch((err: unknown) => log(`restarting ${c}: ${String(err)}`));
+    }
     env.client.close();
     if (env.owned) await down(env.e.stateDir, log);
     if (appDir !== undefined) rmSync(appDir, { recursive: true, force: true });
