@@ -123,6 +123,11 @@ async function assertReferenceEndState(
   assert.deepEqual(fleetProblems(fleet, got), []);
 }
 
+// Every faulted run's client is slow (10 requests a second) so that the fan-out is still under way
+// when its fault strikes: on an idle machine the first fleet batch at the default rate can already
+// hold all 200 Clusters. The rate does not change what the end state must be.
+const SLOW_CLIENT = ['--kube-api-qps=10', '--kube-api-burst=10'];
+
 describe(`fault matrix: a fan-out of ${N} Clusters`, () => {
   before(async () => {
     kcWasStopped = isStopped(e.stateDir, KC);
@@ -157,10 +162,7 @@ describe(`fault matrix: a fan-out of ${N} Clusters`, () => {
     LONG,
     async () => {
       const { fleetUrl, fleet, cache } = await freshRun('apiserver');
-      // A slower client keeps the fan-out running long enough to be cut in half: on an idle machine
-      // the first batch at the default rate can already hold all 200 Clusters. The rate does not
-      // change what the end state must be.
-      const c = await start(fleetUrl, cache(), ['--kube-api-qps=10', '--kube-api-burst=10']);
+      const c = await start(fleetUrl, cache(), SLOW_CLIENT);
       await c.step(async () => {
         // Halfway: once the first batch is in the fleet.
         await untilLogged(c, PUSHED);
@@ -194,12 +196,12 @@ describe(`fault matrix: a fan-out of ${N} Clusters`, () => {
         const secondDelay = Math.floor(random() * 1_500);
         const killedAt: number[] = [];
 
-        const first = await start(fleetUrl, cacheDir);
+        const first = await start(fleetUrl, cacheDir, SLOW_CLIENT);
         await sleep(firstDelay);
         killedAt.push(branchesNow(fleet));
         await first.kill();
 
-        const second = await start(fleetUrl, cacheDir);
+        const second = await start(fleetUrl, cacheDir, SLOW_CLIENT);
         // (or the end of the fan-out, should it need fewer pushes: then the kill lands after it)
         await second.step(async () => {
           await waitFor(`push ${k} of the restarted controller`, async () =>
@@ -230,13 +232,11 @@ describe(`fault matrix: a fan-out of ${N} Clusters`, () => {
     async () => {
       const { fleetUrl, fleet, cache } = await freshRun('leader');
       const lease = 'fault-matrix';
-      // 10 qps, as in the API-server run: on an idle machine the leader would finish before its kill.
       const args = [
         '--leader-elect',
         `--leader-election-namespace=${ns}`,
         `--leader-election-id=${lease}`,
-        '--kube-api-qps=10',
-        '--kube-api-burst=10',
+        ...SLOW_CLIENT,
       ];
       const a = await start(fleetUrl, cache(), args);
       await untilLogged(a, 'became leader');
