@@ -9,6 +9,7 @@
 
 import { ApiError, isGone, type KubeClient, type KubeObject, type WatchEvent } from './client.ts';
 import { type Clock, realClock, sleep, type TimerHandle } from './clock.ts';
+import { internStrings, sharedStrings } from './intern.ts';
 import { errorFields, type Logger, silentLogger } from './logging.ts';
 
 export interface EventHandler<T extends KubeObject> {
@@ -30,6 +31,11 @@ export interface InformerOptions<T extends KubeObject> {
   logger?: Logger;
   /** Applied to every object before it is stored; by default leanObject (no managedFields, no last-applied). */
   transform?: (obj: KubeObject) => T;
+  /**
+   * Share one copy of repeated string values (and index values) between cached objects (intern.ts);
+   * default true. Values are unchanged; only duplicate copies go.
+   */
+  internStrings?: boolean;
   /** Restart a watch that delivered nothing (not even a bookmark) for this long. Default 150 s. */
   watchdogMs?: number;
   /** Server-side watch timeout in seconds; default random in [300, 600) like client-go. */
@@ -155,6 +161,7 @@ export class Informer<T extends KubeObject = KubeObject> {
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly transform: (obj: KubeObject) => T;
+  private readonly intern: boolean;
   private readonly store = new Map<string, T>();
   private readonly handlers: EventHandler<T>[] = [];
   private readonly indexers = new Map<
@@ -179,7 +186,9 @@ export class Informer<T extends KubeObject = KubeObject> {
     this.namespace = opts.namespace;
     this.clock = opts.clock ?? realClock;
     this.log = (opts.logger ?? silentLogger()).child({ informer: `${opts.apiVersion}/${opts.kind}` });
-    this.transform = opts.transform ?? ((o) => leanObject<T>(o));
+    const transform = opts.transform ?? ((o: KubeObject) => leanObject<T>(o));
+    this.intern = opts.internStrings !== false;
+    this.transform = this.intern ? (o) => internStrings(transform(o), sharedStrings) : transform;
   }
 
   /** Registers handlers. If the cache already holds objects, onAdd is called for each of them. */
@@ -457,6 +466,7 @@ export class Informer<T extends KubeObject = KubeObject> {
     let values: string[] = [];
     try {
       values = entry.fn(obj);
+      if (this.intern) values = values.map((v) => sharedStrings.intern(v));
     } catch (err) {
       this.log.error({ key, ...errorFields(err) }, 'index function failed');
     }

@@ -1,4 +1,4 @@
-// `npm run bench -- heap [--clusters N] [--addons A] [--helm H] [--refs]`: the controller's heap
+// `npm run bench -- heap [--clusters N] [--addons A] [--helm H] [--refs] [--no-intern]`: the controller's heap
 // per Cluster, without an API server. It builds, per Cluster, the objects stackflux caches as the
 // API server returns them (JSON text parsed a LIST page at a time, like the client), feeds them
 // through the REAL Informer (its transform, store and indexers; the LIST comes from a stub that
@@ -26,6 +26,7 @@ import { slimCluster } from '../../controller/controllers/clusterview.ts';
 import { clusterUse } from '../../controller/reconcilers/clusterstack.ts';
 import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts';
 import { Informer } from '../../controller/runtime/informer.ts';
+import { clusterObject, clusterStatus } from '../support/fanout.ts';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -68,33 +69,34 @@ function condition(type: string, reason: string, message = '', status = 'True') 
   return { type, status, reason, message, lastTransitionTime: T0, observedGeneration: 1 };
 }
 
-/** A provisioned Cluster API v1beta2 Cluster (see the header for the sources of the shape). */
+/**
+ * A provisioned Cluster API v1beta2 Cluster: the fleet bench's Cluster and status
+ * (test/support/fanout.ts), with what Cluster API adds on a real management cluster (see the header).
+ */
 function cluster(i: number): KubeObject {
-  const n = name(i);
-  const replicas = { desiredReplicas: 3, replicas: 3, readyReplicas: 3, availableReplicas: 3, upToDateReplicas: 3 };
+  const base = clusterObject(NS, i, 'docker-ferrol-1-30-v1') as KubeObject & {
+    spec: Record<string, unknown>;
+  };
+  const n = base.metadata.name ?? '';
+  const status = clusterStatus(NS, i).status as Record<string, unknown>;
   const v1beta1 = (type: string) => ({ type, status: 'True', lastTransitionTime: T0 });
   return {
-    apiVersion: CAPI,
-    kind: 'Cluster',
+    ...base,
     metadata: {
-      name: n,
-      namespace: NS,
+      ...base.metadata,
       uid: uid(i, 1),
       resourceVersion: nextRv(),
       generation: 2,
       creationTimestamp: T0,
-      labels: {
-        'cluster.x-k8s.io/cluster-name': n,
-        'topology.cluster.x-k8s.io/owned': '',
-        'example.com/team': `team-${i % 20}`,
-        env: 'prod',
-      },
-      annotations: { 'example.com/owner': `platform-team-${i % 20}@example.com` },
+      labels: { ...base.metadata.labels, 'topology.cluster.x-k8s.io/owned': '' },
       finalizers: ['cluster.cluster.x-k8s.io'],
       managedFields: [
         managedField('platform-gitops', 'Apply', undefined, {
           'f:metadata': { 'f:labels': { 'f:env': {}, 'f:example.com/team': {} } },
-          'f:spec': { 'f:clusterNetwork': { 'f:pods': { 'f:cidrBlocks': {} } }, 'f:topology': { 'f:classRef': {} } },
+          'f:spec': {
+            'f:clusterNetwork': { 'f:pods': { 'f:cidrBlocks': {} } },
+            'f:topology': { 'f:classRef': {} },
+          },
         }),
         managedField('manager', 'Update', undefined, {
           'f:metadata': { 'f:finalizers': { '.': {}, 'v:"cluster.cluster.x-k8s.io"': {} } },
@@ -106,45 +108,34 @@ function cluster(i: number): KubeObject {
       ],
     },
     spec: {
-      clusterNetwork: {
-        pods: { cidrBlocks: [`10.${(i >> 8) & 255}.${i & 255}.0/24`] },
-        services: { cidrBlocks: ['10.96.0.0/12'] },
-        serviceDomain: 'cluster.local',
+      ...base.spec,
+      controlPlaneRef: {
+        apiGroup: 'controlplane.cluster.x-k8s.io',
+        kind: 'KubeadmControlPlane',
+        name: `${n}-x7k2p`,
       },
-      controlPlaneEndpoint: { host: `${n}.prod.example.internal`, port: 6443 },
-      controlPlaneRef: { apiGroup: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', name: `${n}-x7k2p` },
-      infrastructureRef: { apiGroup: 'infrastructure.cluster.x-k8s.io', kind: 'DockerCluster', name: `${n}-q9w4z` },
-      topology: {
-        classRef: { name: 'docker-ferrol-1-30-v1' },
-        version: 'v1.30.4',
-        controlPlane: { replicas: 3 },
-        workers: { machineDeployments: [{ class: 'default-worker', name: 'md-0', replicas: 3 }] },
+      infrastructureRef: {
+        apiGroup: 'infrastructure.cluster.x-k8s.io',
+        kind: 'DockerCluster',
+        name: `${n}-q9w4z`,
       },
     },
     status: {
-      phase: 'Provisioned',
+      ...status,
       observedGeneration: 2,
-      initialization: { infrastructureProvisioned: true, controlPlaneInitialized: true },
-      controlPlane: replicas,
-      workers: replicas,
-      failureDomains: [{ name: 'fd-a', controlPlane: true }, { name: 'fd-b', controlPlane: true }],
-      conditions: [
-        condition('Available', 'Available'),
-        condition('InfrastructureReady', 'Ready'),
-        condition('ControlPlaneInitialized', 'Initialized'),
-        condition('ControlPlaneAvailable', 'Available'),
-        condition('WorkersAvailable', 'Available'),
-        condition('RemoteConnectionProbe', 'ProbeSucceeded'),
-        condition('TopologyReconciled', 'ReconcileSucceeded'),
-        condition('RollingOut', 'NotRollingOut'),
-        condition('ScalingUp', 'NotScalingUp'),
-        condition('ScalingDown', 'NotScalingDown'),
+      failureDomains: [
+        { name: 'fd-a', controlPlane: true },
+        { name: 'fd-b', controlPlane: true },
       ],
       deprecated: {
         v1beta1: {
-          conditions: ['Ready', 'ControlPlaneInitialized', 'ControlPlaneReady', 'InfrastructureReady', 'TopologyReconciled'].map(
-            v1beta1,
-          ),
+          conditions: [
+            'Ready',
+            'ControlPlaneInitialized',
+            'ControlPlaneReady',
+            'InfrastructureReady',
+            'TopologyReconciled',
+          ].map(v1beta1),
         },
       },
     },
@@ -162,7 +153,11 @@ function branchRevision(i: number): string {
 /** test/golden/full-pipeline/expected/{apply,applyStatus}/…/clusteraddons/prod-1, converged. */
 function clusterAddon(i: number, addons: string[]): KubeObject {
   const n = name(i);
-  const ready = condition('Ready', 'Succeeded', `release docker-ferrol-1-30-v1: every addon applied ${branchRevision(i)}`);
+  const ready = condition(
+    'Ready',
+    'Succeeded',
+    `release docker-ferrol-1-30-v1: every addon applied ${branchRevision(i)}`,
+  );
   return {
     apiVersion: 'stackflux.io/v1alpha1',
     kind: 'ClusterAddon',
@@ -258,7 +253,10 @@ function gitRepository(i: number): KubeObject {
         size: 2048 + (i % 100),
         url: `http://source-controller.flux-system.svc.cluster.local./${path}`,
       },
-      conditions: [condition('Ready', 'Succeeded', stored), condition('ArtifactInStorage', 'Succeeded', stored)],
+      conditions: [
+        condition('Ready', 'Succeeded', stored),
+        condition('ArtifactInStorage', 'Succeeded', stored),
+      ],
       lastHandledReconcileAt: T1,
       observedGeneration: 1,
     },
@@ -354,8 +352,16 @@ function helmRelease(i: number, addon: string): KubeObject {
     },
     status: {
       conditions: [
-        condition('Ready', 'UpgradeSucceeded', `Helm upgrade succeeded for release kube-system/${addon}.v2 with chart ${addon}@1.2.3`),
-        condition('Released', 'UpgradeSucceeded', `Helm upgrade succeeded for release kube-system/${addon}.v2 with chart ${addon}@1.2.3`),
+        condition(
+          'Ready',
+          'UpgradeSucceeded',
+          `Helm upgrade succeeded for release kube-system/${addon}.v2 with chart ${addon}@1.2.3`,
+        ),
+        condition(
+          'Released',
+          'UpgradeSucceeded',
+          `Helm upgrade succeeded for release kube-system/${addon}.v2 with chart ${addon}@1.2.3`,
+        ),
       ],
       history: [2, 1].map((version) => ({
         name: addon,
@@ -401,11 +407,23 @@ function refObjects(i: number): KubeObject[] {
       spec: {
         replicas: 3,
         version: 'v1.30.4',
-        machineTemplate: { spec: { infrastructureRef: { apiGroup: 'infrastructure.cluster.x-k8s.io', kind: 'DockerMachineTemplate', name: `${n}-cp-7d9xk` } } },
+        machineTemplate: {
+          spec: {
+            infrastructureRef: {
+              apiGroup: 'infrastructure.cluster.x-k8s.io',
+              kind: 'DockerMachineTemplate',
+              name: `${n}-cp-7d9xk`,
+            },
+          },
+        },
         kubeadmConfigSpec: {
           clusterConfiguration: { apiServer: { certSANs: ['localhost', '127.0.0.1', '0.0.0.0'] } },
-          initConfiguration: { nodeRegistration: { kubeletExtraArgs: [{ name: 'eviction-hard', value: 'nodefs.available<0%' }] } },
-          joinConfiguration: { nodeRegistration: { kubeletExtraArgs: [{ name: 'eviction-hard', value: 'nodefs.available<0%' }] } },
+          initConfiguration: {
+            nodeRegistration: { kubeletExtraArgs: [{ name: 'eviction-hard', value: 'nodefs.available<0%' }] },
+          },
+          joinConfiguration: {
+            nodeRegistration: { kubeletExtraArgs: [{ name: 'eviction-hard', value: 'nodefs.available<0%' }] },
+          },
         },
         rollout: { strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1 } } },
       },
@@ -418,17 +436,36 @@ function refObjects(i: number): KubeObject[] {
         selector: `cluster.x-k8s.io/cluster-name=${n},cluster.x-k8s.io/control-plane`,
         observedGeneration: 1,
         initialization: { controlPlaneInitialized: true },
-        conditions: ['Available', 'CertificatesAvailable', 'EtcdClusterHealthy', 'ControlPlaneComponentsHealthy', 'MachinesReady', 'MachinesUpToDate', 'RollingOut', 'ScalingUp', 'ScalingDown', 'Remediating', 'Deleting', 'Paused'].map((t) => condition(t, t)),
+        conditions: [
+          'Available',
+          'CertificatesAvailable',
+          'EtcdClusterHealthy',
+          'ControlPlaneComponentsHealthy',
+          'MachinesReady',
+          'MachinesUpToDate',
+          'RollingOut',
+          'ScalingUp',
+          'ScalingDown',
+          'Remediating',
+          'Deleting',
+          'Paused',
+        ].map((t) => condition(t, t)),
       },
     },
     {
       apiVersion: 'infrastructure.cluster.x-k8s.io/v1beta2',
       kind: 'DockerCluster',
       metadata: meta('DockerCluster', 'q9w4z', 51),
-      spec: { controlPlaneEndpoint: { host: '172.18.0.3', port: 6443 }, loadBalancer: { imageRepository: 'kindest', imageTag: 'v20240813' } },
+      spec: {
+        controlPlaneEndpoint: { host: '172.18.0.3', port: 6443 },
+        loadBalancer: { imageRepository: 'kindest', imageTag: 'v20240813' },
+      },
       status: {
         initialization: { provisioned: true },
-        failureDomains: [{ name: 'fd-a', controlPlane: true }, { name: 'fd-b', controlPlane: true }],
+        failureDomains: [
+          { name: 'fd-a', controlPlane: true },
+          { name: 'fd-b', controlPlane: true },
+        ],
         conditions: [condition('Ready', 'Ready'), condition('LoadBalancerAvailable', 'Available')],
       },
     },
@@ -454,7 +491,6 @@ function stubClient(clusters: number, build: (i: number) => KubeObject[]): KubeC
       listedOnce = true;
       return { items, metadata: { resourceVersion: '1' } };
     },
-    // biome-ignore lint/correctness/useYield: a silent watch
     watch: async function* (_v: string, _k: string, o: { signal?: AbortSignal }) {
       const signal = o.signal;
       if (signal === undefined || signal.aborted) return;
@@ -475,7 +511,9 @@ interface Kind {
 const nsOf = (o: KubeObject): string => o.metadata.namespace ?? '';
 const clusterKeyOf = (o: KubeObject): string[] => {
   const c = o.metadata.labels?.['stackflux.io/cluster'];
-  return c !== undefined && o.metadata.labels?.['stackflux.io/addon'] !== undefined ? [`${nsOf(o)}/${c}`] : [];
+  return c !== undefined && o.metadata.labels?.['stackflux.io/addon'] !== undefined
+    ? [`${nsOf(o)}/${c}`]
+    : [];
 };
 
 function kinds(addons: string[], helm: number, refs: boolean): Kind[] {
@@ -507,7 +545,10 @@ function kinds(addons: string[], helm: number, refs: boolean): Kind[] {
       perCluster: 1,
       build: (i) => [cluster(i)],
       transform: slimCluster,
-      indexers: { clusterclass: classIndex, 'clusterclass-namespace': (c) => [clusterUse(c)?.classNamespace ?? nsOf(c)] },
+      indexers: {
+        clusterclass: classIndex,
+        'clusterclass-namespace': (c) => [clusterUse(c)?.classNamespace ?? nsOf(c)],
+      },
     },
     {
       label: 'ClusterAddon',
@@ -553,13 +594,17 @@ function flag(args: string[], name: string, fallback: number): number {
 
 export async function runHeapBench(args: string[]): Promise<number> {
   if (args.includes('--help')) {
-    process.stdout.write('npm run bench -- heap [--clusters N (10000)] [--addons A (3)] [--helm H (0)] [--refs]\n');
+    process.stdout.write(
+      'npm run bench -- heap [--clusters N (10000)] [--addons A (3)] [--helm H (0)] [--refs] [--no-intern]\n',
+    );
     return 0;
   }
   const clusters = flag(args, '--clusters', 10_000);
   const addons = ['cni', 'metrics', 'csi', 'ingress', 'dns', 'policy'].slice(0, flag(args, '--addons', 3));
   const helm = Math.min(flag(args, '--helm', 0), addons.length);
   const refs = args.includes('--refs');
+  // --no-intern: the caches as before string sharing (runtime/intern.ts), for a before/after.
+  const intern = !args.includes('--no-intern');
   const informers: Informer[] = [];
   const rows: Array<{ label: string; objects: number; bytes: number }> = [];
   const start = heap();
@@ -571,6 +616,7 @@ export async function runHeapBench(args: string[]): Promise<number> {
       apiVersion: first.apiVersion,
       kind: first.kind,
       watchdogMs: 3_600_000,
+      internStrings: intern,
       ...(kind.transform !== undefined ? { transform: kind.transform } : {}),
     });
     for (const [n, fn] of Object.entries(kind.indexers ?? {})) inf.addIndexer(n, fn);
@@ -583,12 +629,26 @@ export async function runHeapBench(args: string[]): Promise<number> {
   const total = heap() - start;
   const kb = (b: number) => (b / 1024).toFixed(2);
   const mb = (b: number) => (b / 1024 / 1024).toFixed(1);
-  const line = (cols: string[]) => `${cols[0]?.padEnd(38)}${cols.slice(1).map((c) => c.padStart(14)).join('')}`;
-  console.log(`stackflux heap per Cluster (${clusters} Clusters, ${addons.length} addons, ${helm} Helm, refs ${refs ? 'on' : 'off'}; node ${process.version})`);
+  const line = (cols: string[]) =>
+    `${cols[0]?.padEnd(38)}${cols
+      .slice(1)
+      .map((c) => c.padStart(14))
+      .join('')}`;
+  console.log(
+    `stackflux heap per Cluster (${clusters} Clusters, ${addons.length} addons, ${helm} Helm, refs ${refs ? 'on' : 'off'}, strings ${intern ? 'shared' : 'not shared'}; node ${process.version})`,
+  );
   console.log(line(['informer', 'objects', 'B/object', 'KiB/Cluster', 'MiB@10,000']));
   for (const r of rows) {
     const perCluster = r.bytes / clusters;
-    console.log(line([r.label, String(r.objects), (r.bytes / Math.max(1, r.objects)).toFixed(0), kb(perCluster), mb(perCluster * 10_000)]));
+    console.log(
+      line([
+        r.label,
+        String(r.objects),
+        (r.bytes / Math.max(1, r.objects)).toFixed(0),
+        kb(perCluster),
+        mb(perCluster * 10_000),
+      ]),
+    );
   }
   console.log(line(['total (caches)', '', '', kb(total / clusters), mb((total / clusters) * 10_000)]));
   await Promise.all(informers.map((i) => i.stop()));

@@ -1,0 +1,117 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { needsApply } from '../../../controller/controllers/common.ts';
+import type { KubeObject } from '../../../controller/runtime/client.ts';
+import { leanObject } from '../../../controller/runtime/informer.ts';
+import { internStrings, StringTable } from '../../../controller/runtime/intern.ts';
+
+/** What stackflux applies of an addon Kustomization (golden full-pipeline prod-1.cni, shortened). */
+function desired(): KubeObject {
+  return {
+    apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
+    kind: 'Kustomization',
+    metadata: {
+      name: 'prod-1.cni',
+      namespace: 'team-a',
+      labels: { 'app.kubernetes.io/managed-by': 'stackflux', 'stackflux.io/addon': 'cni' },
+      ownerReferences: [
+        {
+          apiVersion: 'stackflux.io/v1alpha1',
+          kind: 'ClusterAddon',
+          name: 'prod-1',
+          uid: 'u-0',
+          controller: true,
+        },
+      ],
+    },
+    spec: {
+      interval: '5m',
+      path: './cni',
+      prune: true,
+      sourceRef: { kind: 'GitRepository', name: 'prod-1-addons' },
+    },
+  };
+}
+
+/** The same Kustomization as the API server returns it once converged (parsed from JSON text). */
+function converged(): KubeObject {
+  const d = desired();
+  return JSON.parse(
+    JSON.stringify({
+      ...d,
+      metadata: {
+        ...d.metadata,
+        uid: 'u-1',
+        resourceVersion: '42',
+        generation: 1,
+        managedFields: [{ manager: 'stackflux', operation: 'Apply' }],
+      },
+      spec: { ...(d.spec as object), force: false, timeout: '5m' },
+      status: {
+        conditions: [
+          { type: 'Ready', status: 'True', reason: 'ReconciliationSucceeded', message: 'Applied' },
+        ],
+        lastAppliedRevision: 'stackflux/team-a/prod-1@sha1:abc',
+        inventory: { entries: [{ id: 'x', v: 'v1' }] },
+      },
+    }),
+  ) as KubeObject;
+}
+
+describe('StringTable and internStrings (one copy of repeated strings in the caches)', () => {
+  it('returns an equal string and holds it once however often it is seen', () => {
+    const t = new StringTable();
+    for (let i = 0; i < 100; i++)
+      assert.equal(t.intern(['True', 'Ready'][i % 2] as string), i % 2 ? 'Ready' : 'True');
+    assert.equal(t.size(), 2);
+  });
+
+  it('stays bounded: two generations at most, strings longer than maxLength and empty ones not held', () => {
+    const t = new StringTable({ generationSize: 10, maxLength: 8 });
+    for (let i = 0; i < 1000; i++) assert.equal(t.intern(`s-${i}`), `s-${i}`);
+    assert.ok(t.size() <= 20, `size ${t.size()}`);
+    const before = t.size();
+    assert.equal(t.intern('a-long-message'), 'a-long-message');
+    assert.equal(t.intern(''), '');
+    assert.equal(t.size(), before);
+  });
+
+  it('keeps a string that recurs, drops one not seen for two generations', () => {
+    const t = new StringTable({ generationSize: 2 });
+    t.intern('keep');
+    t.intern('once');
+    for (let i = 0; i < 10; i++) {
+      t.intern(`x-${i}`);
+      t.intern('keep'); // seen again every rotation: moved to the current generation
+    }
+    assert.equal(t.has('keep'), true);
+    assert.equal(t.has('once'), false);
+    assert.equal(t.has('x-0'), false);
+  });
+
+  it('changes no value: the interned object deep-equals a copy, uid and resourceVersion untouched', () => {
+    const obj = converged();
+    const copy = structuredClone(obj);
+    const t = new StringTable();
+    assert.equal(internStrings(obj, t), obj, 'in place');
+    assert.deepEqual(obj, copy);
+    assert.equal(t.has('stackflux.io/v1alpha1'), true);
+    assert.equal(t.has('ReconciliationSucceeded'), true);
+    assert.equal(t.has('u-1'), false, 'uid: unique, not held');
+    assert.equal(t.has('42'), false, 'resourceVersion: unique, not held');
+  });
+
+  it('skips frozen parts (a transform may return shared constants)', () => {
+    const frozen = Object.freeze({ a: 'x' });
+    const obj = { spec: frozen, list: Object.freeze(['y']), b: 'z' };
+    assert.doesNotThrow(() => internStrings(obj, new StringTable()));
+    assert.deepEqual(obj, { spec: { a: 'x' }, list: ['y'], b: 'z' });
+  });
+
+  it('the desired-vs-cached comparison is unchanged: converged stays equal, a changed spec differs', () => {
+    const cached = internStrings(leanObject(converged()), new StringTable());
+    const want = desired();
+    assert.equal(needsApply(cached, want), false);
+    assert.equal(needsApply(cached, { ...want, spec: { ...(want.spec as object), path: './cni-v2' } }), true);
+  });
+});
