@@ -76,6 +76,26 @@ export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-confi
 const FLUX_GROUP_SUFFIX = '.toolkit.fluxcd.io/';
 const FLUX_RECORDS = ['inventory', 'history'] as const;
 
+/**
+ * The Flux kinds stackflux creates and watches, and the only status fields any reader of their
+ * caches looks at: conditions and observedGeneration (readiness of the current generation,
+ * reconcilers/clusteraddon.ts fluxReady, reconcilers/clusterstackrelease.ts kustomizationReady),
+ * lastAppliedRevision (Kustomization: the revision an addon / release runs), history (HelmRelease:
+ * its newest Helm release, cut down below) and lastHandledReconcileAt (one short string, kept for
+ * whoever shows it). The rest (GitRepository status.artifact, lastAttempted*, storageNamespace,
+ * observedIgnore, …) is never read from a cache; the CLI reads the live objects, not these caches.
+ * needsApply compares spec, labels, annotations and owners, never status: dropping status fields
+ * cannot make a converged object look changed.
+ */
+const FLUX_MANAGED_KINDS = new Set(['Kustomization', 'GitRepository', 'HelmRelease']);
+const FLUX_STATUS_READ = new Set([
+  'conditions',
+  'observedGeneration',
+  'lastAppliedRevision',
+  'lastHandledReconcileAt',
+  'history',
+]);
+
 /** Of a HelmRelease's history, the fields of the newest Helm release that stackflux shows. */
 const HELM_RELEASE_FIELDS = [
   'name',
@@ -92,35 +112,49 @@ function latestHelmRelease(entry: unknown): Record<string, unknown> | undefined 
   return Object.fromEntries(Object.entries(entry).filter(([k]) => HELM_RELEASE_FIELDS.includes(k)));
 }
 
+function isFluxObject(obj: KubeObject): boolean {
+  return typeof obj.apiVersion === 'string' && obj.apiVersion.includes(FLUX_GROUP_SUFFIX);
+}
+
+/** Whether the status field `key` of this Flux object is dropped from the cache. */
+function droppedFluxField(kind: string, key: string): boolean {
+  if (FLUX_MANAGED_KINDS.has(kind)) return !FLUX_STATUS_READ.has(key) || key === 'history';
+  return (FLUX_RECORDS as readonly string[]).includes(key);
+}
+
+/** What stays of a Flux object's status (see FLUX_STATUS_READ). */
+function leanFluxStatus(kind: string, status: Record<string, unknown>): Record<string, unknown> {
+  const kept: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(status)) if (!droppedFluxField(kind, k)) kept[k] = v;
+  const history = status.history;
+  const latest = kind === 'HelmRelease' && Array.isArray(history) ? latestHelmRelease(history[0]) : undefined;
+  return latest !== undefined ? { ...kept, history: [latest] } : kept;
+}
+
 /**
  * Default transform: drops what no controller here reads but can be most of an object's size:
  * metadata.managedFields, kubectl's last-applied-configuration annotation, and on Flux objects
- * status.inventory / status.history (Flux's bookkeeping; stackflux reads conditions, revisions and
- * observedGeneration; of a HelmRelease's history only the newest Helm release's revision, chart
- * version and values digest stay). Other fields stay: templates may read any field of a Cluster.
+ * status.inventory / status.history (Flux's bookkeeping; of a HelmRelease's history only the
+ * newest Helm release's revision, chart version and values digest stay); on the Flux kinds
+ * stackflux manages every status field but those FLUX_STATUS_READ names. Other fields stay:
+ * templates may read any field of a Cluster.
  */
 export function leanObject<T extends KubeObject>(obj: KubeObject): T {
   const annotations = obj.metadata?.annotations;
   const lastApplied = annotations !== undefined && LAST_APPLIED_ANNOTATION in annotations;
   const status = obj.status as Record<string, unknown> | undefined;
-  const fluxRecords =
+  const fluxStatus =
     status !== undefined &&
-    typeof obj.apiVersion === 'string' &&
-    obj.apiVersion.includes(FLUX_GROUP_SUFFIX) &&
-    FLUX_RECORDS.some((k) => k in status);
-  if (!lastApplied && !fluxRecords) return stripManagedFields<T>(obj);
+    isFluxObject(obj) &&
+    Object.keys(status).some((k) => droppedFluxField(obj.kind, k));
+  if (!lastApplied && !fluxStatus) return stripManagedFields<T>(obj);
   const { managedFields: _m, ...metadata } = obj.metadata;
   const out: KubeObject = { ...obj, metadata };
   if (lastApplied) {
     const { [LAST_APPLIED_ANNOTATION]: _drop, ...rest } = annotations;
     out.metadata = { ...metadata, annotations: rest };
   }
-  if (fluxRecords) {
-    const { inventory: _i, history, ...kept } = status;
-    const latest =
-      obj.kind === 'HelmRelease' && Array.isArray(history) ? latestHelmRelease(history[0]) : undefined;
-    out.status = latest !== undefined ? { ...kept, history: [latest] } : kept;
-  }
+  if (fluxStatus) out.status = leanFluxStatus(obj.kind, status);
   return out as T;
 }
 

@@ -1,62 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { needsApply } from '../../../controller/controllers/common.ts';
-import type { KubeObject } from '../../../controller/runtime/client.ts';
 import { leanObject } from '../../../controller/runtime/informer.ts';
 import { internStrings, StringTable } from '../../../controller/runtime/intern.ts';
-
-/** What stackflux applies of an addon Kustomization (golden full-pipeline prod-1.cni, shortened). */
-function desired(): KubeObject {
-  return {
-    apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
-    kind: 'Kustomization',
-    metadata: {
-      name: 'prod-1.cni',
-      namespace: 'team-a',
-      labels: { 'app.kubernetes.io/managed-by': 'stackflux', 'stackflux.io/addon': 'cni' },
-      ownerReferences: [
-        {
-          apiVersion: 'stackflux.io/v1alpha1',
-          kind: 'ClusterAddon',
-          name: 'prod-1',
-          uid: 'u-0',
-          controller: true,
-        },
-      ],
-    },
-    spec: {
-      interval: '5m',
-      path: './cni',
-      prune: true,
-      sourceRef: { kind: 'GitRepository', name: 'prod-1-addons' },
-    },
-  };
-}
-
-/** The same Kustomization as the API server returns it once converged (parsed from JSON text). */
-function converged(): KubeObject {
-  const d = desired();
-  return JSON.parse(
-    JSON.stringify({
-      ...d,
-      metadata: {
-        ...d.metadata,
-        uid: 'u-1',
-        resourceVersion: '42',
-        generation: 1,
-        managedFields: [{ manager: 'stackflux', operation: 'Apply' }],
-      },
-      spec: { ...(d.spec as object), force: false, timeout: '5m' },
-      status: {
-        conditions: [
-          { type: 'Ready', status: 'True', reason: 'ReconciliationSucceeded', message: 'Applied' },
-        ],
-        lastAppliedRevision: 'stackflux/team-a/prod-1@sha1:abc',
-        inventory: { entries: [{ id: 'x', v: 'v1' }] },
-      },
-    }),
-  ) as KubeObject;
-}
+import { converged, desiredKustomization } from './flux-fixtures.ts';
 
 describe('StringTable and internStrings (one copy of repeated strings in the caches)', () => {
   it('returns an equal string and holds it once however often it is seen', () => {
@@ -90,15 +37,15 @@ describe('StringTable and internStrings (one copy of repeated strings in the cac
   });
 
   it('changes no value: the interned object deep-equals a copy, uid and resourceVersion untouched', () => {
-    const obj = converged();
+    const obj = converged(desiredKustomization());
     const copy = structuredClone(obj);
     const t = new StringTable();
     assert.equal(internStrings(obj, t), obj, 'in place');
     assert.deepEqual(obj, copy);
     assert.equal(t.has('stackflux.io/v1alpha1'), true);
     assert.equal(t.has('ReconciliationSucceeded'), true);
-    assert.equal(t.has('u-1'), false, 'uid: unique, not held');
-    assert.equal(t.has('42'), false, 'resourceVersion: unique, not held');
+    assert.equal(t.has('b1f3c0de-0000-4000-8000-000000000001'), false, 'uid: unique, not held');
+    assert.equal(t.has('4242'), false, 'resourceVersion: unique, not held');
   });
 
   it('skips frozen parts (a transform may return shared constants)', () => {
@@ -109,8 +56,8 @@ describe('StringTable and internStrings (one copy of repeated strings in the cac
   });
 
   it('the desired-vs-cached comparison is unchanged: converged stays equal, a changed spec differs', () => {
-    const cached = internStrings(leanObject(converged()), new StringTable());
-    const want = desired();
+    const cached = internStrings(leanObject(converged(desiredKustomization())), new StringTable());
+    const want = desiredKustomization();
     assert.equal(needsApply(cached, want), false);
     assert.equal(needsApply(cached, { ...want, spec: { ...(want.spec as object), path: './cni-v2' } }), true);
   });
