@@ -78,8 +78,9 @@ const FLUX_RECORDS = ['inventory', 'history'] as const;
 
 /**
  * The Flux kinds stackflux creates and watches, and the only status fields any reader of their
- * caches looks at: conditions and observedGeneration (readiness of the current generation,
- * reconcilers/clusteraddon.ts fluxReady, reconcilers/clusterstackrelease.ts kustomizationReady),
+ * caches looks at: the Ready condition and observedGeneration (readiness of the current
+ * generation, reconcilers/clusteraddon.ts fluxReady, reconcilers/clusterstackrelease.ts
+ * kustomizationReady; no reader looks at another condition type of these kinds),
  * lastAppliedRevision (Kustomization: the revision an addon / release runs), history (HelmRelease:
  * its newest Helm release, cut down below) and lastHandledReconcileAt (one short string, kept for
  * whoever shows it). The rest (GitRepository status.artifact, lastAttempted*, storageNamespace,
@@ -122,10 +123,29 @@ function droppedFluxField(kind: string, key: string): boolean {
   return (FLUX_RECORDS as readonly string[]).includes(key);
 }
 
+/** The conditions of a managed Flux kind that are read: Ready only. */
+const FLUX_CONDITIONS_READ = 'Ready';
+
+function isReadCondition(c: unknown): boolean {
+  return typeof c === 'object' && c !== null && (c as { type?: unknown }).type === FLUX_CONDITIONS_READ;
+}
+
+/** Whether anything of this Flux object's status is dropped from the cache. */
+function leanFluxStatusDrops(kind: string, status: Record<string, unknown>): boolean {
+  if (Object.keys(status).some((k) => droppedFluxField(kind, k))) return true;
+  const conditions = status.conditions;
+  return FLUX_MANAGED_KINDS.has(kind) && Array.isArray(conditions) && !conditions.every(isReadCondition);
+}
+
 /** What stays of a Flux object's status (see FLUX_STATUS_READ). */
 function leanFluxStatus(kind: string, status: Record<string, unknown>): Record<string, unknown> {
   const kept: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(status)) if (!droppedFluxField(kind, k)) kept[k] = v;
+  if (FLUX_MANAGED_KINDS.has(kind) && Array.isArray(kept.conditions)) {
+    // An array literal: exactly sized (filter's result keeps spare capacity).
+    const ready: unknown = kept.conditions.find(isReadCondition);
+    kept.conditions = ready !== undefined ? [ready] : [];
+  }
   const history = status.history;
   const latest = kind === 'HelmRelease' && Array.isArray(history) ? latestHelmRelease(history[0]) : undefined;
   return latest !== undefined ? { ...kept, history: [latest] } : kept;
@@ -136,17 +156,15 @@ function leanFluxStatus(kind: string, status: Record<string, unknown>): Record<s
  * metadata.managedFields, kubectl's last-applied-configuration annotation, and on Flux objects
  * status.inventory / status.history (Flux's bookkeeping; of a HelmRelease's history only the
  * newest Helm release's revision, chart version and values digest stay); on the Flux kinds
- * stackflux manages every status field but those FLUX_STATUS_READ names. Other fields stay:
+ * stackflux manages every status field but those FLUX_STATUS_READ names, and every condition but
+ * Ready. Other fields stay:
  * templates may read any field of a Cluster.
  */
 export function leanObject<T extends KubeObject>(obj: KubeObject): T {
   const annotations = obj.metadata?.annotations;
   const lastApplied = annotations !== undefined && LAST_APPLIED_ANNOTATION in annotations;
   const status = obj.status as Record<string, unknown> | undefined;
-  const fluxStatus =
-    status !== undefined &&
-    isFluxObject(obj) &&
-    Object.keys(status).some((k) => droppedFluxField(obj.kind, k));
+  const fluxStatus = status !== undefined && isFluxObject(obj) && leanFluxStatusDrops(obj.kind, status);
   if (!lastApplied && !fluxStatus) return stripManagedFields<T>(obj);
   const { managedFields: _m, ...metadata } = obj.metadata;
   const out: KubeObject = { ...obj, metadata };

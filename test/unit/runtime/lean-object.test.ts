@@ -103,6 +103,25 @@ describe('leanObject (what informers keep of an object)', () => {
     });
   }
 
+  it('keeps of a managed Flux kind’s conditions only Ready (no reader looks at another type)', () => {
+    const ready = {
+      type: 'Ready',
+      status: 'False',
+      reason: 'DependencyNotReady',
+      message: 'dependency not ready',
+    };
+    const k = leanObject({
+      apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
+      kind: 'Kustomization',
+      metadata: { name: 'c1.cni' },
+      status: {
+        conditions: [{ type: 'Reconciling', status: 'True' }, ready, { type: 'Healthy', status: 'False' }],
+        observedGeneration: 1,
+      },
+    });
+    assert.deepEqual(k.status, { conditions: [ready], observedGeneration: 1 });
+  });
+
   it('on other Flux kinds drops only inventory and history (no reader of them is checked here)', () => {
     const status = { artifact: { revision: '1.2.3' }, inventory: { entries: [] }, observedGeneration: 1 };
     const o = leanObject({
