@@ -25,7 +25,8 @@ import { runInNewContext } from 'node:vm';
 import { slimCluster } from '../../controller/controllers/clusterview.ts';
 import { clusterUse } from '../../controller/reconcilers/clusterstack.ts';
 import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts';
-import { Informer } from '../../controller/runtime/informer.ts';
+import { Informer, leanObject } from '../../controller/runtime/informer.ts';
+import { internStrings, StringTable } from '../../controller/runtime/intern.ts';
 import { clusterObject, clusterStatus } from '../support/fanout.ts';
 
 setFlagsFromString('--expose-gc');
@@ -578,6 +579,28 @@ function kinds(addons: string[], helm: number, refs: boolean): Kind[] {
   return out;
 }
 
+/**
+ * CPU per object of what the informer does to each object it stores: the kind's transform alone,
+ * and followed by the string sharing (on fresh parsed copies; the parse is not timed). Best of 3.
+ */
+function transformCost(kind: Kind, clusters: number): { us: number; usIntern: number } {
+  const transform = kind.transform ?? ((o: KubeObject) => leanObject(o));
+  const table = new StringTable();
+  const time = (fn: (o: KubeObject) => unknown): number => {
+    let best = Number.POSITIVE_INFINITY;
+    for (let run = 0; run < 3; run++) {
+      const objects: KubeObject[] = [];
+      for (let i = 0; i < clusters; i++) objects.push(...kind.build(i));
+      const parsed = JSON.parse(JSON.stringify(objects)) as KubeObject[];
+      const t0 = process.hrtime.bigint();
+      for (const o of parsed) fn(o);
+      best = Math.min(best, Number(process.hrtime.bigint() - t0) / 1e3 / parsed.length);
+    }
+    return best;
+  };
+  return { us: time(transform), usIntern: time((o) => internStrings(transform(o), table)) };
+}
+
 function heap(): number {
   gc();
   gc();
@@ -606,7 +629,7 @@ export async function runHeapBench(args: string[]): Promise<number> {
   // --no-intern: the caches as before string sharing (runtime/intern.ts), for a before/after.
   const intern = !args.includes('--no-intern');
   const informers: Informer[] = [];
-  const rows: Array<{ label: string; objects: number; bytes: number }> = [];
+  const rows: Array<{ label: string; objects: number; bytes: number; us: number; usIntern: number }> = [];
   const start = heap();
   for (const kind of kinds(addons, helm, refs)) {
     const before = heap();
@@ -624,7 +647,12 @@ export async function runHeapBench(args: string[]): Promise<number> {
     await inf.waitForSync();
     informers.push(inf);
     // The LIST answer is garbage once stored; what remains is the informer's store and indexes.
-    rows.push({ label: kind.label, objects: inf.size(), bytes: heap() - before });
+    rows.push({
+      label: kind.label,
+      objects: inf.size(),
+      bytes: heap() - before,
+      ...transformCost(kind, Math.min(clusters, 2_000)),
+    });
   }
   const total = heap() - start;
   const kb = (b: number) => (b / 1024).toFixed(2);
@@ -637,7 +665,9 @@ export async function runHeapBench(args: string[]): Promise<number> {
   console.log(
     `stackflux heap per Cluster (${clusters} Clusters, ${addons.length} addons, ${helm} Helm, refs ${refs ? 'on' : 'off'}, strings ${intern ? 'shared' : 'not shared'}; node ${process.version})`,
   );
-  console.log(line(['informer', 'objects', 'B/object', 'KiB/Cluster', 'MiB@10,000']));
+  console.log(
+    line(['informer', 'objects', 'B/object', 'KiB/Cluster', 'MiB@10,000', 'µs transform', '+ intern']),
+  );
   for (const r of rows) {
     const perCluster = r.bytes / clusters;
     console.log(
@@ -647,6 +677,8 @@ export async function runHeapBench(args: string[]): Promise<number> {
         (r.bytes / Math.max(1, r.objects)).toFixed(0),
         kb(perCluster),
         mb(perCluster * 10_000),
+        r.us.toFixed(2),
+        r.usIntern.toFixed(2),
       ]),
     );
   }
