@@ -9,6 +9,7 @@
 
 import { ApiError, isGone, type KubeClient, type KubeObject, type WatchEvent } from './client.ts';
 import { type Clock, realClock, sleep, type TimerHandle } from './clock.ts';
+import { internStrings, sharedStrings } from './intern.ts';
 import { errorFields, type Logger, silentLogger } from './logging.ts';
 
 export interface EventHandler<T extends KubeObject> {
@@ -30,6 +31,11 @@ export interface InformerOptions<T extends KubeObject> {
   logger?: Logger;
   /** Applied to every object before it is stored; by default leanObject (no managedFields, no last-applied). */
   transform?: (obj: KubeObject) => T;
+  /**
+   * Share one copy of repeated string values (and index values) between cached objects (intern.ts);
+   * default true. Values are unchanged; only duplicate copies go.
+   */
+  internStrings?: boolean;
   /** Restart a watch that delivered nothing (not even a bookmark) for this long. Default 150 s. */
   watchdogMs?: number;
   /** Server-side watch timeout in seconds; default random in [300, 600) like client-go. */
@@ -70,6 +76,27 @@ export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-confi
 const FLUX_GROUP_SUFFIX = '.toolkit.fluxcd.io/';
 const FLUX_RECORDS = ['inventory', 'history'] as const;
 
+/**
+ * The Flux kinds stackflux creates and watches, and the only status fields any reader of their
+ * caches looks at: the Ready condition and observedGeneration (readiness of the current
+ * generation, reconcilers/clusteraddon.ts fluxReady, reconcilers/clusterstackrelease.ts
+ * kustomizationReady; no reader looks at another condition type of these kinds),
+ * lastAppliedRevision (Kustomization: the revision an addon / release runs), history (HelmRelease:
+ * its newest Helm release, cut down below) and lastHandledReconcileAt (one short string, kept for
+ * whoever shows it). The rest (GitRepository status.artifact, lastAttempted*, storageNamespace,
+ * observedIgnore, …) is never read from a cache; the CLI reads the live objects, not these caches.
+ * needsApply compares spec, labels, annotations and owners, never status: dropping status fields
+ * cannot make a converged object look changed.
+ */
+const FLUX_MANAGED_KINDS = new Set(['Kustomization', 'GitRepository', 'HelmRelease']);
+const FLUX_STATUS_READ = new Set([
+  'conditions',
+  'observedGeneration',
+  'lastAppliedRevision',
+  'lastHandledReconcileAt',
+  'history',
+]);
+
 /** Of a HelmRelease's history, the fields of the newest Helm release that stackflux shows. */
 const HELM_RELEASE_FIELDS = [
   'name',
@@ -86,35 +113,66 @@ function latestHelmRelease(entry: unknown): Record<string, unknown> | undefined 
   return Object.fromEntries(Object.entries(entry).filter(([k]) => HELM_RELEASE_FIELDS.includes(k)));
 }
 
+function isFluxObject(obj: KubeObject): boolean {
+  return typeof obj.apiVersion === 'string' && obj.apiVersion.includes(FLUX_GROUP_SUFFIX);
+}
+
+/** Whether the status field `key` of this Flux object is dropped from the cache. */
+function droppedFluxField(kind: string, key: string): boolean {
+  if (FLUX_MANAGED_KINDS.has(kind)) return !FLUX_STATUS_READ.has(key) || key === 'history';
+  return (FLUX_RECORDS as readonly string[]).includes(key);
+}
+
+/** The conditions of a managed Flux kind that are read: Ready only. */
+const FLUX_CONDITIONS_READ = 'Ready';
+
+function isReadCondition(c: unknown): boolean {
+  return typeof c === 'object' && c !== null && (c as { type?: unknown }).type === FLUX_CONDITIONS_READ;
+}
+
+/** Whether anything of this Flux object's status is dropped from the cache. */
+function leanFluxStatusDrops(kind: string, status: Record<string, unknown>): boolean {
+  if (Object.keys(status).some((k) => droppedFluxField(kind, k))) return true;
+  const conditions = status.conditions;
+  return FLUX_MANAGED_KINDS.has(kind) && Array.isArray(conditions) && !conditions.every(isReadCondition);
+}
+
+/** What stays of a Flux object's status (see FLUX_STATUS_READ). */
+function leanFluxStatus(kind: string, status: Record<string, unknown>): Record<string, unknown> {
+  const kept: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(status)) if (!droppedFluxField(kind, k)) kept[k] = v;
+  if (FLUX_MANAGED_KINDS.has(kind) && Array.isArray(kept.conditions)) {
+    // An array literal: exactly sized (filter's result keeps spare capacity).
+    const ready: unknown = kept.conditions.find(isReadCondition);
+    kept.conditions = ready !== undefined ? [ready] : [];
+  }
+  const history = status.history;
+  const latest = kind === 'HelmRelease' && Array.isArray(history) ? latestHelmRelease(history[0]) : undefined;
+  return latest !== undefined ? { ...kept, history: [latest] } : kept;
+}
+
 /**
  * Default transform: drops what no controller here reads but can be most of an object's size:
  * metadata.managedFields, kubectl's last-applied-configuration annotation, and on Flux objects
- * status.inventory / status.history (Flux's bookkeeping; stackflux reads conditions, revisions and
- * observedGeneration; of a HelmRelease's history only the newest Helm release's revision, chart
- * version and values digest stay). Other fields stay: templates may read any field of a Cluster.
+ * status.inventory / status.history (Flux's bookkeeping; of a HelmRelease's history only the
+ * newest Helm release's revision, chart version and values digest stay); on the Flux kinds
+ * stackflux manages every status field but those FLUX_STATUS_READ names, and every condition but
+ * Ready. Other fields stay:
+ * templates may read any field of a Cluster.
  */
 export function leanObject<T extends KubeObject>(obj: KubeObject): T {
   const annotations = obj.metadata?.annotations;
   const lastApplied = annotations !== undefined && LAST_APPLIED_ANNOTATION in annotations;
   const status = obj.status as Record<string, unknown> | undefined;
-  const fluxRecords =
-    status !== undefined &&
-    typeof obj.apiVersion === 'string' &&
-    obj.apiVersion.includes(FLUX_GROUP_SUFFIX) &&
-    FLUX_RECORDS.some((k) => k in status);
-  if (!lastApplied && !fluxRecords) return stripManagedFields<T>(obj);
+  const fluxStatus = status !== undefined && isFluxObject(obj) && leanFluxStatusDrops(obj.kind, status);
+  if (!lastApplied && !fluxStatus) return stripManagedFields<T>(obj);
   const { managedFields: _m, ...metadata } = obj.metadata;
   const out: KubeObject = { ...obj, metadata };
   if (lastApplied) {
     const { [LAST_APPLIED_ANNOTATION]: _drop, ...rest } = annotations;
     out.metadata = { ...metadata, annotations: rest };
   }
-  if (fluxRecords) {
-    const { inventory: _i, history, ...kept } = status;
-    const latest =
-      obj.kind === 'HelmRelease' && Array.isArray(history) ? latestHelmRelease(history[0]) : undefined;
-    out.status = latest !== undefined ? { ...kept, history: [latest] } : kept;
-  }
+  if (fluxStatus) out.status = leanFluxStatus(obj.kind, status);
   return out as T;
 }
 
@@ -155,6 +213,7 @@ export class Informer<T extends KubeObject = KubeObject> {
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly transform: (obj: KubeObject) => T;
+  private readonly intern: boolean;
   private readonly store = new Map<string, T>();
   private readonly handlers: EventHandler<T>[] = [];
   private readonly indexers = new Map<
@@ -179,7 +238,9 @@ export class Informer<T extends KubeObject = KubeObject> {
     this.namespace = opts.namespace;
     this.clock = opts.clock ?? realClock;
     this.log = (opts.logger ?? silentLogger()).child({ informer: `${opts.apiVersion}/${opts.kind}` });
-    this.transform = opts.transform ?? ((o) => leanObject<T>(o));
+    const transform = opts.transform ?? ((o: KubeObject) => leanObject<T>(o));
+    this.intern = opts.internStrings !== false;
+    this.transform = this.intern ? (o) => internStrings(transform(o), sharedStrings) : transform;
   }
 
   /** Registers handlers. If the cache already holds objects, onAdd is called for each of them. */
@@ -457,6 +518,7 @@ export class Informer<T extends KubeObject = KubeObject> {
     let values: string[] = [];
     try {
       values = entry.fn(obj);
+      if (this.intern) values = values.map((v) => sharedStrings.intern(v));
     } catch (err) {
       this.log.error({ key, ...errorFields(err) }, 'index function failed');
     }

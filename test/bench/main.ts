@@ -3,6 +3,7 @@
 //   runtime (default)  the runtime's hot parts: work queue, informer memory and sync (runtime.ts)
 //   fleet              stackflux at fleet scale against hack/testenv (fleet.ts; --help for flags)
 //   soak               stackflux under churn for --minutes (default 30), RSS slope (soak.ts; --help)
+//   heap               the informer caches' heap per Cluster, no API server (heap.ts; --help)
 const [scenario = 'runtime', ...args] = process.argv.slice(2);
 if (scenario === 'runtime') {
   await import('./runtime.ts');
@@ -12,7 +13,10 @@ if (scenario === 'runtime') {
 } else if (scenario === 'soak') {
   const { runSoakBench } = await import('./soak.ts');
   process.exitCode = await runSoakBench(args);
+} else if (scenario === 'heap') {
+  const { runHeapBench } = await import('./heap.ts');
+  process.exitCode = await runHeapBench(args);
 } else {
-  process.stderr.write(`unknown bench scenario "${scenario}" (runtime, fleet, soak)\n`);
+  process.stderr.write(`unknown bench scenario "${scenario}" (runtime, fleet, soak, heap)\n`);
   process.exitCode = 2;
 }
