@@ -51,13 +51,58 @@ export function sourceRefOf(cs: ClusterStack): SourceRef {
   };
 }
 
+/**
+ * How long a release must have been found unused, in every decision, before it is deleted. The
+ * in-use view is a watch cache: a Cluster created just before a ClusterStack change can reach it
+ * after the ClusterStack's event (separate watch streams, no order between them), and a release
+ * deleted in that gap would be gone for good. Kubernetes' own garbage collector re-reads the owner
+ * live before it deletes; a release's users cannot be read live without listing every Cluster, so
+ * the decision is repeated after this grace instead, by which time the view has caught up.
+ */
+export const RELEASE_GC_GRACE_MS = 10_000;
+
+/** Since when each release (by ClusterStack key and release name) has been found unused. */
+export class UnusedSince {
+  private readonly since = new Map<string, Map<string, number>>();
+
+  /**
+   * Of the releases `unused` now, those unused for at least the grace (to delete now), and the ms
+   * until the next one is due. Releases of this stack no longer unused are forgotten.
+   */
+  due(stackKey: string, unused: readonly string[], now: number): { names: string[]; nextMs?: number } {
+    const prev = this.since.get(stackKey) ?? new Map<string, number>();
+    const next = new Map<string, number>();
+    const names: string[] = [];
+    let nextMs: number | undefined;
+    for (const name of unused) {
+      const since = prev.get(name) ?? now;
+      const left = since + RELEASE_GC_GRACE_MS - now;
+      if (left <= 0) {
+        names.push(name);
+        continue;
+      }
+      next.set(name, since);
+      nextMs = Math.min(nextMs ?? left, left);
+    }
+    if (next.size > 0) this.since.set(stackKey, next);
+    else this.since.delete(stackKey);
+    return { names, ...(nextMs !== undefined ? { nextMs } : {}) };
+  }
+
+  forget(stackKey: string): void {
+    this.since.delete(stackKey);
+  }
+}
+
 export function clusterStackReconciler(deps: ClusterStackDeps) {
+  const unusedSince = new UnusedSince();
   return async (key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> => {
     const { client, pollers } = deps;
     const recorder = deps.recorder ?? noopRecorder;
     const cs = deps.clusterStacks.get(key);
     if (cs === undefined) {
       pollers.unsubscribe(key);
+      unusedSince.forget(key);
       return undefined;
     }
     const namespace = cs.metadata.namespace ?? 'default';
@@ -118,7 +163,8 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
         );
       }
     }
-    for (const name of result.delete) {
+    const gc = unusedSince.due(key, result.delete, deps.clock.now());
+    for (const name of gc.names) {
       const existing = deps.releases.getByName(name, namespace);
       if (existing?.metadata.deletionTimestamp !== undefined) continue;
       ctx.log.info({ release: name }, 'deleting release');
@@ -156,6 +202,6 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
         { force: true, signal: ctx.signal },
       );
     }
-    return { requeueAfter: intervalMs };
+    return { requeueAfter: Math.min(intervalMs, gc.nextMs ?? intervalMs) };
   };
 }
