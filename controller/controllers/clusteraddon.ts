@@ -35,12 +35,14 @@ import {
   type BranchUpdate,
   type ClusterAddonInput,
   type ClusterAddonResult,
+  clusterStackAddonInputs,
   DEFAULT_BRANCH_PREFIX,
   FINALIZER_FLEET_CLEANUP,
   type FleetSettings,
   fleetBranchName,
   Reason,
   reconcileClusterAddon,
+  releaseAddonInputs,
 } from '../reconcilers/clusteraddon.ts';
 import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { reconcileRequested } from '../reconcilers/reconcilerequest.ts';
@@ -953,10 +955,21 @@ export async function setupClusterAddonController(
   manager.watch(c, clusterAddons);
   manager.watch(c, kustomizations, clusterKeyOf);
   if (helmReleases !== undefined) manager.watch(c, helmReleases, clusterKeyOf);
-  manager.watch(c, releases, (r) =>
-    clusters.byIndex(CLASS_INDEX, `${nsOf(r)}/${r.spec.clusterClass}`).map(keyOf),
+  // A release or ClusterStack maps to every Cluster that uses it: only a change of what the addon
+  // reconcile reads of it requeues them (at 10,000 Clusters, a status write would otherwise mean
+  // 10,000 reconciles).
+  manager.watch(
+    c,
+    releases,
+    (r) => clusters.byIndex(CLASS_INDEX, `${nsOf(r)}/${r.spec.clusterClass}`).map(keyOf),
+    (o, n) => !sameJson(releaseAddonInputs(o), releaseAddonInputs(n)),
   );
-  manager.watch(c, clusterStacks, (cs) => clusters.byIndex(NS_INDEX, nsOf(cs)).map(keyOf));
+  manager.watch(
+    c,
+    clusterStacks,
+    (cs) => clusters.byIndex(NS_INDEX, nsOf(cs)).map(keyOf),
+    (o, n) => !sameJson(clusterStackAddonInputs(o), clusterStackAddonInputs(n)),
+  );
   void manager.done.then(() => {
     pending.stop();
     void renderPool.close();

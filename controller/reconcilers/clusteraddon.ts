@@ -238,6 +238,32 @@ function compareStrings(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/**
+ * The part of a ClusterStack the addon reconcile reads: its name, existence and spec (addons
+ * switched off, central values). Its status is not read: an update that changes only the status
+ * (release summaries, rollout progress) must not re-render every Cluster of the namespace.
+ */
+export function clusterStackAddonInputs(cs: ClusterStack): unknown {
+  return [cs.metadata.name, cs.metadata.deletionTimestamp, cs.spec];
+}
+
+/**
+ * The part of a ClusterStackRelease the addon reconcile reads: its spec, the commit its tree is
+ * fetched at and whether its provider object is ready. Not the rest of its status (how many
+ * Clusters use it, what Flux applied to the management cluster), which changes as Clusters move.
+ */
+export function releaseAddonInputs(r: ClusterStackRelease): unknown {
+  const provider = findCondition(r.status?.conditions, ConditionType.ProviderReady);
+  return [
+    r.metadata.name,
+    r.metadata.deletionTimestamp,
+    r.spec,
+    r.status?.commit,
+    provider?.status,
+    provider?.message,
+  ];
+}
+
 /** The fleet branch of one Cluster: `<prefix><namespace>/<cluster>`. */
 export function fleetBranchName(prefix: string, namespace: string, cluster: string): string {
   return `${prefix}${namespace}/${cluster}`;

@@ -170,17 +170,27 @@ export class Manager {
 
   /**
    * Enqueues keys into controller on informer events: by default the object's own key; with map,
-   * the keys map returns (e.g. the owner, or every ClusterStack that uses a Cluster's class).
+   * the keys map returns (e.g. the owner, or every ClusterStack that uses a Cluster's class). With
+   * changed (controller-runtime's update predicate), an update enqueues only when it says the
+   * change matters to the controller: an object that maps to thousands of keys must not requeue
+   * them all for a change none of them reads.
    */
   watch<T extends KubeObject>(
     controller: Controller,
     informer: Informer<T>,
     map?: (obj: T) => string[],
+    changed?: (oldObj: T, newObj: T) => boolean,
   ): void {
     const enqueue = (obj: T): void => {
       for (const key of map ? map(obj) : [objectKey(obj)]) controller.enqueue(key);
     };
-    informer.addEventHandler({ onAdd: enqueue, onUpdate: (_o, n) => enqueue(n), onDelete: enqueue });
+    informer.addEventHandler({
+      onAdd: enqueue,
+      onUpdate: (o, n) => {
+        if (changed === undefined || changed(o, n)) enqueue(n);
+      },
+      onDelete: enqueue,
+    });
   }
 
   /** Ready: every informer synced and not shutting down. */

@@ -14,11 +14,13 @@ import {
   branchCommitMessage,
   type ClusterAddonInput,
   type ClusterAddonResult,
+  clusterStackAddonInputs,
   enabledDependencies,
   FINALIZER_FLEET_CLEANUP,
   type FleetSettings,
   Reason,
   reconcileClusterAddon,
+  releaseAddonInputs,
 } from '../../../controller/reconcilers/clusteraddon.ts';
 import type { FluxTemplates } from '../../../controller/releases/flux.ts';
 import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
@@ -1432,5 +1434,45 @@ describe('reconcileClusterAddon: Helm-chart addons', () => {
       cond(r, 'Ready')?.message ?? '',
       /remote chart in stack\.yaml and also ships cluster-addon\/web\/Chart\.yaml/,
     );
+  });
+});
+
+describe('what of a release or ClusterStack requeues its Clusters', () => {
+  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  const withStatus = (status: ClusterStackRelease['status']): ClusterStackRelease => ({
+    ...releaseObject(V1),
+    status,
+  });
+  const providerReady = (status: 'True' | 'False', message: string): Condition => ({
+    type: 'ProviderReady',
+    status,
+    reason: status === 'True' ? 'ProviderReady' : 'ProviderNotReady',
+    message,
+    lastTransitionTime: '2025-01-01T00:00:00Z',
+  });
+
+  it('a release status change the addon reconcile does not read (Clusters using it, applied revision) does not', () => {
+    const before = withStatus({ commit: 'a'.repeat(40), clusters: 10, lastAppliedRevision: 'x' });
+    const after = withStatus({ commit: 'a'.repeat(40), clusters: 11, lastAppliedRevision: 'y' });
+    assert.ok(same(releaseAddonInputs(before), releaseAddonInputs(after)));
+  });
+
+  it('the commit the tree is read at, the provider gate and the spec do', () => {
+    const base = withStatus({ commit: 'a'.repeat(40), conditions: [providerReady('False', 'waiting')] });
+    const inputs = releaseAddonInputs(base);
+    for (const changed of [
+      withStatus({ commit: 'b'.repeat(40), conditions: [providerReady('False', 'waiting')] }),
+      withStatus({ commit: 'a'.repeat(40), conditions: [providerReady('True', 'ready')] }),
+      { ...base, spec: { ...base.spec, interval: '1m' } },
+    ])
+      assert.ok(!same(inputs, releaseAddonInputs(changed)));
+  });
+
+  it('a ClusterStack status change does not; a spec change (central values) does', () => {
+    const stack = clusterStack({ values: { logLevel: 'info' } });
+    const withSummary = { ...stack, status: { latestRelease: V1, usableVersions: 'v1' } };
+    assert.ok(same(clusterStackAddonInputs(stack), clusterStackAddonInputs(withSummary)));
+    const newValues = clusterStack({ values: { logLevel: 'debug' } });
+    assert.ok(!same(clusterStackAddonInputs(stack), clusterStackAddonInputs(newValues)));
   });
 });
