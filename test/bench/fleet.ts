@@ -230,6 +230,16 @@ export function imageNodeFlags(dockerfile: string): string[] {
   return argv.slice(1, script < 0 ? 1 : script).filter((a) => a.startsWith('--'));
 }
 
+/** One sample of a stackflux process's memory, MB (see StackfluxProcess.takeLargestSample). */
+export interface MemorySample {
+  rssMb: number;
+  heapTotalMb: number;
+  heapUsedMb: number;
+  newSpaceMb: number;
+  externalMb: number;
+  otherMb: number;
+}
+
 export class StackfluxProcess {
   child: ChildProcess | undefined;
   metricsUrl = '';
@@ -240,6 +250,8 @@ export class StackfluxProcess {
   private readonly args: string[];
   private readonly logFile: string;
   private readonly nodeFlags: string[];
+  private sampler: ReturnType<typeof setInterval> | undefined;
+  private largest: MemorySample | undefined;
 
   constructor(bin: string, args: string[], logFile: string, nodeFlags: string[] = []) {
     this.bin = bin;
@@ -282,6 +294,44 @@ export class StackfluxProcess {
       await sleep(100);
     }
     this.readyMs = now() - this.startedAt;
+    this.sampler = setInterval(() => void this.sample(), 2_000);
+  }
+
+  /**
+   * What the process was made of when its RSS was largest since the last call (sampled every 2 s):
+   * RSS, the main thread's V8 heap (total, used, young generation), memory outside V8 that V8
+   * knows of (external: Buffers), and the rest (render workers' heaps, native allocations).
+   */
+  takeLargestSample(): MemorySample | undefined {
+    const s = this.largest;
+    this.largest = undefined;
+    return s;
+  }
+
+  private async sample(): Promise<void> {
+    const child = this.child;
+    if (child?.pid === undefined || child.exitCode !== null) return;
+    let rssMb: number;
+    try {
+      rssMb = memoryMb(child.pid).rss;
+    } catch {
+      return;
+    }
+    if (this.largest !== undefined && rssMb <= this.largest.rssMb) return;
+    const text = await fetch(this.metricsUrl, { signal: AbortSignal.timeout(1_500) })
+      .then((r) => r.text())
+      .catch(() => '');
+    const mb = (re: RegExp): number => Math.round(Number(re.exec(text)?.[1] ?? Number.NaN) / 1048576);
+    const heapTotalMb = mb(/^nodejs_heap_size_total_bytes (\S+)$/m);
+    const externalMb = mb(/^nodejs_external_memory_bytes (\S+)$/m);
+    this.largest = {
+      rssMb,
+      heapTotalMb,
+      heapUsedMb: mb(/^nodejs_heap_size_used_bytes (\S+)$/m),
+      newSpaceMb: mb(/^nodejs_heap_space_size_total_bytes\{space="new"\} (\S+)$/m),
+      externalMb,
+      otherMb: rssMb - heapTotalMb - externalMb,
+    };
   }
 
   /** rest_client_requests_total by method (undefined when this stackflux does not export it). */
@@ -318,6 +368,8 @@ export class StackfluxProcess {
   }
 
   async stop(): Promise<void> {
+    if (this.sampler !== undefined) clearInterval(this.sampler);
+    this.sampler = undefined;
     const child = this.child;
     if (child === undefined || child.exitCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
@@ -721,6 +773,7 @@ async function fanout(env: Env, o: Options, f: Fleet): Promise<Scenario> {
     cpuSeconds: Math.round(cpu.self * 10) / 10,
     gitCpuSeconds: Math.round(cpu.children * 10) / 10,
     peakRssMb: memoryMb(pid).peak,
+    largestSample: f.proc.takeLargestSample(),
     ...(heap !== undefined ? heap : {}),
     pushes: pushesTo(env.e, f.fleetRepo) - pushes0,
     fleetBranches: f.fleet.branches(),
@@ -866,6 +919,7 @@ async function change(env: Env, o: Options, f: Fleet): Promise<Scenario> {
 async function release(env: Env, o: Options, f: Fleet): Promise<Scenario> {
   const pid = f.proc.pid;
   resetPeak(pid);
+  f.proc.takeLargestSample();
   const cpu0 = cpuSeconds(pid);
   const pushes0 = pushesTo(env.e, f.fleetRepo);
   const req0 = await f.proc.requests();
@@ -907,6 +961,7 @@ async function release(env: Env, o: Options, f: Fleet): Promise<Scenario> {
     cpuSeconds: Math.round((cpu1.self - cpu0.self) * 10) / 10,
     gitCpuSeconds: Math.round((cpu1.children - cpu0.children) * 10) / 10,
     peakRssMb: memoryMb(pid).peak,
+    largestSample: f.proc.takeLargestSample(),
     pushes: pushesTo(env.e, f.fleetRepo) - pushes0,
     ...(d !== undefined ? { requests: d.total, writes: d.writes, writesByResource: d.writesByResource } : {}),
   };
