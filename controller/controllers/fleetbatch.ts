@@ -6,8 +6,18 @@
 // trees are deterministic, so the new leader's write of the same content changes nothing.)
 import { type Clock, realClock, type TimerHandle } from '../runtime/clock.ts';
 
+/** Default of FleetBatchOptions.maxSize. */
+export const DEFAULT_MAX_BATCH = 1_000;
+
 export interface FleetBatchOptions<T> {
   windowMs: number;
+  /**
+   * At most this many keys per write (default DEFAULT_MAX_BATCH): a batch that reaches it is
+   * written without waiting for its window, and a larger backlog is written in several writes.
+   * Bounds what one write holds in memory (rendered files, fast-import input, the pack), which
+   * would otherwise follow the client rate limit times the window.
+   */
+  maxSize?: number;
   clock?: Clock;
   /** Whether this replica leads now (Manager.isLeader). Checked when a batch would be written. */
   leading: () => boolean;
@@ -44,6 +54,10 @@ export class FleetBatch<T> {
     this.schedule();
   }
 
+  private get maxSize(): number {
+    return Math.max(1, this.opts.maxSize ?? DEFAULT_MAX_BATCH);
+  }
+
   delete(key: string): void {
     this.pending.delete(key);
   }
@@ -67,23 +81,37 @@ export class FleetBatch<T> {
     this.timer = undefined;
     this.firstPendingAt = undefined;
     if (this.pending.size === 0) return;
-    const batch = new Map(this.pending);
-    this.pending.clear();
+    // The oldest keys first (a Map keeps insertion order; a replaced change keeps its place).
+    const batch = new Map<string, T>();
+    for (const [key, change] of this.pending) {
+      if (batch.size >= this.maxSize) break;
+      batch.set(key, change);
+    }
+    for (const key of batch.keys()) this.pending.delete(key);
     if (!this.opts.leading()) {
-      this.opts.dropped?.([...batch.keys()]);
+      this.opts.dropped?.([...batch.keys(), ...this.pending.keys()]);
+      this.pending.clear();
       return;
     }
-    await this.opts.write(batch);
+    const backlog = this.pending.size > 0;
+    try {
+      await this.opts.write(batch);
+    } finally {
+      // The rest of a backlog larger than one write goes next, without another window (but not
+      // before a failing repository's back-off ends).
+      if (backlog) this.schedule(true);
+    }
   }
 
-  private schedule(): void {
-    if (this.stopped) return;
+  private schedule(immediately = false): void {
+    if (this.stopped || this.pending.size === 0) return;
     const now = this.clock.now();
     this.firstPendingAt ??= now;
     const deadline = this.firstPendingAt + this.opts.windowMs * 5;
+    const skipWindow = immediately || this.pending.size >= this.maxSize;
     const delay = Math.max(
       0,
-      Math.min(this.opts.windowMs, deadline - now),
+      skipWindow ? 0 : Math.min(this.opts.windowMs, deadline - now),
       (this.opts.notBefore?.() ?? 0) - now,
     );
     if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
