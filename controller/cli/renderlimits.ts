@@ -35,7 +35,8 @@ export const renderLimitFlags: Command['flags'] = {
   },
   'render-workers': {
     type: 'string',
-    description: 'worker threads rendering addons (a stuck render holds one until its time budget ends)',
+    description:
+      'worker threads rendering addons, at most (one serves quick renders; another starts when a slow or stuck render holds it; idle ones stop)',
     default: String(DEFAULT_RENDER_WORKERS),
   },
 };

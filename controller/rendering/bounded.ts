@@ -5,6 +5,12 @@
 // the other workers. The result is a RenderFailure with reason LimitExceeded naming the file being
 // rendered, the limit and its flag.
 //
+// Workers start on demand and stop when idle: each is a V8 isolate of about 45 MB once it has
+// loaded the renderer, while a render takes about a millisecond. So one worker serves a fan-out;
+// a second (up to `workers`) starts only when every running worker has spent `spareAfterMs` on one
+// render (a slow or stuck template), and a worker without work for `idleMs` is stopped (a
+// converged fleet holds none).
+//
 // Reconcilers stay pure and synchronous: withBoundedRenders runs one (or the offline renderer)
 // with a renderer that answers from renders already done in the pool and notes the ones it lacks;
 // those are rendered in the pool and the run is repeated until every render it asks for is known.
@@ -16,9 +22,16 @@ import type { AddonRenderer, RenderAddonInput, RenderFailure, RenderResult } fro
 import type { RenderReply, RenderRequest } from './worker.ts';
 
 export interface RenderPoolOptions extends Partial<RenderLimits> {
-  /** Worker threads (default 2): a stuck render holds one, the others keep rendering. */
+  /** Worker threads at most (default 2): a stuck render holds one, the others keep rendering. */
   workers?: number;
+  /** A further worker starts when every running one has been on one render this long (default 200 ms). */
+  spareAfterMs?: number;
+  /** A worker without a render for this long is stopped (default 30 s). */
+  idleMs?: number;
 }
+
+const SPARE_AFTER_MS = 200;
+const IDLE_MS = 30_000;
 
 const WORKER_URL = new URL(`./worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
 
@@ -36,6 +49,9 @@ interface Slot {
   ready: boolean;
   job: Job | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
+  /** When the current render was sent to the worker (undefined: none, or the worker is loading). */
+  sentAt: number | undefined;
+  idleTimer: ReturnType<typeof setTimeout> | undefined;
 }
 
 function limitFailure(message: string): RenderFailure {
@@ -82,6 +98,11 @@ export class RenderPool {
   private closed = false;
   /** Renders stopped for their time budget / their memory, since start. */
   readonly stopped = { timeout: 0, memory: 0 };
+  /** Workers started and stopped for being idle, since start. */
+  readonly workerStats = { started: 0, idleStopped: 0 };
+  private readonly spareAfterMs: number;
+  private readonly idleMs: number;
+  private redispatch: ReturnType<typeof setTimeout> | undefined;
 
   constructor(opts: RenderPoolOptions = {}) {
     this.limits = {
@@ -90,12 +111,21 @@ export class RenderPool {
       maxMemoryMb: opts.maxMemoryMb ?? DEFAULT_RENDER_LIMITS.maxMemoryMb,
     };
     const size = Math.max(1, opts.workers ?? 2);
+    this.spareAfterMs = opts.spareAfterMs ?? SPARE_AFTER_MS;
+    this.idleMs = opts.idleMs ?? IDLE_MS;
     this.slots = Array.from({ length: size }, () => ({
       worker: undefined,
       job: undefined,
       ready: false,
       timer: undefined,
+      sentAt: undefined,
+      idleTimer: undefined,
     }));
+  }
+
+  /** Workers running now. */
+  get running(): number {
+    return this.slots.filter((s) => s.worker !== undefined).length;
   }
 
   /** Renders one addon in a worker; never rejects (a breached limit is a LimitExceeded failure). */
@@ -110,9 +140,11 @@ export class RenderPool {
   /** Terminates every worker; queued renders end as failures. */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.redispatch !== undefined) clearTimeout(this.redispatch);
     for (const job of this.queue.splice(0)) job.resolve(limitFailure('the render pool is shut down'));
     await Promise.all(
       this.slots.map(async (slot) => {
+        if (slot.idleTimer !== undefined) clearTimeout(slot.idleTimer);
         this.finish(slot, limitFailure('the render pool is shut down'));
         const w = slot.worker;
         slot.worker = undefined;
@@ -122,15 +154,49 @@ export class RenderPool {
   }
 
   private dispatch(): void {
+    if (this.closed) return;
+    // Running workers first.
     for (const slot of this.slots) {
       if (this.queue.length === 0) return;
-      if (slot.job !== undefined) continue;
-      const job = this.queue.shift() as Job;
-      this.start(slot, job);
+      if (slot.job === undefined && slot.worker !== undefined) this.start(slot, this.queue.shift() as Job);
+    }
+    // Then a new worker: the first, or a spare once every running one is held by a slow render.
+    for (const slot of this.slots) {
+      if (this.queue.length === 0) return;
+      if (slot.worker !== undefined || slot.job !== undefined) continue;
+      const held = this.heldForMs();
+      if (held === undefined || held >= this.spareAfterMs) {
+        this.start(slot, this.queue.shift() as Job);
+        continue;
+      }
+      if (this.redispatch === undefined) {
+        this.redispatch = setTimeout(() => {
+          this.redispatch = undefined;
+          this.dispatch();
+        }, this.spareAfterMs - held);
+        this.redispatch.unref();
+      }
+      return;
     }
   }
 
+  /**
+   * How long the least-held running worker has been on its render (0 while one is loading);
+   * undefined when no worker runs.
+   */
+  private heldForMs(): number | undefined {
+    const now = performance.now();
+    let least: number | undefined;
+    for (const s of this.slots) {
+      if (s.worker === undefined) continue;
+      const held = s.sentAt === undefined ? 0 : now - s.sentAt;
+      least = least === undefined ? held : Math.min(least, held);
+    }
+    return least;
+  }
+
   private spawn(slot: Slot): Worker {
+    this.workerStats.started += 1;
     const worker = new Worker(WORKER_URL, {
       resourceLimits: { maxOldGenerationSizeMb: this.limits.maxMemoryMb },
     });
@@ -176,6 +242,8 @@ export class RenderPool {
   }
 
   private start(slot: Slot, job: Job): void {
+    if (slot.idleTimer !== undefined) clearTimeout(slot.idleTimer);
+    slot.idleTimer = undefined;
     if (slot.worker === undefined) {
       slot.ready = false;
       slot.worker = this.spawn(slot);
@@ -189,6 +257,7 @@ export class RenderPool {
   private begin(slot: Slot, job: Job): void {
     const worker = slot.worker;
     if (worker === undefined) return;
+    slot.sentAt = performance.now();
     slot.timer = setTimeout(() => {
       if (slot.job !== job) return;
       this.stopped.timeout += 1;
@@ -215,10 +284,28 @@ export class RenderPool {
     const job = slot.job;
     if (slot.timer !== undefined) clearTimeout(slot.timer);
     slot.timer = undefined;
+    slot.sentAt = undefined;
     slot.job = undefined;
     slot.worker?.unref();
     if (job !== undefined) job.resolve(result);
-    if (!this.closed) this.dispatch();
+    if (this.closed) return;
+    this.dispatch();
+    if (slot.job === undefined && slot.worker !== undefined) this.stopWhenIdle(slot);
+  }
+
+  /** Stops the slot's worker if it gets no render within idleMs. */
+  private stopWhenIdle(slot: Slot): void {
+    if (slot.idleTimer !== undefined) clearTimeout(slot.idleTimer);
+    const worker = slot.worker;
+    slot.idleTimer = setTimeout(() => {
+      slot.idleTimer = undefined;
+      if (slot.job !== undefined || slot.worker !== worker || worker === undefined) return;
+      slot.worker = undefined;
+      slot.ready = false;
+      this.workerStats.idleStopped += 1;
+      void worker.terminate();
+    }, this.idleMs);
+    slot.idleTimer.unref();
   }
 }
 

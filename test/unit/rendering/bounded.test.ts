@@ -93,6 +93,8 @@ describe('RenderPool: time budget and memory cap in worker threads', () => {
     // The terminated worker is replaced: the pool still renders.
     const again = await pool.render(input({ 'good.yaml.hbs': GOOD }));
     assert.equal(again.ok, true);
+    // The good render ran in a second worker, started because the hostile one held the first.
+    assert.ok(pool.workerStats.started >= 2, `workers started: ${pool.workerStats.started}`);
   });
 
   it('stops a render that needs more memory than its cap', async () => {
@@ -111,6 +113,34 @@ describe('RenderPool: time budget and memory cap in worker threads', () => {
       assert.equal(small.stopped.memory, 1);
     } finally {
       await small.close();
+    }
+  });
+
+  it('a burst of quick renders runs in one worker: a second starts only for a render that holds the first', async () => {
+    const lean = new RenderPool({ workers: 2, spareAfterMs: 2_000 });
+    try {
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () => lean.render(input({ 'good.yaml.hbs': GOOD }))),
+      );
+      assert.ok(results.every((r) => r.ok));
+      assert.equal(lean.workerStats.started, 1);
+    } finally {
+      await lean.close();
+    }
+  });
+
+  it('stops a worker that has had no render for its idle time, and starts one again for the next render', async () => {
+    const idle = new RenderPool({ workers: 1, idleMs: 100 });
+    try {
+      assert.equal((await idle.render(input({ 'good.yaml.hbs': GOOD }))).ok, true);
+      assert.equal(idle.running, 1);
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(idle.running, 0);
+      assert.equal(idle.workerStats.idleStopped, 1);
+      assert.equal((await idle.render(input({ 'good.yaml.hbs': GOOD }))).ok, true);
+      assert.equal(idle.workerStats.started, 2);
+    } finally {
+      await idle.close();
     }
   });
 
