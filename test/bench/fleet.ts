@@ -240,6 +240,11 @@ export interface MemorySample {
   otherMb: number;
 }
 
+/** The image's MALLOC_ARENA_MAX (an `ENV MALLOC_ARENA_MAX=N` line of the Dockerfile), if any. */
+export function imageMallocArenas(dockerfile: string): string | undefined {
+  return /^ENV MALLOC_ARENA_MAX=(\d+)\s*$/m.exec(dockerfile)?.[1];
+}
+
 export class StackfluxProcess {
   child: ChildProcess | undefined;
   metricsUrl = '';
@@ -253,11 +258,20 @@ export class StackfluxProcess {
   private sampler: ReturnType<typeof setInterval> | undefined;
   private largest: MemorySample | undefined;
 
-  constructor(bin: string, args: string[], logFile: string, nodeFlags: string[] = []) {
+  private readonly env: Record<string, string>;
+
+  constructor(
+    bin: string,
+    args: string[],
+    logFile: string,
+    nodeFlags: string[] = [],
+    env: Record<string, string> = {},
+  ) {
     this.bin = bin;
     this.args = args;
     this.logFile = logFile;
     this.nodeFlags = nodeFlags;
+    this.env = env;
   }
 
   get pid(): number {
@@ -281,7 +295,7 @@ export class StackfluxProcess {
         `--health-addr=127.0.0.1:${health}`,
         ...this.args,
       ],
-      { cwd: ROOT, stdio: ['ignore', fd, fd] },
+      { cwd: ROOT, stdio: ['ignore', fd, fd], env: { ...process.env, ...this.env } },
     );
     this.child = child;
     for (;;) {
@@ -685,9 +699,13 @@ async function setupFleet(env: Env, o: Options, n: number, label: string): Promi
   ];
   if (supportsQpsFlags(o.stackflux)) args.push(`--kube-api-qps=${o.qps}`, `--kube-api-burst=${o.burst}`);
   const dockerfile = join(o.source, 'Dockerfile');
-  const nodeFlags = existsSync(dockerfile) ? imageNodeFlags(readFileSync(dockerfile, 'utf8')) : [];
-  if (nodeFlags.length > 0) log(`${ns}: node flags of the image: ${nodeFlags.join(' ')}`);
-  const proc = new StackfluxProcess(o.stackflux, args, join(work, 'stackflux.log'), nodeFlags);
+  const image = existsSync(dockerfile) ? readFileSync(dockerfile, 'utf8') : '';
+  const nodeFlags = imageNodeFlags(image);
+  const arenas = imageMallocArenas(image);
+  const imageEnv: Record<string, string> = arenas !== undefined ? { MALLOC_ARENA_MAX: arenas } : {};
+  if (nodeFlags.length > 0 || arenas !== undefined)
+    log(`${ns}: as in the image: node ${nodeFlags.join(' ')}, MALLOC_ARENA_MAX=${arenas ?? '(unset)'}`);
+  const proc = new StackfluxProcess(o.stackflux, args, join(work, 'stackflux.log'), nodeFlags, imageEnv);
 
   // Releases resolved once, before the timed part (the fan-out does not wait for Git tags).
   await proc.start();
@@ -1103,6 +1121,59 @@ async function writerScenario(env: Env, o: Options): Promise<Record<string, unkn
 }
 
 // --- the report -------------------------------------------------------------------------------
+interface WriterTiming {
+  ms: number;
+  phasesMs: { remote: number };
+}
+
+/**
+ * The fleet writer alone: a one-Cluster change per fleet size, split into the writer's own time
+ * (plan, build, pack, local refs) and the Git server's answer to the push (its receive-pack checks
+ * connectivity against every ref: git's cost, which grows with the refs however they are written),
+ * with the ratio of the largest size to the smallest.
+ */
+function writerReport(writer: Record<string, unknown>): string[] {
+  const sizes = Object.keys(writer)
+    .map(Number)
+    .filter((n) => Number.isInteger(n))
+    .sort((a, b) => a - b);
+  const rows: Array<Array<string | number | undefined>> = [
+    [
+      'branches',
+      'one change ms',
+      'writer ms',
+      'Git server ms',
+      'server maintained: ms',
+      'writer ms',
+      'server ms',
+    ],
+  ];
+  const own = (t: WriterTiming | undefined) =>
+    t === undefined ? undefined : Math.round((t.ms - t.phasesMs.remote) * 10) / 10;
+  for (const n of sizes) {
+    const r = writer[String(n)] as { oneChange?: WriterTiming; oneChangeServerMaintained?: WriterTiming };
+    const a = r.oneChange;
+    const m = r.oneChangeServerMaintained;
+    rows.push([n, a?.ms, own(a), a?.phasesMs.remote, m?.ms, own(m), m?.phasesMs.remote]);
+  }
+  const lines = ['fleet writer alone, one Cluster changed (median of 5)', table(rows)];
+  const [lo, hi] = [sizes[0], sizes[sizes.length - 1]];
+  if (lo !== undefined && hi !== undefined && hi !== lo) {
+    const get = (n: number) =>
+      writer[String(n)] as { oneChange?: WriterTiming; oneChangeServerMaintained?: WriterTiming };
+    const ratio = (x: number | undefined, y: number | undefined) =>
+      x === undefined || y === undefined || y === 0 ? '–' : `${(x / y).toFixed(2)}x`;
+    const [a, b] = [get(lo), get(hi)];
+    lines.push(
+      `${hi} vs ${lo} branches: writer's own time ${ratio(own(b.oneChange), own(a.oneChange))}` +
+        ` (server maintained: ${ratio(own(b.oneChangeServerMaintained), own(a.oneChangeServerMaintained))});` +
+        ` whole write ${ratio(b.oneChange?.ms, a.oneChange?.ms)}` +
+        ` (both servers maintained: ${ratio(b.oneChangeServerMaintained?.ms, a.oneChangeServerMaintained?.ms)})`,
+    );
+  }
+  return lines;
+}
+
 function table(rows: Array<Array<string | number | undefined>>): string {
   const text = rows.map((r) => r.map((c) => (c === undefined ? '–' : String(c))));
   const widths = (text[0] ?? []).map((_, i) => Math.max(...text.map((r) => (r[i] ?? '').length)));
@@ -1199,7 +1270,8 @@ function report(
       `  change in the workload cluster after ${flux.seconds} s; settled after ${flux.settledSeconds} s (initial convergence ${flux.initialConvergeSeconds} s)`,
     );
   }
-  if (results.writer !== undefined) lines.push('', `fleet writer alone: ${JSON.stringify(results.writer)}`);
+  if (results.writer !== undefined)
+    lines.push('', ...writerReport(results.writer as Record<string, unknown>));
   return lines.join('\n');
 }
 
