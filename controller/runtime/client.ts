@@ -495,13 +495,16 @@ export class KubeClient {
     return list;
   }
 
-  /** Every page of a LIST; the resourceVersion is the first page's (a consistent snapshot). */
-  async listAll<T extends KubeObject = KubeObject>(
+  /**
+   * The pages of a LIST, one at a time (a consistent snapshot: every page carries the first page's
+   * resourceVersion), so a caller that keeps a lean copy of each item holds one page of full
+   * objects at a time, not the whole collection.
+   */
+  async *listPages<T extends KubeObject = KubeObject>(
     apiVersion: string,
     kind: string,
     o: ListOptions = {},
-  ): Promise<ObjectList<T>> {
-    const items: T[] = [];
+  ): AsyncGenerator<ObjectList<T>> {
     let cont: string | undefined;
     let resourceVersion: string | undefined;
     do {
@@ -510,10 +513,24 @@ export class KubeClient {
         limit: o.limit ?? 500,
         ...(cont ? { continue: cont } : {}),
       });
-      items.push(...page.items);
       resourceVersion ??= page.metadata.resourceVersion;
       cont = page.metadata.continue || undefined;
+      yield { items: page.items, metadata: resourceVersion !== undefined ? { resourceVersion } : {} };
     } while (cont);
+  }
+
+  /** Every page of a LIST; the resourceVersion is the first page's (a consistent snapshot). */
+  async listAll<T extends KubeObject = KubeObject>(
+    apiVersion: string,
+    kind: string,
+    o: ListOptions = {},
+  ): Promise<ObjectList<T>> {
+    const items: T[] = [];
+    let resourceVersion: string | undefined;
+    for await (const page of this.listPages<T>(apiVersion, kind, o)) {
+      items.push(...page.items);
+      resourceVersion = page.metadata.resourceVersion;
+    }
     return { items, metadata: resourceVersion !== undefined ? { resourceVersion } : {} };
   }
 

@@ -62,6 +62,13 @@ export interface InformerStats {
   events: number;
 }
 
+/**
+ * Objects per LIST page. Small enough that a page's full objects (managedFields and all) die in
+ * V8's young generation once transformed; large enough that the informers of a 10,000-Cluster
+ * fleet list within the client's burst (about 280 requests).
+ */
+const DEFAULT_PAGE_SIZE = 250;
+
 /** Default transform: drop metadata.managedFields (often half an object's size). */
 export function stripManagedFields<T extends KubeObject>(obj: KubeObject): T {
   if (obj.metadata?.managedFields === undefined) return obj as T;
@@ -384,25 +391,31 @@ export class Informer<T extends KubeObject = KubeObject> {
 
   private async relist(): Promise<void> {
     this.stats.lists += 1;
-    const list = await this.client.listAll<KubeObject>(this.apiVersion, this.kind, {
+    const pages = this.client.listPages<KubeObject>(this.apiVersion, this.kind, {
       ...(this.namespace ? { namespace: this.namespace } : {}),
       ...(this.opts.labelSelector ? { labelSelector: this.opts.labelSelector } : {}),
       ...(this.opts.fieldSelector ? { fieldSelector: this.opts.fieldSelector } : {}),
-      limit: this.opts.pageSize ?? 500,
+      limit: this.opts.pageSize ?? DEFAULT_PAGE_SIZE,
       ...(this.opts.metadataOnly ? { metadataOnly: true } : {}),
       signal: this.stopController.signal,
     });
+    // Each page is transformed as it arrives: the full objects of one page are garbage before the
+    // next is read (listing 10,000 Clusters whole first held ~200 MB of them at once).
     const seen = new Set<string>();
-    for (const raw of list.items) {
-      const obj = this.transform(raw);
-      const key = objectKey(obj);
-      seen.add(key);
-      this.upsert(key, obj);
+    let resourceVersion: string | undefined;
+    for await (const page of pages) {
+      for (const raw of page.items) {
+        const obj = this.transform(raw);
+        const key = objectKey(obj);
+        seen.add(key);
+        this.upsert(key, obj);
+      }
+      resourceVersion = page.metadata.resourceVersion;
     }
     for (const [key, old] of [...this.store]) {
       if (!seen.has(key)) this.remove(key, old);
     }
-    this.resourceVersion = list.metadata.resourceVersion;
+    this.resourceVersion = resourceVersion;
     this.failure = undefined;
     if (!this.synced) {
       this.synced = true;

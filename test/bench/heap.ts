@@ -474,23 +474,22 @@ function refObjects(i: number): KubeObject[] {
 }
 
 /**
- * A stub client: its one LIST answers what the API server would send, JSON text parsed a page
- * (500 objects) at a time like the client does, built page by page so nothing but the parsed
- * answer is alive while the informer stores it; then a watch that stays silent until stopped.
+ * A stub client: its one LIST answers what the API server would send, JSON text parsed a page at a
+ * time like the client does (the informer's page size), built page by page so nothing but the
+ * page being stored is alive; then a watch that stays silent until stopped.
  */
 function stubClient(clusters: number, build: (i: number) => KubeObject[]): KubeClient {
   let listedOnce = false;
   return {
-    listAll: async () => {
-      const items: KubeObject[] = [];
-      for (let at = 0; !listedOnce && at < clusters; at += 500) {
+    listPages: async function* (_v: string, _k: string, o: { limit?: number }) {
+      const size = o.limit ?? 500;
+      for (let at = 0; !listedOnce && at < clusters; at += size) {
         const page: KubeObject[] = [];
-        for (let i = at; i < Math.min(clusters, at + 500); i++) page.push(...build(i));
+        for (let i = at; i < Math.min(clusters, at + size); i++) page.push(...build(i));
         const text = JSON.stringify({ kind: 'List', metadata: {}, items: page });
-        items.push(...(JSON.parse(text) as { items: KubeObject[] }).items);
+        yield { ...(JSON.parse(text) as { items: KubeObject[] }), metadata: { resourceVersion: '1' } };
       }
       listedOnce = true;
-      return { items, metadata: { resourceVersion: '1' } };
     },
     watch: async function* (_v: string, _k: string, o: { signal?: AbortSignal }) {
       const signal = o.signal;
