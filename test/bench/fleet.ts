@@ -98,6 +98,8 @@ const usage = `Usage: npm run bench -- fleet [flags]
   --stackflux FILE        run this bin/stackflux.js as it is instead (e.g. TypeScript from a checkout)
   --out FILE              JSON results (default bench-results/fleet-<date>.json)
   --timeout-minutes M     give up on one wait after M minutes (default 30)
+  --no-baseline           skip the bare writer (e.g. a run for memory figures whose baseline is
+                          another run's at the same rate limit)
 `;
 
 interface Options {
@@ -113,6 +115,7 @@ interface Options {
   source: string;
   out: string;
   timeoutMs: number;
+  baseline: boolean;
 }
 
 function numbers(text: string): number[] {
@@ -138,6 +141,7 @@ function options(argv: string[]): Options | undefined {
       burst: { type: 'string', default: '300' },
       concurrency: { type: 'string', default: '4' },
       'steady-seconds': { type: 'string', default: '60' },
+      'no-baseline': { type: 'boolean', default: false },
       source: { type: 'string', default: ROOT },
       stackflux: { type: 'string', default: '' },
       out: { type: 'string', default: '' },
@@ -160,6 +164,7 @@ function options(argv: string[]): Options | undefined {
     source: values.source,
     out: values.out || join(ROOT, 'bench-results', `fleet-${date}.json`),
     timeoutMs: Number(values['timeout-minutes']) * 60_000,
+    baseline: values['no-baseline'] !== true,
   };
 }
 
@@ -1319,9 +1324,11 @@ export async function runFleetBench(argv: string[]): Promise<number> {
         run.layout = f.layout;
         save();
         if (run.fanout.timedOut !== undefined) continue;
-        log(`N=${n}: fan-out ${run.fanout.seconds} s; baseline…`);
-        run.baseline = await baseline(env, o, f, qps, burst);
-        save();
+        if (o.baseline) {
+          log(`N=${n}: fan-out ${run.fanout.seconds} s; baseline…`);
+          run.baseline = await baseline(env, o, f, qps, burst);
+          save();
+        }
         if (o.scenarios.has('steady')) {
           log(`N=${n}: steady state for ${o.steadySeconds} s…`);
           run.steady = await steady(env, o, f);
