@@ -42,7 +42,7 @@ USER 65532:65532
 # --max-semi-space-size=8 (MiB): V8's young generation otherwise grows to 128 MiB under the
 # allocation rate of a fan-out (rendering, JSON), which was most of the peak RSS; the data the
 # controller keeps lives in the old generation, unchanged.
-# (`stackflux run` itself sets --heap-growing-percent=50, which V8 reads at run time; the
+# (`stackflux run` itself sets --heap-growing-percent=10, which V8 reads at run time; the
 # semi-space size is fixed when the heap is set up, so it has to be a flag here.)
 # `npm run bench -- fleet` starts stackflux with the node flags of this line.
 ENTRYPOINT ["node", "--max-semi-space-size=8", "/app/bin/stackflux.js"]

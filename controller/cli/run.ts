@@ -60,16 +60,17 @@ const REMOVED_FLEET_FLAGS: Readonly<Record<string, string>> = {
 };
 
 /**
- * V8 collects the old generation once it has grown by half since the last full collection,
- * unless node was started with its own --heap-growing-percent. V8's dynamic factor goes up to 4x
- * when collecting is cheap next to allocating, as in a fan-out, where every cache update leaves
- * the replaced object as old-generation garbage: a 10,000-Cluster fan-out then held several times
- * its live data (README, Memory). V8 reads the flag whenever it sets the next limit, so setting it
- * at start works.
+ * V8 collects the old generation once it has grown by a tenth since the last full collection,
+ * unless node was started with its own --heap-growing-percent. That is V8's own factor when
+ * allocation is slow (a fan-out paced by the client rate limit), but V8 raises it up to 4x when
+ * allocation is fast next to collecting (the initial LIST, a release moving every Cluster at
+ * once), and every cache update leaves the replaced object as old-generation garbage: the heap
+ * then held several times its live data (README, Memory). V8 reads the flag whenever it sets the
+ * next limit, so setting it at start works.
  */
 export function boundHeapGrowth(execArgv: readonly string[] = process.execArgv): boolean {
   if (execArgv.some((a) => /^--heap[-_]growing[-_]percent/.test(a))) return false;
-  setFlagsFromString('--heap-growing-percent=50');
+  setFlagsFromString('--heap-growing-percent=10');
   return true;
 }
 
