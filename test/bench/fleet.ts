@@ -372,6 +372,15 @@ export class StackfluxProcess {
     return found ? out : undefined;
   }
 
+  /** Items waiting in every controller's work queue (workqueue_depth), undefined when not exported. */
+  async queueDepth(): Promise<number | undefined> {
+    const text = await fetch(this.metricsUrl)
+      .then((r) => r.text())
+      .catch(() => '');
+    const depths = [...text.matchAll(/^workqueue_depth\{[^}]*\} (\S+)$/gm)].map((m) => Number(m[1]));
+    return depths.length === 0 ? undefined : depths.reduce((a, b) => a + b, 0);
+  }
+
   /** V8 heap in MB from /metrics (prom-client's nodejs_* gauges): used, and the young generation's size. */
   async heap(): Promise<{ heapUsedMb: number; newSpaceMb: number } | undefined> {
     const text = await fetch(this.metricsUrl)
@@ -883,6 +892,16 @@ async function baseline(env: Env, o: Options, f: Fleet, qps: number, burst: numb
 
 async function steady(env: Env, o: Options, f: Fleet): Promise<Scenario> {
   await sleep(15_000); // batch windows, requeues and Flux fetch requests of the fan-out settle
+  // Converged means nothing queued: at 10,000 Clusters the fan-out leaves a tail of reconciles
+  // (the watch events of its own last writes) that ran for minutes after the last object existed.
+  const drainStart = now();
+  await waitUntil(
+    'every work queue empty',
+    o.timeoutMs,
+    async () => (await f.proc.queueDepth()) === 0,
+    1_000,
+  );
+  const drainSeconds = secs(now() - drainStart);
   const pid = f.proc.pid;
   const cpu0 = cpuSeconds(pid);
   const req0 = await f.proc.requests();
@@ -899,6 +918,7 @@ async function steady(env: Env, o: Options, f: Fleet): Promise<Scenario> {
     ...(d !== undefined ? { requestsPerMinute: perMin(d.total), writesPerMinute: perMin(d.writes) } : {}),
     apiserverRequestsPerMinute: perMin((await apiserverRequests(env.e)) - api0),
     rssMb: memoryMb(pid).rss,
+    queuesDrainedAfterSeconds: drainSeconds,
   };
 }
 
