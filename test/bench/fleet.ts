@@ -898,7 +898,7 @@ async function steady(env: Env, o: Options, f: Fleet): Promise<Scenario> {
   await waitUntil(
     'every work queue empty',
     o.timeoutMs,
-    async () => (await f.proc.queueDepth()) === 0,
+    async () => ((await f.proc.queueDepth()) ?? 0) === 0,
     1_000,
   );
   const drainSeconds = secs(now() - drainStart);
