@@ -7,8 +7,8 @@
 //
 // Workers start on demand and stop when idle: each is a V8 isolate of about 45 MB once it has
 // loaded the renderer, while a render takes about a millisecond. So one worker serves a fan-out;
-// a second (up to `workers`) starts only when every running worker has spent `spareAfterMs` on one
-// render (a slow or stuck template), and a worker without work for `idleMs` is stopped (a
+// a second (up to `workers`) starts only when every running worker has spent `spareAfterMs` (1 s)
+// on one render (a slow or stuck template), and a worker without work for `idleMs` is stopped (a
 // converged fleet holds none).
 //
 // Reconcilers stay pure and synchronous: withBoundedRenders runs one (or the offline renderer)
@@ -24,13 +24,17 @@ import type { RenderReply, RenderRequest } from './worker.ts';
 export interface RenderPoolOptions extends Partial<RenderLimits> {
   /** Worker threads at most (default 2): a stuck render holds one, the others keep rendering. */
   workers?: number;
-  /** A further worker starts when every running one has been on one render this long (default 200 ms). */
+  /**
+   * A further worker starts when every running one has been on one render this long (default 1 s):
+   * long enough that a busy event loop reading a reply late (a GC, a large fleet write being planned)
+   * does not look like a stuck render, short next to the render time budget.
+   */
   spareAfterMs?: number;
   /** A worker without a render for this long is stopped (default 30 s). */
   idleMs?: number;
 }
 
-const SPARE_AFTER_MS = 200;
+const SPARE_AFTER_MS = 1_000;
 const IDLE_MS = 30_000;
 
 const WORKER_URL = new URL(`./worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
