@@ -43,7 +43,7 @@ export interface InformerOptions<T extends KubeObject> {
   /** Backoff after errors: initial and maximum delay (client-go: 800 ms → 30 s). */
   backoffInitialMs?: number;
   backoffMaxMs?: number;
-  /** Page size of LISTs. */
+  /** Page size of LISTs (default DEFAULT_PAGE_SIZE, 250). */
   pageSize?: number;
   /**
    * Cache metadata only (PartialObjectMetadata: names, labels, annotations, owners, finalizers):

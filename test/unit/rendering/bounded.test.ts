@@ -6,6 +6,7 @@ import { after, describe, it } from 'node:test';
 import {
   type RenderAddonInput,
   RenderPool,
+  type RenderPoolOptions,
   type RenderResult,
   renderAddon,
   withBoundedRenders,
@@ -20,6 +21,16 @@ function input(files: Record<string, string>, values?: Record<string, unknown>):
     cluster: sampleCluster(),
     ...(values !== undefined ? { centralValues: { a: values } } : {}),
   };
+}
+
+/** Runs fn with a pool of its own, closed afterwards. */
+async function withPool(opts: RenderPoolOptions, fn: (pool: RenderPool) => Promise<void>): Promise<void> {
+  const pool = new RenderPool(opts);
+  try {
+    await fn(pool);
+  } finally {
+    await pool.close();
+  }
 }
 
 function failed(result: RenderResult) {
@@ -68,7 +79,8 @@ describe('render limits in the pure renderer', () => {
 });
 
 describe('RenderPool: time budget and memory cap in worker threads', () => {
-  const pool = new RenderPool({ workers: 2, timeoutMs: 1_500 });
+  // A spare worker after 200 ms (default 1 s), well inside the 1.5 s budget of the hostile render.
+  const pool = new RenderPool({ workers: 2, timeoutMs: 1_500, spareAfterMs: 200 });
   after(() => pool.close());
 
   it('stops a render over its time budget while this thread and the other worker keep working', async () => {
@@ -77,8 +89,14 @@ describe('RenderPool: time budget and memory cap in worker threads', () => {
       ticks += 1;
     }, 20);
     const hostile = pool.render(input({ 'loop.yaml.hbs': NESTED_EACH }, HUNDRED));
-    // While the hostile render holds one worker, the other renders a normal addon.
+    let hostileDone = false;
+    void hostile.then(() => {
+      hostileDone = true;
+    });
+    // While the hostile render holds one worker, a spare worker renders a normal addon.
     const good = await pool.render(input({ 'good.yaml.hbs': GOOD }));
+    assert.equal(hostileDone, false, 'the good render waited for the hostile one to be stopped');
+    assert.equal(pool.workerStats.started, 2);
     const ticksWhileHostile = ticks;
     const result = failed(await hostile);
     clearInterval(ticker);
@@ -93,13 +111,13 @@ describe('RenderPool: time budget and memory cap in worker threads', () => {
     // The terminated worker is replaced: the pool still renders.
     const again = await pool.render(input({ 'good.yaml.hbs': GOOD }));
     assert.equal(again.ok, true);
-    // The good render ran in a second worker, started because the hostile one held the first.
-    assert.ok(pool.workerStats.started >= 2, `workers started: ${pool.workerStats.started}`);
+    // The spare serves it: a worker replaces the stopped one only when one is needed again.
+    assert.equal(pool.workerStats.started, 2);
+    assert.equal(pool.running, 1);
   });
 
   it('stops a render that needs more memory than its cap', async () => {
-    const small = new RenderPool({ workers: 1, timeoutMs: 120_000, maxMemoryMb: 32 });
-    try {
+    await withPool({ workers: 1, timeoutMs: 120_000, maxMemoryMb: 32 }, async (small) => {
       const items = { items: Array.from({ length: 2000 }, (_, i) => `${'v'.repeat(64)}${i}`) };
       const template = configMap(
         '  x: "{{#each Values.items}}{{#each @root.Values.items}}{{toJson @root.Values.items}}{{/each}}{{/each}}"',
@@ -111,27 +129,21 @@ describe('RenderPool: time budget and memory cap in worker threads', () => {
         'cluster-addon/a/mem.yaml.hbs: rendering needs more than the memory limit of 32 MiB (--render-max-memory)',
       );
       assert.equal(small.stopped.memory, 1);
-    } finally {
-      await small.close();
-    }
+    });
   });
 
   it('a burst of quick renders runs in one worker: a second starts only for a render that holds the first', async () => {
-    const lean = new RenderPool({ workers: 2, spareAfterMs: 2_000 });
-    try {
+    await withPool({ workers: 2, spareAfterMs: 2_000 }, async (lean) => {
       const results = await Promise.all(
         Array.from({ length: 20 }, () => lean.render(input({ 'good.yaml.hbs': GOOD }))),
       );
       assert.ok(results.every((r) => r.ok));
       assert.equal(lean.workerStats.started, 1);
-    } finally {
-      await lean.close();
-    }
+    });
   });
 
   it('stops a worker that has had no render for its idle time, and starts one again for the next render', async () => {
-    const idle = new RenderPool({ workers: 1, idleMs: 100 });
-    try {
+    await withPool({ workers: 1, idleMs: 100 }, async (idle) => {
       assert.equal((await idle.render(input({ 'good.yaml.hbs': GOOD }))).ok, true);
       assert.equal(idle.running, 1);
       await new Promise((r) => setTimeout(r, 400));
@@ -139,9 +151,7 @@ describe('RenderPool: time budget and memory cap in worker threads', () => {
       assert.equal(idle.workerStats.idleStopped, 1);
       assert.equal((await idle.render(input({ 'good.yaml.hbs': GOOD }))).ok, true);
       assert.equal(idle.workerStats.started, 2);
-    } finally {
-      await idle.close();
-    }
+    });
   });
 
   it('withBoundedRenders answers a pure caller with the pool results', async () => {
