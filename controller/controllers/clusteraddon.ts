@@ -35,6 +35,7 @@ import {
   type BranchUpdate,
   type ClusterAddonInput,
   type ClusterAddonResult,
+  clusterAddonReconcileInputs,
   clusterStackAddonInputs,
   DEFAULT_BRANCH_PREFIX,
   FINALIZER_FLEET_CLEANUP,
@@ -952,7 +953,13 @@ export async function setupClusterAddonController(
   const c = controller;
   const keyOf = (o: Obj): string => `${nsOf(o)}/${o.metadata.name ?? ''}`;
   manager.watch(c, clusters);
-  manager.watch(c, clusterAddons);
+  // Not on its own status writes: the status is this reconcile's output (see clusterAddonReconcileInputs).
+  manager.watch(
+    c,
+    clusterAddons,
+    undefined,
+    (o, n) => !sameJson(clusterAddonReconcileInputs(o), clusterAddonReconcileInputs(n)),
+  );
   manager.watch(c, kustomizations, clusterKeyOf);
   if (helmReleases !== undefined) manager.watch(c, helmReleases, clusterKeyOf);
   // A release or ClusterStack maps to every Cluster that uses it: only a change of what the addon

@@ -264,6 +264,18 @@ export function releaseAddonInputs(r: ClusterStackRelease): unknown {
   ];
 }
 
+/**
+ * The part of a ClusterAddon whose change needs a reconcile: all of it but its status and
+ * resourceVersion. The status is this reconcile's own output, computed from inputs that did not
+ * change, so the event of a status write would only render the Cluster's addons again (at 10,000
+ * Clusters, a release move writes 10,000 statuses). Metadata (finalizers, deletion, the
+ * reconcile-request annotation) and spec still requeue.
+ */
+export function clusterAddonReconcileInputs(ca: ClusterAddon): unknown {
+  const { resourceVersion: _rv, ...metadata } = ca.metadata;
+  return [metadata, ca.spec];
+}
+
 /** The fleet branch of one Cluster: `<prefix><namespace>/<cluster>`. */
 export function fleetBranchName(prefix: string, namespace: string, cluster: string): string {
   return `${prefix}${namespace}/${cluster}`;

@@ -14,6 +14,7 @@ import {
   branchCommitMessage,
   type ClusterAddonInput,
   type ClusterAddonResult,
+  clusterAddonReconcileInputs,
   clusterStackAddonInputs,
   enabledDependencies,
   FINALIZER_FLEET_CLEANUP,
@@ -1474,5 +1475,44 @@ describe('what of a release or ClusterStack requeues its Clusters', () => {
     assert.ok(same(clusterStackAddonInputs(stack), clusterStackAddonInputs(withSummary)));
     const newValues = clusterStack({ values: { logLevel: 'debug' } });
     assert.ok(!same(clusterStackAddonInputs(stack), clusterStackAddonInputs(newValues)));
+  });
+});
+
+describe('what of a ClusterAddon requeues its Cluster', () => {
+  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  const addon = (extra: Partial<ClusterAddon['metadata']> = {}): ClusterAddon => ({
+    ...existingAddon('alpha', { resourceVersion: '1', ...extra }),
+    status: { conditions: [] },
+  });
+
+  it("a write of its status alone (stackflux's own, with a new resourceVersion) does not", () => {
+    const before = addon();
+    const after: ClusterAddon = {
+      ...addon({ resourceVersion: '2' }),
+      status: {
+        release: V2,
+        conditions: [
+          {
+            type: 'Ready',
+            status: 'True',
+            reason: 'Ready',
+            message: 'ok',
+            lastTransitionTime: '2025-01-01T00:00:00Z',
+          },
+        ],
+      },
+    };
+    assert.ok(same(clusterAddonReconcileInputs(before), clusterAddonReconcileInputs(after)));
+  });
+
+  it('its spec, its deletion, its finalizers and a reconcile request do', () => {
+    const inputs = clusterAddonReconcileInputs(addon());
+    for (const changed of [
+      { ...addon(), spec: { ...addon().spec, release: V2 } },
+      addon({ deletionTimestamp: '2025-01-01T00:00:00Z' }),
+      addon({ finalizers: [] }),
+      addon({ annotations: { 'reconcile.fluxcd.io/requestedAt': 'now' } }),
+    ])
+      assert.ok(!same(inputs, clusterAddonReconcileInputs(changed)));
   });
 });
