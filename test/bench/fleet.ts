@@ -245,9 +245,12 @@ export interface MemorySample {
   otherMb: number;
 }
 
-/** The image's MALLOC_ARENA_MAX (an `ENV MALLOC_ARENA_MAX=N` line of the Dockerfile), if any. */
-export function imageMallocArenas(dockerfile: string): string | undefined {
-  return /^ENV MALLOC_ARENA_MAX=(\d+)\s*$/m.exec(dockerfile)?.[1];
+/** The image's glibc malloc settings: every `ENV MALLOC_…=N` line of the Dockerfile. */
+export function imageMallocEnv(dockerfile: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const m of dockerfile.matchAll(/^ENV (MALLOC_[A-Z_]+)=(\d+)\s*$/gm))
+    env[m[1] as string] = m[2] as string;
+  return env;
 }
 
 export class StackfluxProcess {
@@ -718,10 +721,10 @@ async function setupFleet(env: Env, o: Options, n: number, label: string): Promi
   const dockerfile = join(o.source, 'Dockerfile');
   const image = existsSync(dockerfile) ? readFileSync(dockerfile, 'utf8') : '';
   const nodeFlags = imageNodeFlags(image);
-  const arenas = imageMallocArenas(image);
-  const imageEnv: Record<string, string> = arenas !== undefined ? { MALLOC_ARENA_MAX: arenas } : {};
-  if (nodeFlags.length > 0 || arenas !== undefined)
-    log(`${ns}: as in the image: node ${nodeFlags.join(' ')}, MALLOC_ARENA_MAX=${arenas ?? '(unset)'}`);
+  const imageEnv = imageMallocEnv(image);
+  const malloc = Object.entries(imageEnv).map(([k, v]) => `${k}=${v}`);
+  if (nodeFlags.length > 0 || malloc.length > 0)
+    log(`${ns}: as in the image: node ${nodeFlags.join(' ')}, ${malloc.join(' ') || 'no malloc settings'}`);
   const proc = new StackfluxProcess(o.stackflux, args, join(work, 'stackflux.log'), nodeFlags, imageEnv);
 
   // Releases resolved once, before the timed part (the fan-out does not wait for Git tags).
