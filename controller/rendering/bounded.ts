@@ -15,7 +15,7 @@
 // with a renderer that answers from renders already done in the pool and notes the ones it lacks;
 // those are rendered in the pool and the run is repeated until every render it asks for is known.
 // The live controller (controllers/clusteraddon.ts) and `stackflux render` both use it.
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import { DEFAULT_RENDER_LIMITS, formatMs, type RenderLimits } from './limits.ts';
 import { ADDON_ROOT } from './render.ts';
 import type { AddonRenderer, RenderAddonInput, RenderFailure, RenderResult } from './types.ts';
@@ -49,6 +49,9 @@ interface Job {
 
 interface Slot {
   worker: Worker | undefined;
+  /** Where the worker's replies arrive (read at once, before deciding that the worker is held). */
+  replies: MessagePort | undefined;
+  onReply: ((reply: RenderReply) => void) | undefined;
   /** The worker has loaded (a render's time budget starts when it is sent to a ready worker). */
   ready: boolean;
   job: Job | undefined;
@@ -119,6 +122,8 @@ export class RenderPool {
     this.idleMs = opts.idleMs ?? IDLE_MS;
     this.slots = Array.from({ length: size }, () => ({
       worker: undefined,
+      replies: undefined,
+      onReply: undefined,
       job: undefined,
       ready: false,
       timer: undefined,
@@ -152,6 +157,8 @@ export class RenderPool {
         this.finish(slot, limitFailure('the render pool is shut down'));
         const w = slot.worker;
         slot.worker = undefined;
+        slot.replies?.close();
+        slot.replies = undefined;
         await w?.terminate();
       }),
     );
@@ -168,6 +175,8 @@ export class RenderPool {
     for (const slot of this.slots) {
       if (this.queue.length === 0) return;
       if (slot.worker !== undefined || slot.job !== undefined) continue;
+      // Replies that came while this thread was busy count: a render that finished is not slow.
+      if (this.readWaitingReplies()) return this.dispatch();
       const held = this.heldForMs();
       if (held === undefined || held >= this.spareAfterMs) {
         this.start(slot, this.queue.shift() as Job);
@@ -199,12 +208,38 @@ export class RenderPool {
     return least;
   }
 
+  /**
+   * Handles the replies already waiting in the workers' ports, in order; whether there were any.
+   * When this thread was busy (a burst of watch events, a collection) for longer than a spare's
+   * threshold, a render's reply waits there while the render looks held.
+   */
+  private readWaitingReplies(): boolean {
+    let any = false;
+    for (const slot of this.slots) {
+      const port = slot.replies;
+      for (
+        let m = port && receiveMessageOnPort(port);
+        m !== undefined;
+        m = port && receiveMessageOnPort(port)
+      ) {
+        any = true;
+        slot.onReply?.(m.message as RenderReply);
+      }
+    }
+    return any;
+  }
+
   private spawn(slot: Slot): Worker {
     this.workerStats.started += 1;
+    const { port1: replies, port2: replyPort } = new MessageChannel();
     const worker = new Worker(WORKER_URL, {
       resourceLimits: { maxOldGenerationSizeMb: this.limits.maxMemoryMb },
+      workerData: { replyPort },
+      transferList: [replyPort],
     });
-    worker.on('message', (reply: RenderReply) => {
+    slot.replies?.close();
+    slot.replies = replies;
+    const onReply = (reply: RenderReply): void => {
       if (slot.worker !== worker) return;
       if (reply.type === 'ready') {
         slot.ready = true;
@@ -215,7 +250,10 @@ export class RenderPool {
       if (slot.worker !== worker || job === undefined || reply.id !== job.id) return;
       if (reply.type === 'template') job.file = reply.file;
       else this.finish(slot, reply.result);
-    });
+    };
+    replies.on('message', onReply);
+    replies.unref();
+    slot.onReply = onReply;
     worker.on('error', (err: Error & { code?: string }) => {
       if (slot.worker !== worker) return;
       slot.worker = undefined;

@@ -142,6 +142,21 @@ describe('RenderPool: time budget and memory cap in worker threads', () => {
     });
   });
 
+  it('no spare for a render whose reply waited while this thread was busy past the threshold', async () => {
+    await withPool({ workers: 2, spareAfterMs: 200 }, async (lagging) => {
+      assert.equal((await lagging.render(input({ 'good.yaml.hbs': GOOD }))).ok, true); // loaded
+      const first = lagging.render(input({ 'good.yaml.hbs': GOOD }));
+      // This thread is busy for 600 ms (a burst of watch events, a collection): the worker
+      // renders meanwhile, and its reply waits in the port.
+      const until = performance.now() + 600;
+      while (performance.now() < until) {}
+      const second = lagging.render(input({ 'good.yaml.hbs': GOOD }));
+      assert.equal(lagging.workerStats.started, 1, 'the finished render was taken for a held worker');
+      assert.ok((await first).ok && (await second).ok);
+      assert.equal(lagging.workerStats.started, 1);
+    });
+  });
+
   it('stops a worker that has had no render for its idle time, and starts one again for the next render', async () => {
     await withPool({ workers: 1, idleMs: 100 }, async (idle) => {
       assert.equal((await idle.render(input({ 'good.yaml.hbs': GOOD }))).ok, true);
