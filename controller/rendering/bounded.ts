@@ -176,7 +176,10 @@ export class RenderPool {
       if (this.queue.length === 0) return;
       if (slot.worker !== undefined || slot.job !== undefined) continue;
       // Replies that came while this thread was busy count: a render that finished is not slow.
-      if (this.readWaitingReplies()) return this.dispatch();
+      if (this.readWaitingReplies()) {
+        this.dispatch();
+        return;
+      }
       const held = this.heldForMs();
       if (held === undefined || held >= this.spareAfterMs) {
         this.start(slot, this.queue.shift() as Job);
