@@ -49,14 +49,8 @@ USER 65532:65532
 # controller keeps lives in the old generation, unchanged. 4 instead of 8 halves the 16 MiB of
 # new space a fan-out holds, for about a fifth more CPU in young-generation collections (the
 # fan-out is paced by the API rate limit, not by CPU).
-# --optimize-for-size: V8 compacts fragmented old-generation pages and returns emptied ones while
-# the heap is busy, instead of only once allocation has calmed down; every cache update leaves
-# the replaced object as old-generation garbage, and a release move replaces every Cluster's
-# objects within minutes. It applies to the render worker's isolate too. Synthetic cache churn
-# (10,000 x 5 objects replaced 3 times): peak RSS 236 -> 201 MB; one render worker 43 -> 31 MB
-# after 3,000 renders, render time unchanged. Set at run time it does a part of that only.
 # (`stackflux run` itself sets --heap-growing-percent=10, which V8 reads at run time; the
 # semi-space size is fixed when the heap is set up, so it has to be a flag here.)
 # `npm run bench -- fleet` starts stackflux with the node flags of this line.
-ENTRYPOINT ["node", "--max-semi-space-size=4", "--optimize-for-size", "/app/bin/stackflux.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=4", "/app/bin/stackflux.js"]
 CMD ["run"]
