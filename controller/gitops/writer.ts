@@ -18,6 +18,7 @@ import {
   SourceError,
   scrub,
   validateRepoUrl,
+  withoutLocations,
 } from '../sources/git.ts';
 import type { BranchChange, BranchFiles, BranchState, FleetWriter, WriteResult } from './branches.ts';
 import { branchTreeIds } from './objects.ts';
@@ -134,9 +135,9 @@ type FleetFailure = 'FleetUnreachable' | 'PushRejected' | 'PushRefused';
  * the stall timeout (FleetTimeout), credentials refused (FleetAuthenticationFailed), else `base`.
  */
 export function fleetReason(base: FleetFailure, output: string): string {
-  if (/Operation too slow|timed out|timeout|killed by SIGKILL/i.test(output)) return 'FleetTimeout';
-  if (/\b401\b|Authentication failed|could not read Username/.test(output))
-    return 'FleetAuthenticationFailed';
+  const words = withoutLocations(output);
+  if (/Operation too slow|timed out|timeout|killed by SIGKILL/i.test(words)) return 'FleetTimeout';
+  if (/\b401\b|Authentication failed|could not read Username/.test(words)) return 'FleetAuthenticationFailed';
   return base;
 }
 

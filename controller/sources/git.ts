@@ -123,10 +123,30 @@ export function scrub(text: string, creds?: GitCredentials): string {
   return out.trim().split('\n').slice(-3).join(' ');
 }
 
-function classify(message: string): string {
-  if (/Operation too slow|timed out|timeout/i.test(message)) return 'SourceTimeout';
-  if (/Authentication failed|401|403|could not read Username/i.test(message)) return 'AuthenticationFailed';
-  if (/not found|does not appear to be a git repository|404/i.test(message)) return 'RepositoryNotFound';
+/**
+ * Git's words without the places it names: quoted paths, URLs, host:port and "port N". A reason
+ * read from what is left cannot come from a closed port such as 44013 (not HTTP 401) or from a
+ * repository named "timeout".
+ */
+export function withoutLocations(message: string): string {
+  return message
+    .replace(/'[^']*'/g, "''")
+    .replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, '')
+    .replace(/[\w.-]+:\d+\b/g, '')
+    .replace(/\bport \d+/gi, 'port');
+}
+
+/**
+ * The reason of a failed git network operation, from git's own words (withoutLocations). HTTP
+ * statuses count only as git reports them ("returned error: 403").
+ */
+export function classifyGitFailure(message: string): string {
+  const words = withoutLocations(message);
+  if (/Operation too slow|timed out|timeout/i.test(words)) return 'SourceTimeout';
+  if (/Authentication failed|returned error: 40[13]\b|could not read Username/i.test(words))
+    return 'AuthenticationFailed';
+  if (/not found|does not appear to be a git repository|returned error: 404\b/i.test(words))
+    return 'RepositoryNotFound';
   return 'SourceUnreachable';
 }
 
@@ -190,7 +210,7 @@ export async function listTags(url: string, creds?: GitCredentials): Promise<Rem
     tags = parseLsRemoteTags(out);
   } catch (err) {
     const message = scrub(err instanceof Error ? err.message : String(err), creds);
-    throw new SourceError(classify(message), `listing tags of ${url}: ${message}`);
+    throw new SourceError(classifyGitFailure(message), `listing tags of ${url}: ${message}`);
   }
   return withCommitTimes(url, tags, creds);
 }
@@ -606,7 +626,7 @@ async function fetchOnce(
     rmSync(tmp, { recursive: true, force: true });
     if (err instanceof SourceError) throw err;
     const message = scrub(err instanceof Error ? err.message : String(err), creds);
-    throw new SourceError(classify(message), `fetching ${tag} of ${url}: ${message}`);
+    throw new SourceError(classifyGitFailure(message), `fetching ${tag} of ${url}: ${message}`);
   }
   const published = readCacheEntry(dir);
   if (published === undefined)

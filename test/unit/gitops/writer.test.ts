@@ -130,4 +130,18 @@ describe('fleetReason', () => {
       'FleetUnreachable',
     );
   });
+
+  it('reads the reason from the error, not from a port or repository name in it', () => {
+    assert.equal(
+      fleetReason('FleetUnreachable', 'fetch failed: connect ECONNREFUSED 127.0.0.1:401'),
+      'FleetUnreachable',
+    );
+    assert.equal(
+      fleetReason(
+        'FleetUnreachable',
+        "fatal: unable to access 'http://git.example/timeout.git/': Could not resolve host: git.example",
+      ),
+      'FleetUnreachable',
+    );
+  });
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  classifyGitFailure,
   configureGitNetwork,
   credentialEnv,
   gitNetwork,
@@ -90,6 +91,43 @@ describe('git release source: pure parts', () => {
       ['a\nb\n', ''],
     );
     assert.throws(() => parseCatFileBatch(Buffer.from('cccc missing\n'), 1), /missing/);
+  });
+});
+
+describe("classifyGitFailure: the reason from git's words, never from a URL or port", () => {
+  it('a closed port whose number contains 401, 403 or 404 is unreachable, not an auth failure', () => {
+    for (const port of [44013, 40312, 34041]) {
+      const msg = `fatal: unable to access 'http://127.0.0.1:${port}/nothing.git/': Failed to connect to 127.0.0.1 port ${port} after 0 ms: Couldn't connect to server`;
+      assert.equal(classifyGitFailure(msg), 'SourceUnreachable', msg);
+    }
+  });
+
+  it('a repository whose URL says "timeout" or "not-found" is judged by the error, not the name', () => {
+    const msg =
+      "fatal: unable to access 'https://git.example/timeout-not-found.git/': Could not resolve host: git.example";
+    assert.equal(classifyGitFailure(msg), 'SourceUnreachable');
+  });
+
+  it('names refused credentials, missing repositories and stalls as git reports them', () => {
+    assert.equal(
+      classifyGitFailure("fatal: Authentication failed for 'http://127.0.0.1:8080/r.git/'"),
+      'AuthenticationFailed',
+    );
+    assert.equal(
+      classifyGitFailure("fatal: unable to access 'https://h/r.git/': The requested URL returned error: 403"),
+      'AuthenticationFailed',
+    );
+    assert.equal(classifyGitFailure("fatal: repository 'https://h/r.git/' not found"), 'RepositoryNotFound');
+    assert.equal(
+      classifyGitFailure("fatal: unable to access 'https://h/r.git/': The requested URL returned error: 404"),
+      'RepositoryNotFound',
+    );
+    assert.equal(
+      classifyGitFailure(
+        "fatal: unable to access 'https://h/r.git/': Operation too slow. Less than 1 bytes/sec",
+      ),
+      'SourceTimeout',
+    );
   });
 });
 
