@@ -498,9 +498,8 @@ export class GitFleetWriter implements FleetWriter {
           'pushing to the fleet repository',
           `no complete answer within ${Math.round((gitNetwork.stallTimeoutMs * HTTP_PUSH_STALLS) / 1000)}s (timed out)`,
         );
-      // fetch() says only "fetch failed"; the cause says what (ECONNREFUSED, a reset, ...).
-      const cause = err instanceof Error ? (err as { cause?: unknown }).cause : undefined;
-      const message = `${err instanceof Error ? err.message : String(err)}${cause instanceof Error ? `: ${cause.message}` : ''}`;
+      // node:http's own words: ECONNREFUSED, a reset, a TLS failure, ...
+      const message = err instanceof Error ? err.message : String(err);
       // The server answered the push with an HTTP error (a policy, a full disk, a broken hook).
       const refused = err instanceof SmartHttpError && err.status !== undefined && err.status !== 401;
       throw this.#fail(

@@ -428,3 +428,64 @@ for (const transport of ['smart-http', 'git'] as const) {
     });
   });
 }
+
+describe('smart-http client (node:http): a server that stalls or is not there', () => {
+  it('a push whose answer never comes ends as a TimeoutError once its timeout has passed, not before', async () => {
+    const { createServer } = await import('node:http');
+    let requests = 0;
+    const held: import('node:http').ServerResponse[] = [];
+    const server = createServer((req, res) => {
+      requests += 1;
+      req.resume();
+      held.push(res); // never answered
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as import('node:net').AddressInfo;
+    try {
+      const started = performance.now();
+      const err = await smartHttpPush(
+        `http://127.0.0.1:${port}/stalled.git`,
+        [{ ref: 'refs/heads/x', new: 'a'.repeat(40) }],
+        Buffer.alloc(64 << 10, 1),
+        { capabilities: ['report-status'], timeoutMs: 800 },
+      ).then(
+        () => assert.fail('a stalled push must fail'),
+        (e: unknown) => e,
+      );
+      const elapsed = performance.now() - started;
+      assert.ok(err instanceof Error);
+      assert.equal(err.name, 'TimeoutError');
+      assert.ok(elapsed >= 700, `ended after ${Math.round(elapsed)} ms, before its timeout`);
+      assert.equal(requests, 1);
+      const caps = await receivePackCapabilities(`http://127.0.0.1:${port}/stalled.git`, undefined, 500).then(
+        () => assert.fail('stalled capabilities must fail'),
+        (e: unknown) => e,
+      );
+      assert.ok(caps instanceof Error);
+      assert.equal(caps.name, 'TimeoutError');
+    } finally {
+      for (const res of held) res.destroy();
+      server.close();
+    }
+  });
+
+  it('a closed port is the connection error itself, without the credentials', async () => {
+    const { createServer } = await import('node:net');
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const { port } = probe.address() as import('node:net').AddressInfo;
+    await new Promise<void>((r) => probe.close(() => r()));
+    const err = await smartHttpPush(
+      `http://127.0.0.1:${port}/gone.git`,
+      [{ ref: 'refs/heads/x', new: 'a'.repeat(40) }],
+      undefined,
+      { credentials: { username: 'u', password: 'secret-pw-1' }, capabilities: [], timeoutMs: 5_000 },
+    ).then(
+      () => assert.fail('a closed port must fail'),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof Error);
+    assert.match(err.message, /ECONNREFUSED/);
+    assert.doesNotMatch(`${err.message}${String(err.stack)}`, /secret-pw-1/);
+  });
+});
