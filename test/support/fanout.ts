@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { API_VERSION, LABEL_ADDON, LABEL_CLUSTER } from '../../controller/api/meta.ts';
-import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts';
+import { ApiError, type KubeClient, type KubeObject } from '../../controller/runtime/client.ts';
 import { installCrds } from '../../hack/lib/crds.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
 import { CAPI, type ControllerOptions, cutRelease, ferrolStackAt, initRepo, push, waitFor } from './e2e.ts';
@@ -120,11 +120,33 @@ export async function createClusters(
     Array.from({ length: n }, (_, i) => i),
     32,
     async (i) => {
-      await client.create(workloadKubeconfigSecret(ns, clusterName(i), workloadKubeconfig) as KubeObject);
-      await client.create(clusterObject(ns, i, classTag));
-      await client.applyStatus(clusterStatus(ns, i), { fieldManager: 'capi-controller', force: true });
+      await created(() =>
+        client.create(workloadKubeconfigSecret(ns, clusterName(i), workloadKubeconfig) as KubeObject),
+      );
+      await created(() => client.create(clusterObject(ns, i, classTag)));
+      await created(() =>
+        client.applyStatus(clusterStatus(ns, i), { fieldManager: 'capi-controller', force: true }),
+      );
     },
   );
+}
+
+/**
+ * A fixture write that survives a dropped connection: sent again (at most 3 times) when no HTTP
+ * answer came (a keep-alive socket the API server closed: "socket hang up"); a create that did land
+ * the first time then answers AlreadyExists, which is success. HTTP errors fail at once.
+ */
+async function created(write: () => Promise<unknown>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await write();
+      return;
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 409 && attempt > 1) return;
+      if (err instanceof ApiError || attempt >= 3) throw err;
+      await new Promise((r) => setTimeout(r, 200 * attempt));
+    }
+  }
 }
 
 // --- one fan-out fixture ------------------------------------------------------------------------
