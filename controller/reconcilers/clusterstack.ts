@@ -272,15 +272,19 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
   const existing = input.releases.filter((r) => ownedBy(r, cs)).sort(byName);
   const existingByName = new Map(existing.map((r) => [r.metadata.name, r]));
 
-  // Clusters using each release of this stack (by ClusterClass name → tag).
-  const usedBy = new Map<string, string[]>();
-  for (const c of [...input.clusters].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+  // How many Clusters use each release of this stack (by ClusterClass name → tag). A count, not
+  // a list: this runs on every poll over every Cluster of the namespace (10,000 and more), and
+  // copying a growing list per Cluster was quadratic (about 400 MB of garbage at 10,000).
+  const usedBy = new Map<string, number>();
+  const tagOfClass = new Map<string, ReturnType<typeof tagForClusterClassName>>();
+  for (const c of input.clusters) {
     if (c.classNamespace !== undefined && c.classNamespace !== namespace) continue;
-    const tag = tagForClusterClassName(c.className);
+    if (!tagOfClass.has(c.className)) tagOfClass.set(c.className, tagForClusterClassName(c.className));
+    const tag = tagOfClass.get(c.className);
     // A release of this ClusterStack is in use whatever its Kubernetes version or channel: a
     // changed kubernetesVersion or channel must not delete what a Cluster still runs.
     if (tag === undefined || !(isOurs(tag) || existingByName.has(tag.tag))) continue;
-    usedBy.set(tag.tag, [...(usedBy.get(tag.tag) ?? []), c.name]);
+    usedBy.set(tag.tag, (usedBy.get(tag.tag) ?? 0) + 1);
   }
 
   // Tags of the listing.
@@ -362,7 +366,7 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
     const r = existingByName.get(t.tag);
     const ready = r !== undefined && releaseReady(r);
     const cond = findCondition(r?.status?.conditions, ConditionType.Ready);
-    const clusters = usedBy.get(t.tag)?.length ?? 0;
+    const clusters = usedBy.get(t.tag) ?? 0;
     return {
       name: t.tag,
       version: t.version,

@@ -224,6 +224,28 @@ describe('reconcileClusterStack', () => {
     assert.deepEqual(gone.delete, ['docker-ferrol-1-30-v3']);
   });
 
+  it('counts the Clusters of each release in a fleet of 30,000, others and other namespaces left out', () => {
+    const tags = ok(['docker-ferrol-1-30-v3', 'docker-ferrol-1-30-v4']);
+    const releases = [release('docker-ferrol-1-30-v3', true), release('docker-ferrol-1-30-v4', true)];
+    const clusters: ClusterUse[] = Array.from({ length: 30_000 }, (_, i) => {
+      const name = `c-${i}`;
+      if (i % 3 === 0) return { name, className: 'docker-ferrol-1-30-v3' };
+      if (i % 3 === 1) return { name, className: 'docker-ferrol-1-30-v4' };
+      return i % 2 === 0
+        ? { name, className: 'docker-other-1-30-v1' }
+        : { name, className: 'docker-ferrol-1-30-v3', classNamespace: 'elsewhere' };
+    });
+    const r = run({ listing: tags, releases, clusters });
+    assert.deepEqual(
+      r.status.summary?.map((s) => [s.name, s.inUse, s.clusters]),
+      [
+        ['docker-ferrol-1-30-v3', true, 10_000],
+        ['docker-ferrol-1-30-v4', true, 10_000],
+      ],
+    );
+    assert.deepEqual(r.delete, []);
+  });
+
   it('in use wins even when the tag disappeared from the repository', () => {
     const r = run({
       listing: ok(['docker-ferrol-1-30-v4']),
