@@ -125,17 +125,11 @@ describe('fleetReason', () => {
       ),
       'PushRefused',
     );
-    assert.equal(
-      fleetReason('FleetUnreachable', 'connect ECONNREFUSED 127.0.0.1:9'),
-      'FleetUnreachable',
-    );
+    assert.equal(fleetReason('FleetUnreachable', 'connect ECONNREFUSED 127.0.0.1:9'), 'FleetUnreachable');
   });
 
   it('reads the reason from the error, not from a port or repository name in it', () => {
-    assert.equal(
-      fleetReason('FleetUnreachable', 'connect ECONNREFUSED 127.0.0.1:401'),
-      'FleetUnreachable',
-    );
+    assert.equal(fleetReason('FleetUnreachable', 'connect ECONNREFUSED 127.0.0.1:401'), 'FleetUnreachable');
     assert.equal(
       fleetReason(
         'FleetUnreachable',
