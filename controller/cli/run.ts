@@ -60,18 +60,38 @@ const REMOVED_FLEET_FLAGS: Readonly<Record<string, string>> = {
 };
 
 /**
- * V8 collects the old generation once it has grown by a tenth since the last full collection,
- * unless node was started with its own --heap-growing-percent. That is V8's own factor when
- * allocation is slow (a fan-out paced by the client rate limit), but V8 raises it up to 4x when
- * allocation is fast next to collecting (the initial LIST, a release moving every Cluster at
- * once), and every cache update leaves the replaced object as old-generation garbage: the heap
- * then held several times its live data (README, Memory). V8 reads the flag whenever it sets the
- * next limit, so setting it at start works.
+ * V8 flags `stackflux run` sets at start, each unless node was started with its own (either
+ * spelling, or its --no- form). V8 reads both whenever it collects, so setting them at run time
+ * works; flags fixed when the heap is set up (--max-semi-space-size) stay the image's (Dockerfile).
+ *
+ * - --heap-growing-percent=10: the old generation is collected once it has grown by a tenth since
+ *   the last full collection. That is V8's own factor when allocation is slow (a fan-out paced by
+ *   the client rate limit), but V8 raises it up to 4x when allocation is fast (the initial LIST, a
+ *   release moving every Cluster at once), and every cache update leaves the replaced object as
+ *   old-generation garbage.
+ * - --optimize-for-size: a full collection then moves the objects off every page that is a fifth
+ *   free (up to 6 MB each time). By default V8 compacts a page only once most of it is free (70 %,
+ *   later a threshold from its measured compaction speed). A release move replaces every cached
+ *   object in random order, which leaves every page partly free, so few pages qualified and the
+ *   committed heap grew by a third over its live data (README, Memory). Given to node at start-up
+ *   the flag also sets up a smaller young generation; set here it comes after the heap's set-up.
  */
-export function boundHeapGrowth(execArgv: readonly string[] = process.execArgv): boolean {
-  if (execArgv.some((a) => /^--heap[-_]growing[-_]percent/.test(a))) return false;
-  setFlagsFromString('--heap-growing-percent=10');
-  return true;
+export function heapFlags(execArgv: readonly string[]): string[] {
+  const given = (name: string) => {
+    const re = new RegExp(`^--(no-)?${name.replaceAll('-', '[-_]')}(=|$)`);
+    return execArgv.some((a) => re.test(a));
+  };
+  const flags: string[] = [];
+  if (!given('heap-growing-percent')) flags.push('--heap-growing-percent=10');
+  if (!given('optimize-for-size')) flags.push('--optimize-for-size');
+  return flags;
+}
+
+/** Sets heapFlags(process.execArgv); returns what it set. */
+export function tuneHeap(execArgv: readonly string[] = process.execArgv): string[] {
+  const flags = heapFlags(execArgv);
+  for (const f of flags) setFlagsFromString(f);
+  return flags;
 }
 
 export const runCommand: Command = {
@@ -194,7 +214,7 @@ export const runCommand: Command = {
     ...renderLimitFlags,
   },
   run: async (flags, _positionals, io) => {
-    boundHeapGrowth();
+    tuneHeap();
     const log = newLogger({ level: str(flags['log-level']) || 'info' });
     const pollMs = parseDuration(str(flags['poll-interval']));
     if (pollMs === undefined)
