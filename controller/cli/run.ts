@@ -214,8 +214,10 @@ export const runCommand: Command = {
     ...renderLimitFlags,
   },
   run: async (flags, _positionals, io) => {
-    tuneHeap();
+    const v8Flags = tuneHeap();
     const log = newLogger({ level: str(flags['log-level']) || 'info' });
+    // Which heap flags apply is otherwise invisible: node's own ones take precedence (heapFlags).
+    log.debug({ v8Flags }, 'V8 heap flags set');
     const pollMs = parseDuration(str(flags['poll-interval']));
     if (pollMs === undefined)
       throw new UsageError(`--poll-interval "${str(flags['poll-interval'])}" is not a duration like 5m`);
