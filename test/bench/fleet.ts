@@ -256,6 +256,8 @@ export function imageMallocEnv(dockerfile: string): Record<string, string> {
 export class StackfluxProcess {
   child: ChildProcess | undefined;
   metricsUrl = '';
+  /** /healthz of the running process (its --health-addr). */
+  healthUrl = '';
   startedAt = 0;
   readyMs = 0;
 
@@ -291,6 +293,7 @@ export class StackfluxProcess {
   async start(): Promise<void> {
     const [metrics, health] = [await freePort(), await freePort()];
     this.metricsUrl = `http://127.0.0.1:${metrics}/metrics`;
+    this.healthUrl = `http://127.0.0.1:${health}/healthz`;
     const fd = openSync(this.logFile, 'a');
     this.startedAt = now();
     const child = spawn(
@@ -484,7 +487,7 @@ function pushesTo(e: Endpoints, repo: string): number {
   return n;
 }
 
-async function waitUntil(
+export async function waitUntil(
   what: string,
   timeoutMs: number,
   check: () => Promise<boolean> | boolean,
@@ -498,9 +501,9 @@ async function waitUntil(
 }
 
 // --- what the bench watches -------------------------------------------------------------------
-type Obj = KubeObject & { spec?: Record<string, unknown>; status?: Record<string, unknown> };
+export type Obj = KubeObject & { spec?: Record<string, unknown>; status?: Record<string, unknown> };
 
-class Watch {
+export class Watch {
   readonly addons: Informer<Obj>;
   readonly kustomizations: Informer<Obj>;
   readonly gitRepositories: Informer<Obj>;
@@ -558,7 +561,7 @@ class Watch {
 }
 
 // --- the fleet repository as the bench reads it -----------------------------------------------
-class FleetReader {
+export class FleetReader {
   private readonly url: string;
   private readonly dir: string;
 
@@ -629,6 +632,15 @@ class FleetReader {
     return result;
   }
 
+  /** The tip commit of a fetched branch, or undefined. */
+  tip(branch: string): string | undefined {
+    try {
+      return git(this.dir, 'rev-parse', `refs/heads/${branch}`);
+    } catch {
+      return undefined;
+    }
+  }
+
   branches(): number {
     const out = git(this.dir, 'for-each-ref', '--format=%(refname)', 'refs/heads/');
     return out === '' ? 0 : out.split('\n').length;
@@ -671,7 +683,7 @@ interface Fleet {
   layout: string;
 }
 
-function supportsQpsFlags(bin: string): boolean {
+export function supportsQpsFlags(bin: string): boolean {
   const help = execFileSync(process.execPath, [bin, 'run', '--help'], { cwd: ROOT, encoding: 'utf8' });
   return help.includes('--kube-api-qps');
 }
@@ -1206,7 +1218,7 @@ function writerReport(writer: Record<string, unknown>): string[] {
   return lines;
 }
 
-function table(rows: Array<Array<string | number | undefined>>): string {
+export function table(rows: Array<Array<string | number | undefined>>): string {
   const text = rows.map((r) => r.map((c) => (c === undefined ? '–' : String(c))));
   const widths = (text[0] ?? []).map((_, i) => Math.max(...text.map((r) => (r[i] ?? '').length)));
   return text.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ')).join('\n');
