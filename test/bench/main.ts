@@ -4,6 +4,7 @@
 //   fleet              stackflux at fleet scale against hack/testenv (fleet.ts; --help for flags)
 //   soak               stackflux under churn for --minutes (default 30), RSS slope (soak.ts; --help)
 //   heap               the informer caches' heap per Cluster, no API server (heap.ts; --help)
+//   hostile            issue 22's hostile inputs at once while a benign tenant changes values (hostile.ts; --help)
 const [scenario = 'runtime', ...args] = process.argv.slice(2);
 if (scenario === 'runtime') {
   await import('./runtime.ts');
@@ -16,7 +17,10 @@ if (scenario === 'runtime') {
 } else if (scenario === 'heap') {
   const { runHeapBench } = await import('./heap.ts');
   process.exitCode = await runHeapBench(args);
+} else if (scenario === 'hostile') {
+  const { runHostileBench } = await import('./hostile.ts');
+  process.exitCode = await runHostileBench(args);
 } else {
-  process.stderr.write(`unknown bench scenario "${scenario}" (runtime, fleet, soak, heap)\n`);
+  process.stderr.write(`unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, hostile)\n`);
   process.exitCode = 2;
 }
