@@ -4,9 +4,10 @@
 // and how to read what stackflux reported about it (the condition on the targeted object). To add
 // an input, write one more function and list it in HOSTILE_INPUTS.
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts';
@@ -290,7 +291,7 @@ export function dotdotTree(): HostileInput {
       }).trim();
       const hookBlob = execFileSync('git', ['hash-object', '-w', '--stdin'], {
         cwd: dir,
-        input: '[core]\n\tfsmonitor = "touch /tmp/hostile-bench-fsmonitor-ran"\n',
+        input: `[core]\n\tfsmonitor = "touch ${fsmonitorMarker(h)}"\n`,
         encoding: 'utf8',
       }).trim();
       const mk = (entries: string): string =>
@@ -318,10 +319,16 @@ export function dotdotTree(): HostileInput {
         h.ns.hostile,
       );
       const escapedTo = findFiles(h.work, ESCAPE_MARKER);
-      return { ...r, markerFilesWritten: escapedTo };
+      return { ...r, markerFilesWritten: escapedTo, dotGitConfigRan: existsSync(fsmonitorMarker(h)) };
+    },
+    async stop(h) {
+      rmSync(fsmonitorMarker(h), { force: true });
     },
   };
 }
+
+/** The file the crafted .git/config's fsmonitor command would create if git ever read it. */
+const fsmonitorMarker = (h: Harness): string => join(tmpdir(), `hostile-bench-${h.pid}-fsmonitor-ran`);
 
 /** Paths of files named `file` under dir (the release cache: did a `..` entry land anywhere?). */
 function findFiles(dir: string, file: string): string[] {
@@ -602,7 +609,12 @@ interface Wave {
  * One wave: `connections` stalled POST /hooks/push to 127.0.0.1:port announcing 1 MiB bodies and
  * trickling 16 bytes every 2 s; every socket is destroyed after `seconds` (the flood stops itself).
  */
-export async function floodWave(port: number, connections: number, seconds: number): Promise<Wave> {
+export async function floodWave(
+  port: number,
+  connections: number,
+  seconds: number,
+  signal: AbortSignal,
+): Promise<Wave> {
   const wave: Wave = { startedAt: Date.now(), connected: 0, closedByServer: [], responses: {}, errors: 0 };
   const sockets: Socket[] = [];
   const head =
@@ -612,7 +624,9 @@ export async function floodWave(port: number, connections: number, seconds: numb
   for (let i = 0; i < connections; i++) {
     const s = connect({ host: '127.0.0.1', port });
     sockets.push(s);
+    let connected = false;
     s.on('connect', () => {
+      connected = true;
       wave.connected++;
       s.write(head);
     });
@@ -624,13 +638,19 @@ export async function floodWave(port: number, connections: number, seconds: numb
       wave.errors++;
     });
     s.on('close', () => {
-      if (!over) wave.closedByServer.push(Math.round((Date.now() - wave.startedAt) / 100) / 10);
+      if (!over && connected) wave.closedByServer.push(Math.round((Date.now() - wave.startedAt) / 100) / 10);
     });
   }
   const trickle = setInterval(() => {
     for (const s of sockets) if (!s.destroyed && s.writable) s.write('x'.repeat(16));
   }, 2_000);
-  await new Promise((r) => setTimeout(r, seconds * 1000));
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, seconds * 1000);
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
   over = true;
   clearInterval(trickle);
   for (const s of sockets) s.destroy();
@@ -641,16 +661,17 @@ export function webhookFlood(): HostileInput {
   const waves: Wave[] = [];
   let running: Promise<void> | undefined;
   let lastStart = Number.NEGATIVE_INFINITY;
-  let stopped = false;
+  const stopped = new AbortController();
   return {
     name: 'flood',
     input:
       'unauthenticated webhook flood: waves of stalled POSTs announcing 1 MiB, trickled (127.0.0.1 only)',
     async setup() {},
     async tick(h, seconds) {
-      if (stopped || running !== undefined || seconds - lastStart < h.flood.everySeconds) return;
+      if (stopped.signal.aborted || running !== undefined || seconds - lastStart < h.flood.everySeconds)
+        return;
       lastStart = seconds;
-      running = floodWave(h.webhookPort, h.flood.connections, h.flood.seconds).then((w) => {
+      running = floodWave(h.webhookPort, h.flood.connections, h.flood.seconds, stopped.signal).then((w) => {
         waves.push(w);
         running = undefined;
       });
@@ -673,7 +694,7 @@ export function webhookFlood(): HostileInput {
       };
     },
     async stop() {
-      stopped = true;
+      stopped.abort();
       await running;
     },
   };

@@ -713,13 +713,14 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     log(`failed: ${String(results.error)}`);
     return 1;
   } finally {
-    for (const input of inputs) await input.stop?.(h).catch(() => undefined);
     await proc?.stop();
     await watch?.stop();
     for (const ns of Object.values(h.ns)) {
       await releaseControllerHolds(client, ns, 16);
       await client.delete('v1', 'Namespace', ns).catch(() => undefined);
     }
+    // After the namespaces: Flux no longer re-applies what an input removes outside them.
+    for (const input of inputs) await input.stop?.(h).catch(() => undefined);
     client.close();
     if (env.owned) await down(e.stateDir, log);
     if (appDir !== undefined) rmSync(appDir, { recursive: true, force: true });
