@@ -113,6 +113,10 @@ export async function conditionReport(
   return { object, reason: `${c.type}=${c.status}/${c.reason ?? ''}`, message: short(c.message) };
 }
 
+/** The hostile tenant's ClusterStackRelease `tag`. */
+const releaseReport = (h: Harness, tag: string): Promise<Reported> =>
+  conditionReport(h.client, API_VERSION, 'ClusterStackRelease', tag, h.ns.hostile);
+
 /** The ClusterAddon of a Cluster: its telling condition and the reasons of its addons. */
 async function addonReport(h: Harness, ns: string, cluster: string): Promise<Reported> {
   const list = await h.client
@@ -311,13 +315,7 @@ export function dotdotTree(): HostileInput {
       await clusters(h, h.ns.hostile, 1, tagOf(name, 'v1'));
     },
     async report(h) {
-      const r = await conditionReport(
-        h.client,
-        API_VERSION,
-        'ClusterStackRelease',
-        tagOf(name, 'v1'),
-        h.ns.hostile,
-      );
+      const r = await releaseReport(h, tagOf(name, 'v1'));
       const escapedTo = findFiles(h.work, ESCAPE_MARKER);
       return { ...r, markerFilesWritten: escapedTo, dotGitConfigRan: existsSync(fsmonitorMarker(h)) };
     },
@@ -414,13 +412,7 @@ export function clusterRoleBinding(): HostileInput {
       await h.client.create(stack(h, h.ns.hostile, name, { versions: ['v1'] }));
     },
     async report(h) {
-      const r = await conditionReport(
-        h.client,
-        API_VERSION,
-        'ClusterStackRelease',
-        tagOf(name, 'v1'),
-        h.ns.hostile,
-      );
+      const r = await releaseReport(h, tagOf(name, 'v1'));
       const crb = await h.client
         .get('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding', binding)
         .catch(() => undefined);
@@ -760,6 +752,27 @@ export function slowRenders(): HostileInput {
   };
 }
 
+/** A Secret of the hostile tenant and a ClusterStack whose git source on 127.0.0.1:port uses it. */
+async function stackWithCredentials(
+  h: Harness,
+  name: string,
+  port: number,
+  secret: {
+    metadata: { name: string; namespace: string; labels?: Record<string, string> };
+    stringData: Record<string, string>;
+  },
+): Promise<void> {
+  await h.client.create({ apiVersion: 'v1', kind: 'Secret', ...secret });
+  await h.client.create(
+    stack(h, h.ns.hostile, name, {
+      versions: ['v1'],
+      source: {
+        git: { url: `http://127.0.0.1:${port}/tenant/stack.git`, secretRef: { name: secret.metadata.name } },
+      },
+    }),
+  );
+}
+
 // --- 11. a git source URL that redirects to another host asking for credentials ------------------
 export function redirectForCredentials(): HostileInput {
   const name = 'redirect';
@@ -775,23 +788,10 @@ export function redirectForCredentials(): HostileInput {
     async setup(h) {
       await other.start();
       await first.start();
-      await h.client.create({
-        apiVersion: 'v1',
-        kind: 'Secret',
+      await stackWithCredentials(h, name, first.port, {
         metadata: { name: 'redirect-creds', namespace: h.ns.hostile },
         stringData: { username: 'tenant', password },
       });
-      await h.client.create(
-        stack(h, h.ns.hostile, name, {
-          versions: ['v1'],
-          source: {
-            git: {
-              url: `http://127.0.0.1:${first.port}/tenant/stack.git`,
-              secretRef: { name: 'redirect-creds' },
-            },
-          },
-        }),
-      );
     },
     async report(h) {
       const r = await conditionReport(h.client, API_VERSION, 'ClusterStack', name, h.ns.hostile);
@@ -851,13 +851,7 @@ export function chartRepositoryUrls(): HostileInput {
       [cluster] = (await clusters(h, h.ns.hostile, 1, tagOf(name, 'v1'))) as [string];
     },
     async report(h) {
-      const release = await conditionReport(
-        h.client,
-        API_VERSION,
-        'ClusterStackRelease',
-        tagOf(name, 'v1'),
-        h.ns.hostile,
-      );
+      const release = await releaseReport(h, tagOf(name, 'v1'));
       const addon = await addonReport(h, h.ns.hostile, cluster);
       return {
         ...addon,
@@ -882,23 +876,10 @@ export function unrelatedSecret(): HostileInput {
       "ClusterStack whose source secretRef names the namespace's database Secret, URL a server the tenant runs",
     async setup(h) {
       await recorder.start();
-      await h.client.create({
-        apiVersion: 'v1',
-        kind: 'Secret',
+      await stackWithCredentials(h, name, recorder.port, {
         metadata: { name: 'database-credentials', namespace: h.ns.hostile, labels: { app: 'database' } },
         stringData: { username: 'postgres', password },
       });
-      await h.client.create(
-        stack(h, h.ns.hostile, name, {
-          versions: ['v1'],
-          source: {
-            git: {
-              url: `http://127.0.0.1:${recorder.port}/tenant/stack.git`,
-              secretRef: { name: 'database-credentials' },
-            },
-          },
-        }),
-      );
     },
     async report(h) {
       const r = await conditionReport(h.client, API_VERSION, 'ClusterStack', name, h.ns.hostile);
