@@ -471,8 +471,17 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     h.tags.push(
       cutRelease(h.releaseDir, 'ferrol', { example: 'docker-ferrol-1-30', k8s: '1-30', version: 'v1' }),
     );
-    for (const input of inputs) await input.prepare?.(h);
-    for (const input of inputs) input.release?.(h);
+    for (const input of inputs) {
+      try {
+        await input.prepare?.(h);
+        input.release?.(h);
+      } catch (err) {
+        log(
+          `${input.name}: its release could not be cut: ${err instanceof Error ? err.message : String(err)}`,
+        );
+        noteError(input.name, err);
+      }
+    }
     try {
       push(h.releaseDir, h.releaseUrl, ...h.tags);
     } catch (err) {
