@@ -310,8 +310,9 @@ export class StackfluxProcess {
     );
     this.child = child;
     for (;;) {
-      if (child.exitCode !== null)
-        throw new Error(`stackflux exited (${child.exitCode}); see ${this.logFile}`);
+      // A process killed by a signal has no exit code, only a signal code.
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(`stackflux exited (${child.exitCode ?? child.signalCode}); see ${this.logFile}`);
       const ok = await fetch(`http://127.0.0.1:${health}/readyz`)
         .then((r) => r.ok)
         .catch(() => false);
@@ -405,11 +406,11 @@ export class StackfluxProcess {
     if (this.sampler !== undefined) clearInterval(this.sampler);
     this.sampler = undefined;
     const child = this.child;
-    if (child === undefined || child.exitCode !== null) return;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
     child.kill('SIGTERM');
     await Promise.race([exited, sleep(35_000)]);
-    if (child.exitCode === null) child.kill('SIGKILL');
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
 }
 

@@ -22,6 +22,7 @@
 // than the lease duration, every benign change applied within the batch window + 10 s, the process
 // never exited. Printed as a table and written to bench-results/hostile-<date>.json.
 
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -197,6 +198,8 @@ interface Sample {
   renewTime?: string;
   holder?: string;
   alive: boolean;
+  /** stackflux had answered /readyz (before that /healthz may not listen yet: not counted). */
+  ready: boolean;
 }
 
 const HEALTHZ_TIMEOUT_MS = 5_000;
@@ -545,15 +548,34 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     proc = new StackfluxProcess(o.stackflux, args, logFile, imageNodeFlags(image), imageMallocEnv(image));
     results.stackfluxArgs = args.filter((a) => !a.startsWith('--webhook-secret'));
     log(`starting stackflux (--shard=${shard}); run of ${o.minutes} min…`);
-    await proc.start();
-    const child = proc.child;
+    // Sampled from the spawn on: stackflux may exit before it is ready (the inputs are all there
+    // at its start), which is a result, not a failure of the bench.
+    let ready = false;
+    let runEnded = false;
+    let startError: unknown;
+    void proc.start().then(
+      () => {
+        ready = true;
+        log('stackflux ready');
+      },
+      (err: unknown) => {
+        startError = err;
+      },
+    );
+    while (proc.child === undefined && startError === undefined) await sleep(50);
+    const child = proc.child as ChildProcess | undefined;
+    if (child === undefined) throw startError;
     const spid = proc.pid;
     const t0 = proc.startedAt;
     const since = (): number => secs(now() - t0);
-    child?.once('exit', (c, signal) => {
+    const exited = (c: number | null, signal: NodeJS.Signals | null): void => {
+      // After the run, the bench stops it: that is no exit of the run's.
+      if (exit !== undefined || runEnded) return;
       exit = { code: c, signal, atSeconds: since() };
       log(`stackflux exited (code ${c}, signal ${signal}) after ${exit.atSeconds} s; see ${logFile}`);
-    });
+    };
+    child.once('exit', exited);
+    if (child.exitCode !== null || child.signalCode !== null) exited(child.exitCode, child.signalCode);
     const leaseName = `${LEASE_ID}-${shard}`;
     let leaseDuration: number | undefined;
     const end = t0 + o.minutes * 60_000;
@@ -562,7 +584,7 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     const sampler = (async () => {
       while (running()) {
         const next = now() + 1000;
-        const s: Sample = { t: since(), alive: child?.exitCode === null };
+        const s: Sample = { t: since(), alive: child.exitCode === null, ready };
         try {
           s.rssMb = memoryMb(spid).rss;
         } catch {}
@@ -633,7 +655,9 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     })();
 
     while (running()) await sleep(1_000);
+    // Not `starting`: a process that never gets ready settles it only when it is stopped.
     await Promise.all([sampler, ticks, benignLoop]);
+    runEnded = true;
     const endMs = Date.now();
 
     let peakMb: number | undefined;
@@ -660,8 +684,9 @@ export async function runHostileBench(argv: string[]): Promise<number> {
       });
     }
 
-    const healthz = samples.flatMap((s) => (s.healthzMs !== undefined ? [s.healthzMs] : []));
-    const failures = samples.filter((s) => s.healthzError !== undefined);
+    const counted = samples.filter((s) => s.ready);
+    const healthz = counted.flatMap((s) => (s.healthzMs !== undefined ? [s.healthzMs] : []));
+    const failures = counted.filter((s) => s.healthzError !== undefined);
     const startWall = endMs - (now() - t0);
     const gaps = renewGaps(
       samples.map((s) => s.renewTime),
@@ -675,7 +700,7 @@ export async function runHostileBench(argv: string[]): Promise<number> {
         ...(healthz.length > 0 ? { maxMs: Math.max(...healthz) } : {}),
         ...(healthz.length > 0 ? { p99Ms: percentile(healthz, 99) } : {}),
         failures: failures.length,
-        samples: samples.length,
+        samples: counted.length,
       },
       lease: {
         name: leaseName,
@@ -722,7 +747,16 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     log(`failed: ${String(results.error)}`);
     return 1;
   } finally {
+    const aliveAtEnd =
+      proc?.child !== undefined && proc.child.exitCode === null && proc.child.signalCode === null;
     await proc?.stop();
+    if (aliveAtEnd) {
+      // StackfluxProcess.stop sends SIGTERM, then SIGKILL after 35 s.
+      results.stoppedBy =
+        proc?.child?.signalCode === 'SIGKILL' ? 'SIGKILL: SIGTERM ignored for 35 s' : 'SIGTERM';
+      log(`stackflux stopped by ${String(results.stoppedBy)}`);
+      save();
+    }
     await watch?.stop();
     for (const ns of Object.values(h.ns)) {
       await releaseControllerHolds(client, ns, 16);
