@@ -606,8 +606,8 @@ export async function floodWave(
   connections: number,
   seconds: number,
   signal: AbortSignal,
-): Promise<Wave> {
-  const wave: Wave = { startedAt: Date.now(), connected: 0, closedByServer: [], responses: {}, errors: 0 };
+  wave: Wave,
+): Promise<void> {
   const sockets: Socket[] = [];
   const head =
     'POST /hooks/push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
@@ -646,7 +646,6 @@ export async function floodWave(
   over = true;
   clearInterval(trickle);
   for (const s of sockets) s.destroy();
-  return wave;
 }
 
 export function webhookFlood(): HostileInput {
@@ -663,10 +662,20 @@ export function webhookFlood(): HostileInput {
       if (stopped.signal.aborted || running !== undefined || seconds - lastStart < h.flood.everySeconds)
         return;
       lastStart = seconds;
-      running = floodWave(h.webhookPort, h.flood.connections, h.flood.seconds, stopped.signal).then((w) => {
-        waves.push(w);
-        running = undefined;
-      });
+      // Recorded at its start: a run that ends early still reports the wave under way.
+      const wave: Wave = {
+        startedAt: Date.now(),
+        connected: 0,
+        closedByServer: [],
+        responses: {},
+        errors: 0,
+      };
+      waves.push(wave);
+      running = floodWave(h.webhookPort, h.flood.connections, h.flood.seconds, stopped.signal, wave).then(
+        () => {
+          running = undefined;
+        },
+      );
     },
     async report(h) {
       const closed = waves.flatMap((w) => w.closedByServer).sort((a, b) => a - b);

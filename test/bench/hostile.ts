@@ -115,6 +115,9 @@ const usage = `Usage: npm run bench -- hostile [flags]
   --flood-seconds S       length of one flood wave (default 60)
   --flood-every S         a wave starts every S seconds (default 120)
   --slow-list K           the slow template iterates K^6 times (default 14: 7.5 million)
+  --inputs LIST           only these hostile inputs, comma separated (default all: ${HOSTILE_INPUTS()
+    .map((i) => i.name)
+    .join(',')})
   --max-rss-mb M          also a target: peak RSS at most M MB (default 0: reported only)
   --source DIR            the checkout to measure, compiled like the container image (default this one)
   --stackflux FILE        run this bin/stackflux.js as it is instead
@@ -131,6 +134,8 @@ interface Options {
   flood: { connections: number; seconds: number; everySeconds: number };
   slowList: number;
   maxRssMb: number;
+  /** Names of the hostile inputs to send (empty: all). */
+  inputs: string[];
   source: string;
   stackflux: string;
   out: string;
@@ -151,6 +156,7 @@ function options(argv: string[]): Options | undefined {
       'flood-every': { type: 'string', default: '120' },
       'slow-list': { type: 'string', default: '14' },
       'max-rss-mb': { type: 'string', default: '0' },
+      inputs: { type: 'string', default: '' },
       source: { type: 'string', default: ROOT },
       stackflux: { type: 'string', default: '' },
       out: { type: 'string', default: '' },
@@ -163,6 +169,11 @@ function options(argv: string[]): Options | undefined {
     if (!Number.isFinite(n) || n < 0) throw new Error(`--${k}: not a number: ${String(values[k])}`);
     return n;
   };
+  const names = values.inputs.split(',').flatMap((n) => (n.trim() === '' ? [] : [n.trim()]));
+  const known = HOSTILE_INPUTS().map((i) => i.name);
+  const unknown = names.filter((n) => !known.includes(n));
+  if (unknown.length > 0)
+    throw new Error(`--inputs: unknown ${unknown.join(', ')} (known: ${known.join(', ')})`);
   if (parseDuration(values['batch-window']) === undefined)
     throw new Error(`--batch-window "${values['batch-window']}" is not a duration like 2s`);
   const date = new Date().toISOString().replaceAll(':', '').slice(0, 15);
@@ -180,6 +191,7 @@ function options(argv: string[]): Options | undefined {
     },
     slowList: Math.max(2, Math.round(num('slow-list'))),
     maxRssMb: num('max-rss-mb'),
+    inputs: names,
     source: values.source,
     stackflux: values.stackflux,
     out: values.out || join(ROOT, 'bench-results', `hostile-${date}.json`),
@@ -427,7 +439,7 @@ export async function runHostileBench(argv: string[]): Promise<number> {
   const benignClusters = Math.max(1, Math.round(o.clusters / 5));
   h.slowClusters = Math.max(1, o.clusters - benignClusters - FIXED_HOSTILE_CLUSTERS);
   const totalClusters = benignClusters + FIXED_HOSTILE_CLUSTERS + h.slowClusters;
-  const inputs = HOSTILE_INPUTS();
+  const inputs = HOSTILE_INPUTS().filter((i) => o.inputs.length === 0 || o.inputs.includes(i.name));
   const samples: Sample[] = [];
   const changes: Change[] = [];
   const benchErrors: Record<string, string[]> = {};
