@@ -564,17 +564,19 @@ export function heapExhaustion(): HostileInput {
   let cluster = '';
   return {
     name,
-    input: 'cni template nesting #each 8 deep over 10 items around a 1 KiB value (10^8 × 1 KiB if unbounded)',
+    input:
+      'cloud-config template nesting #each 8 deep over 10 items around a 1 KiB value (10^8 × 1 KiB if unbounded)',
     release(h) {
       cut(h, name, 'v1', (dir) => {
-        const cni = join(dir, 'cluster-addon', 'cni');
-        const values = join(cni, 'values.yaml');
+        // cloud-config: the addon without a values schema, so the extra values are allowed.
+        const addon = join(dir, 'cluster-addon', 'cloud-config');
+        const values = join(addon, 'values.yaml');
         writeFileSync(
           values,
           `${readFileSync(values, 'utf8').trimEnd()}\nhl: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\nhp: ${'y'.repeat(1024)}\n`,
         );
         writeFileSync(
-          join(cni, 'heap.yaml.hbs'),
+          join(addon, 'heap.yaml.hbs'),
           `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: heap\ndata:\n  x: "${nestedEach('hl', 8, '{{@root.Values.hp}}')}"\n`,
         );
       });
@@ -680,16 +682,19 @@ export function webhookFlood(): HostileInput {
     async report(h) {
       const closed = waves.flatMap((w) => w.closedByServer).sort((a, b) => a - b);
       const sent = waves.reduce((s, w) => s + w.connected, 0);
+      const failed = waves.reduce((s, w) => s + w.errors, 0);
       const responses: Record<string, number> = {};
       for (const w of waves)
         for (const [k, v] of Object.entries(w.responses)) responses[k] = (responses[k] ?? 0) + v;
       return {
         object: `webhook 127.0.0.1:${h.webhookPort}`,
         reason:
-          sent === 0
+          waves.length === 0
             ? '(no wave ran)'
-            : `server ended ${closed.length} of ${sent} stalled requests` +
-              (closed.length > 0 ? ` (median after ${closed[Math.floor(closed.length / 2)]} s)` : ''),
+            : sent === 0
+              ? `(no connection accepted; ${failed} failed)`
+              : `server ended ${closed.length} of ${sent} stalled requests` +
+                (closed.length > 0 ? ` (median after ${closed[Math.floor(closed.length / 2)]} s)` : ''),
         waves: waves.length,
         responses,
       };
@@ -710,15 +715,16 @@ export function slowRenders(): HostileInput {
   return {
     name,
     input:
-      'one tenant, many Clusters whose cni template iterates --slow-list^6 times; their values change every 20 s',
+      'one tenant, many Clusters whose cloud-config template iterates --slow-list^6 times; their values change every 20 s',
     release(h) {
       cut(h, name, 'v1', (dir) => {
-        const cni = join(dir, 'cluster-addon', 'cni');
-        const values = join(cni, 'values.yaml');
+        // cloud-config: the addon without a values schema, so the extra values are allowed.
+        const addon = join(dir, 'cluster-addon', 'cloud-config');
+        const values = join(addon, 'values.yaml');
         const list = Array.from({ length: h.slowList }, (_, i) => i).join(', ');
         writeFileSync(values, `${readFileSync(values, 'utf8').trimEnd()}\nsl: [${list}]\n`);
         writeFileSync(
-          join(cni, 'slow.yaml.hbs'),
+          join(addon, 'slow.yaml.hbs'),
           `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\ndata:\n  x: "${nestedEach('sl', 6, '')}"\n`,
         );
       });

@@ -621,6 +621,8 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     })();
 
     const ticks = (async () => {
+      // What the inputs repeat (the flood, value changes, a release move) starts once stackflux serves.
+      while (running() && !ready) await sleep(200);
       while (running()) {
         await Promise.all(
           inputs.map(async (input) => {
