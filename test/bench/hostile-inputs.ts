@@ -13,7 +13,7 @@ import { API_VERSION } from '../../controller/api/meta.ts';
 import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts';
 import type { Endpoints } from '../../hack/lib/testenv.ts';
 import { CAPI, cutRelease, ferrolClusterStack, git } from '../support/e2e.ts';
-import { clusterName, createClusters } from '../support/fanout.ts';
+import { clusterName, createClusters, KUSTOMIZE_API } from '../support/fanout.ts';
 import type { Obj } from './fleet.ts';
 
 /** What the bench hands every input. */
@@ -359,7 +359,8 @@ export function manifestsToHelm(): HostileInput {
         execFileSync('mkdir', ['-p', join(cni, 'templates')]);
         for (const f of ['rbac.yaml', 'serviceaccount.yaml'])
           execFileSync('mv', [join(cni, f), join(cni, 'templates', f)]);
-        execFileSync('rm', ['-f', join(cni, 'config.yaml.hbs')]);
+        // The chart takes only what values.yaml.hbs writes: no schema of the manifests' values.
+        execFileSync('rm', ['-f', join(cni, 'config.yaml.hbs'), join(cni, 'values.schema.json')]);
         writeFileSync(join(cni, 'Chart.yaml'), 'apiVersion: v2\nname: cni\nversion: 0.2.0\n');
         writeFileSync(
           join(cni, 'values.yaml.hbs'),
@@ -419,6 +420,16 @@ export function clusterRoleBinding(): HostileInput {
       return { ...r, clusterRoleBindingCreated: crb !== undefined };
     },
     async stop(h) {
+      // Flux would apply the binding again while the release's Kustomization lives on in the
+      // terminating namespace: suspended first, then gone (or a minute passed), then the binding.
+      const release = tagOf(name, 'v1');
+      const kustomization = () =>
+        h.client.get(KUSTOMIZE_API, 'Kustomization', release, h.ns.hostile).catch(() => undefined);
+      await h.client
+        .mergePatch(KUSTOMIZE_API, 'Kustomization', release, h.ns.hostile, { spec: { suspend: true } })
+        .catch(() => undefined);
+      for (let i = 0; i < 60 && (await kustomization()) !== undefined; i++)
+        await new Promise((r) => setTimeout(r, 1_000));
       await h.client
         .delete('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding', binding)
         .catch(() => undefined);
