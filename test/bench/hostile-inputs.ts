@@ -41,6 +41,8 @@ export interface Harness {
   slowList: number;
   /** Clusters of the slow tenant (the Clusters left over after every other input took its own). */
   slowClusters: number;
+  /** When stackflux exited during the run (Date.now()), if it did. */
+  exitedAt?: number;
   /** Tags to push once every input has written its releases. */
   tags: string[];
   /** Next free Cluster index per namespace (Cluster names c-00000… must not repeat). */
@@ -691,7 +693,16 @@ export function webhookFlood(): HostileInput {
       );
     },
     async report(h) {
-      const closed = waves.flatMap((w) => w.closedByServer).sort((a, b) => a - b);
+      // A connection that closed as stackflux died (within a second of its exit) was not ended by the server.
+      const byServer = (w: Wave, t: number): boolean =>
+        h.exitedAt === undefined || w.startedAt + t * 1000 < h.exitedAt - 1000;
+      const closed = waves
+        .flatMap((w) => w.closedByServer.filter((t) => byServer(w, t)))
+        .sort((a, b) => a - b);
+      const closedByExit = waves.reduce(
+        (n, w) => n + w.closedByServer.filter((t) => !byServer(w, t)).length,
+        0,
+      );
       const sent = waves.reduce((s, w) => s + w.connected, 0);
       const failed = waves.reduce((s, w) => s + w.errors, 0);
       const responses: Record<string, number> = {};
@@ -705,7 +716,8 @@ export function webhookFlood(): HostileInput {
             : sent === 0
               ? `(no connection accepted; ${failed} failed)`
               : `server ended ${closed.length} of ${sent} stalled requests` +
-                (closed.length > 0 ? ` (median after ${closed[Math.floor(closed.length / 2)]} s)` : ''),
+                (closed.length > 0 ? ` (median after ${closed[Math.floor(closed.length / 2)]} s)` : '') +
+                (closedByExit > 0 ? `; ${closedByExit} closed as stackflux exited` : ''),
         waves: waves.length,
         responses,
       };

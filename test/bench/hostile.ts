@@ -203,6 +203,8 @@ interface Sample {
   /** Seconds since stackflux started. */
   t: number;
   rssMb?: number;
+  /** VmHWM so far (the last sample's is the peak of a process that exited). */
+  peakMb?: number;
   /** /healthz latency in ms (a failed request's too: a timeout is HEALTHZ_TIMEOUT_MS). */
   healthzMs?: number;
   /** Why /healthz failed (not 200, timed out, refused). */
@@ -584,6 +586,7 @@ export async function runHostileBench(argv: string[]): Promise<number> {
       // After the run, the bench stops it: that is no exit of the run's.
       if (exit !== undefined || runEnded) return;
       exit = { code: c, signal, atSeconds: since() };
+      h.exitedAt = Date.now();
       log(`stackflux exited (code ${c}, signal ${signal}) after ${exit.atSeconds} s; see ${logFile}`);
     };
     child.once('exit', exited);
@@ -598,7 +601,9 @@ export async function runHostileBench(argv: string[]): Promise<number> {
         const next = now() + 1000;
         const s: Sample = { t: since(), alive: child.exitCode === null, ready };
         try {
-          s.rssMb = memoryMb(spid).rss;
+          const m = memoryMb(spid);
+          s.rssMb = m.rss;
+          s.peakMb = m.peak;
         } catch {}
         const [hz, lease] = await Promise.all([
           probeHealthz(proc?.healthUrl ?? ''),
@@ -674,7 +679,7 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     runEnded = true;
     const endMs = Date.now();
 
-    let peakMb: number | undefined;
+    let peakMb = samples.findLast((s) => s.peakMb !== undefined)?.peakMb;
     try {
       if (exit === undefined) peakMb = memoryMb(spid).peak;
     } catch {}
