@@ -212,7 +212,7 @@ interface Sample {
   renewTime?: string;
   holder?: string;
   alive: boolean;
-  /** stackflux had answered /readyz (before that /healthz may not listen yet: not counted). */
+  /** stackflux had answered /readyz (before that, a refused /healthz is not counted). */
   ready: boolean;
 }
 
@@ -703,7 +703,11 @@ export async function runHostileBench(argv: string[]): Promise<number> {
       });
     }
 
-    const counted = samples.filter((s) => s.ready);
+    // Before /readyz answered, a refused connection only means /healthz does not listen yet; an
+    // answer or a timeout (listening, not answering) counts.
+    const counted = samples.filter(
+      (s) => s.ready || s.healthzError === undefined || s.healthzError === 'TimeoutError',
+    );
     const healthz = counted.flatMap((s) => (s.healthzMs !== undefined ? [s.healthzMs] : []));
     const failures = counted.filter((s) => s.healthzError !== undefined);
     const startWall = endMs - (now() - t0);
