@@ -469,7 +469,7 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     if (isStopped(e.stateDir, KC))
       log(`${KC} is stopped in this environment (another run stopped it): benign changes cannot be applied`);
     log(
-      `setting up: ${benignClusters} benign Clusters, ${FIXED_HOSTILE_CLUSTERS + h.slowClusters} hostile (${h.slowClusters} slow), ${inputs.length} hostile inputs`,
+      `setting up: ${benignClusters} benign Clusters, ${inputs.length} hostile inputs (${inputs.some((i) => i.name === 'slow') ? h.slowClusters : 0} slow-tenant Clusters)`,
     );
     for (const ns of Object.values(h.ns))
       await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
