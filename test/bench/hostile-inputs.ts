@@ -186,6 +186,20 @@ function nestedEach(list: string, depth: number, inner: string): string {
   return s;
 }
 
+/**
+ * Adds `values` to the cloud-config addon's values (the addon without a values schema, so extra
+ * values are allowed) and a template <name>.yaml.hbs: a ConfigMap whose data.x is `body`.
+ */
+function cloudConfigTemplate(dir: string, values: string, name: string, body: string): void {
+  const addon = join(dir, 'cluster-addon', 'cloud-config');
+  const file = join(addon, 'values.yaml');
+  writeFileSync(file, `${readFileSync(file, 'utf8').trimEnd()}\n${values}\n`);
+  writeFileSync(
+    join(addon, `${name}.yaml.hbs`),
+    `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\ndata:\n  x: "${body}"\n`,
+  );
+}
+
 /** Whether Cluster `name`'s class release exists with a resolved commit (stackflux listed its tag). */
 async function resolved(h: Harness, ns: string, tag: string): Promise<boolean> {
   const r = await h.client.get<Obj>(API_VERSION, 'ClusterStackRelease', tag, ns).catch(() => undefined);
@@ -580,19 +594,14 @@ export function heapExhaustion(): HostileInput {
     input:
       'cloud-config template nesting #each 8 deep over 10 items around a 1 KiB value (10^8 × 1 KiB if unbounded)',
     release(h) {
-      cut(h, name, 'v1', (dir) => {
-        // cloud-config: the addon without a values schema, so the extra values are allowed.
-        const addon = join(dir, 'cluster-addon', 'cloud-config');
-        const values = join(addon, 'values.yaml');
-        writeFileSync(
-          values,
-          `${readFileSync(values, 'utf8').trimEnd()}\nhl: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\nhp: ${'y'.repeat(1024)}\n`,
-        );
-        writeFileSync(
-          join(addon, 'heap.yaml.hbs'),
-          `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: heap\ndata:\n  x: "${nestedEach('hl', 8, '{{@root.Values.hp}}')}"\n`,
-        );
-      });
+      cut(h, name, 'v1', (dir) =>
+        cloudConfigTemplate(
+          dir,
+          `hl: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\nhp: ${'y'.repeat(1024)}`,
+          name,
+          nestedEach('hl', 8, '{{@root.Values.hp}}'),
+        ),
+      );
     },
     async setup(h) {
       await h.client.create(stack(h, h.ns.hostile, name, { versions: ['v1'] }));
@@ -740,17 +749,8 @@ export function slowRenders(): HostileInput {
     input:
       'one tenant, many Clusters whose cloud-config template iterates --slow-list^6 times; their values change every 20 s',
     release(h) {
-      cut(h, name, 'v1', (dir) => {
-        // cloud-config: the addon without a values schema, so the extra values are allowed.
-        const addon = join(dir, 'cluster-addon', 'cloud-config');
-        const values = join(addon, 'values.yaml');
-        const list = Array.from({ length: h.slowList }, (_, i) => i).join(', ');
-        writeFileSync(values, `${readFileSync(values, 'utf8').trimEnd()}\nsl: [${list}]\n`);
-        writeFileSync(
-          join(addon, 'slow.yaml.hbs'),
-          `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\ndata:\n  x: "${nestedEach('sl', 6, '')}"\n`,
-        );
-      });
+      const list = Array.from({ length: h.slowList }, (_, i) => i).join(', ');
+      cut(h, name, 'v1', (dir) => cloudConfigTemplate(dir, `sl: [${list}]`, name, nestedEach('sl', 6, '')));
     },
     async setup(h) {
       await h.client.create(stack(h, h.ns.hostile, name, { versions: ['v1'] }));
