@@ -32,6 +32,22 @@ const REFUSED_FUNCTIONS: Readonly<Record<string, string>> = {
   json: 'it makes a map as large as a string',
 };
 const COMPREHENSIONS = new Set(['all', 'exists', 'exists_one', 'map', 'filter']);
+const STEP_OPS = new Set<string>([
+  'value',
+  'id',
+  '.',
+  '.?',
+  '[]',
+  '[?]',
+  '&&',
+  '||',
+  '?:',
+  '!_',
+  '-_',
+  'list',
+  'map',
+]);
+const SCALAR_OPS = new Set<string>(['<', '<=', '>', '>=', '-', '*', '/', '%']);
 
 // Parse limits: an expression of MAX_EXPRESSION_LENGTH characters stays far inside them; maxDepth
 // also bounds the recursion of the estimate below.
@@ -180,7 +196,7 @@ export function inputSizes(input: unknown): InputSizes {
     if (typeof v === 'string') sizes.chars = Math.max(sizes.chars, v.length);
     else if (Array.isArray(v)) {
       sizes.items = Math.max(sizes.items, v.length);
-      stack.push(...v);
+      for (const x of v) stack.push(x); // not push(...v): a huge list would overflow the call
     } else if (typeof v === 'object' && v !== null) {
       const entries = Object.entries(v);
       sizes.items = Math.max(sizes.items, entries.length);
@@ -198,7 +214,10 @@ export function estimateCost(compiled: CompiledHealthCheck, input: InputSizes): 
   const { plusCount, largestLiteral, longestStringLiteral, joins } = compiled.shape;
   const range = Math.max(input.items, largestLiteral, 1) * (1 + plusCount);
   const chars = Math.max(input.chars, longestStringLiteral) * (1 + plusCount) * (joins ? range : 1);
+  // `in`, equality, `+` and function calls may walk a whole list or structure; ordering and
+  // arithmetic compare scalars (strings at most `chars` long); the rest is one step.
   const walk = 1 + range + Math.ceil((chars + input.values) / CHARS_PER_UNIT);
+  const compare = 1 + Math.ceil(chars / CHARS_PER_UNIT);
   const cost = (node: ASTNode): number => {
     const fn = functionName(node);
     const parts = children(node);
@@ -207,18 +226,7 @@ export function estimateCost(compiled: CompiledHealthCheck, input: InputSizes): 
       const [receiver, ...body] = parts;
       return (receiver === undefined ? 0 : cost(receiver)) + range * (1 + sum(body.map(cost)));
     }
-    const own =
-      node.op === 'value' ||
-      node.op === 'id' ||
-      node.op === '.' ||
-      node.op === '.?' ||
-      node.op === '&&' ||
-      node.op === '||' ||
-      node.op === '?:' ||
-      node.op === '!_' ||
-      fn === 'has'
-        ? 1
-        : walk;
+    const own = STEP_OPS.has(node.op) || fn === 'has' ? 1 : SCALAR_OPS.has(node.op) ? compare : walk;
     return own + sum(parts.map(cost));
   };
   return cost(compiled.ast);

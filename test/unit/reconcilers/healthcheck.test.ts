@@ -11,15 +11,7 @@ import {
   healthCheckProblem,
   MAX_COST,
 } from '../../../controller/reconcilers/healthcheck.ts';
-
-const TWENTY = `[${Array.from({ length: 20 }, (_, i) => i + 1).join(',')}]`;
-
-/** `depth` nested .all over a 20-item list (20^depth steps if evaluated). */
-function nestedAll(depth: number): string {
-  let e = 'true';
-  for (let i = 0; i < depth; i++) e = `${TWENTY}.all(v${i}, ${e})`;
-  return e;
-}
+import { nestedAll } from '../../support/cel.ts';
 
 describe('CEL health check limits (celhook)', () => {
   it('refuses six nested .all over 20 items without evaluating it', () => {

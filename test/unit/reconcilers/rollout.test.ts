@@ -17,6 +17,7 @@ import {
   resolveCount,
   windowState,
 } from '../../../controller/reconcilers/rollout.ts';
+import { nestedAll } from '../../support/cel.ts';
 
 const T0 = Date.parse('2026-11-23T10:00:00Z');
 const NS = 'fleet';
@@ -397,9 +398,7 @@ describe('progressive rollout', () => {
 
   it('a health check over the cost limit holds the rollout before any Cluster moves (celhook)', () => {
     // Six nested .all over a 20-item list: 64 million steps if it were evaluated.
-    const list = `[${Array.from({ length: 20 }, (_, i) => i + 1).join(',')}]`;
-    let costly = 'true';
-    for (const v of ['a', 'b', 'c', 'd', 'e', 'f']) costly = `${list}.all(${v}, ${costly})`;
+    const costly = nestedAll(6);
     const f = twelve({ ...WAVES, healthCheck: { expression: costly } });
     const r = f.step();
     assert.equal(r.condition?.status, 'False');
