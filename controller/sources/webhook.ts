@@ -283,7 +283,9 @@ export async function serveWebhook(addr: string, opts: WebhookOptions): Promise<
       const answer = (out: WebhookResponse, close = false): void => {
         if (answered) return;
         answered = true;
-        log.info(
+        // Refusals at debug: anyone who reaches the port could otherwise flood the log.
+        const level = out.status < 400 || out.status === 409 ? 'info' : 'debug';
+        log[level](
           { status: out.status, event: req.headers['x-github-event'], sources: out.body.sources },
           'webhook request',
         );
@@ -383,6 +385,17 @@ export async function serveWebhook(addr: string, opts: WebhookOptions): Promise<
     },
   );
   server.maxConnections = limits.maxConnections;
+  // Expect: 100-continue: invite the body only when the headers admit it (else the answer comes
+  // without the client having sent a byte of it).
+  server.on('checkContinue', (req, res) => {
+    const screened = screenWebhook(
+      { method: req.method ?? 'GET', path: (req.url ?? '/').split('?')[0] ?? '/', headers: req.headers },
+      opts.secret,
+      limits.maxBody,
+    );
+    if (screened.admit) res.writeContinue();
+    server.emit('request', req, res);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
