@@ -27,6 +27,7 @@ describe('webhook under an unauthenticated flood (celhook)', () => {
       },
       limits: { bodyTimeoutMs: 3000 },
     });
+    let answers: RawAnswer[] = [];
     try {
       const rssBefore = process.memoryUsage().rss;
       // Every request declares 1 MiB and sends all of it but the last byte, then stalls.
@@ -54,7 +55,7 @@ describe('webhook under an unauthenticated flood (celhook)', () => {
       assert.equal(accepted.status, 202, await accepted.text());
       assert.deepEqual(triggered, [['https://git.example.com/stacks.git']]);
 
-      const answers = await Promise.all(pending);
+      answers = await Promise.all(pending);
       sample();
       const rssDuring = process.memoryUsage().rss;
       clearInterval(sampler);
@@ -80,6 +81,7 @@ describe('webhook under an unauthenticated flood (celhook)', () => {
       await Promise.all(answers.map((a) => a.closed));
       assert.deepEqual(server.stats(), { inFlight: 0, bufferedBytes: 0, reservedBytes: 0 });
     } finally {
+      for (const a of answers) a.socket.destroy();
       await server.close();
     }
   });
