@@ -121,6 +121,16 @@ export const runCommand: Command = {
     },
     'webhook-secret': { type: 'string', description: 'secret of the push webhook (HMAC key / bearer token)' },
     'webhook-secret-file': { type: 'string', description: 'file holding the webhook secret' },
+    'webhook-body-timeout': {
+      type: 'string',
+      description: 'a webhook body not received this long after its headers is answered 408 and closed',
+      default: '10s',
+    },
+    'webhook-max-in-flight': {
+      type: 'string',
+      description: 'webhook requests read at once (more get 503); their bodies share 8 MiB',
+      default: '64',
+    },
     'cache-dir': {
       type: 'string',
       description: 'cache of release trees (default $XDG_CACHE_HOME/stackflux, else ~/.cache/stackflux)',
@@ -250,6 +260,13 @@ export const runCommand: Command = {
     const webhookAddr = str(flags['webhook-addr']);
     if (webhookAddr !== '' && secret === '')
       throw new UsageError('--webhook-addr needs --webhook-secret or --webhook-secret-file');
+    const webhookBodyTimeoutMs = parseDuration(
+      durationFlag('webhook-body-timeout', str(flags['webhook-body-timeout']) || '10s') ?? '10s',
+    );
+    const webhookMaxInFlight = positiveInt(
+      'webhook-max-in-flight',
+      str(flags['webhook-max-in-flight']) || '64',
+    );
     const cacheDir = str(flags['cache-dir']) || defaultCacheDir(io.env);
     const templatesDir = str(flags['flux-templates']);
     const templates = templatesDir ? loadFluxTemplates(templatesDir) : loadFluxTemplates();
@@ -294,6 +311,12 @@ export const runCommand: Command = {
         secret,
         trigger: (urls) => pipeline.pollers.trigger(urls),
         logger: log,
+        limits: {
+          maxInFlight: webhookMaxInFlight,
+          ...(webhookBodyTimeoutMs !== undefined && webhookBodyTimeoutMs > 0
+            ? { bodyTimeoutMs: webhookBodyTimeoutMs }
+            : {}),
+        },
       });
     }
     const fleetUrl = str(flags['fleet-url']);

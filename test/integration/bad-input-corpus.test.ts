@@ -17,10 +17,14 @@ import type { Condition } from '../../controller/api/meta.ts';
 import { FINALIZER_FLEET_CLEANUP, reconcileClusterAddon } from '../../controller/reconcilers/clusteraddon.ts';
 import { reconcileClusterStack, type SourceListing } from '../../controller/reconcilers/clusterstack.ts';
 import { reconcileClusterStackRelease } from '../../controller/reconcilers/clusterstackrelease.ts';
+import { healthCheckProblem } from '../../controller/reconcilers/healthcheck.ts';
 import { loadFluxTemplates } from '../../controller/releases/flux-templates.ts';
 import { readRelease } from '../../controller/releases/stack.ts';
 import { parseReleaseTag } from '../../controller/releases/tags.ts';
 import { readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
+import { MAX_BODY } from '../../controller/sources/webhook.ts';
+import { nestedAll } from '../support/cel.ts';
+import { untilInFlight, unverifiedHeaders, webhookOutcome } from '../support/webhook.ts';
 
 const templates = loadFluxTemplates();
 const now = new Date('2026-01-02T03:04:05Z');
@@ -706,6 +710,70 @@ const corpus: Case[] = [
       }),
     reason: 'InvalidRelease',
     message: /more than the limit of 100000 bytes/,
+  },
+
+  // ---- celhook (issue 22 rows 5 and 9): costly CEL health checks; the webhook before its body --
+  {
+    name: 'rollout: six nested .all over 20 items in the health check',
+    run: async () => healthCheckProblem(nestedAll(6)) ?? { reason: '(none)', message: '' },
+    reason: 'HealthCheckTooCostly',
+    message: /healthCheck\.expression .*more than the limit of 1000000/,
+  },
+  {
+    name: 'rollout: a backtracking regular expression in the health check',
+    run: async () =>
+      healthCheckProblem('cluster.metadata.name.matches("^(a+)+$")') ?? { reason: '(none)', message: '' },
+    reason: 'InvalidHealthCheck',
+    message: /matches\(\) is not allowed/,
+  },
+  {
+    name: 'webhook: no signature and no token, body never sent',
+    run: () =>
+      webhookOutcome({}, (post) =>
+        post({ 'content-type': 'application/json', 'content-length': String(MAX_BODY) }),
+      ),
+    reason: 'HTTP 401',
+    message: /invalid signature or token/,
+  },
+  {
+    name: 'webhook: a malformed signature header, body never sent',
+    run: () =>
+      webhookOutcome({}, (post) =>
+        post({ ...unverifiedHeaders(MAX_BODY), 'x-hub-signature-256': 'sha1=abc' }),
+      ),
+    reason: 'HTTP 401',
+    message: /invalid signature or token/,
+  },
+  {
+    name: 'webhook: a body that is not JSON, never sent',
+    run: () =>
+      webhookOutcome({}, (post) => post({ ...unverifiedHeaders(MAX_BODY), 'content-type': 'text/plain' })),
+    reason: 'HTTP 415',
+    message: /application\/json/,
+  },
+  {
+    name: 'webhook: Content-Length over 1 MiB, body never sent',
+    run: () => webhookOutcome({}, (post) => post(unverifiedHeaders(64 * MAX_BODY))),
+    reason: 'HTTP 413',
+    message: /body too large/,
+  },
+  {
+    name: 'webhook: a body that stalls (slowloris)',
+    run: () => webhookOutcome({ bodyTimeoutMs: 500 }, (post) => post(unverifiedHeaders(1000), '{"url":')),
+    reason: 'HTTP 408',
+    message: /body not received within 500 ms/,
+  },
+  {
+    name: 'webhook: unverified bodies past the in-flight cap',
+    run: () =>
+      webhookOutcome({ maxInFlight: 4 }, async (post, server) => {
+        // Three stall (the unverified share of 4); their answers only come at the body deadline.
+        for (let i = 0; i < 3; i++) void post(unverifiedHeaders(1000), '{');
+        await untilInFlight(server, 3);
+        return post(unverifiedHeaders(1000), '{');
+      }),
+    reason: 'HTTP 503',
+    message: /too many webhook requests/,
   },
 ];
 
