@@ -63,7 +63,13 @@ describe('verdict on one push', () => {
   it('reasons: content refusals vs leases and collateral failures', () => {
     for (const r of ['hook declined', 'pre-receive hook declined', 'unpacker error', 'funny refname'])
       assert.ok(isContentRefusal(r), r);
-    for (const r of ['atomic push failure', 'atomic push failed', 'stale info', 'fetch first', 'not reported'])
+    for (const r of [
+      'atomic push failure',
+      'atomic push failed',
+      'stale info',
+      'fetch first',
+      'not reported',
+    ])
       assert.ok(!isContentRefusal(r), r);
   });
 });
@@ -123,7 +129,10 @@ describe('pushNarrowing', () => {
       },
       4,
     );
-    assert.deepEqual(pushes, [['a', 'b', 'c'], ['a', 'c']]);
+    assert.deepEqual(pushes, [
+      ['a', 'b', 'c'],
+      ['a', 'c'],
+    ]);
     assert.deepEqual([...out.refused], [['b', 'hook declined: no']]);
   });
 
@@ -181,7 +190,10 @@ describe("the host's per-ref answers as the two transports read them", () => {
   });
 
   it('side-band-64k: band 1 is the report, band 2 the hook output (control characters removed)', () => {
-    const report = Buffer.concat([pktLine('unpack ok\n'), pktLine('ng refs/heads/p/a pre-receive hook declined\n')]);
+    const report = Buffer.concat([
+      pktLine('unpack ok\n'),
+      pktLine('ng refs/heads/p/a pre-receive hook declined\n'),
+    ]);
     const body = Buffer.concat([
       pktLine(Buffer.concat([Buffer.from([2]), Buffer.from('\x1b[31mpolicy: p/a holds refused\x1b[0m\r\n')])),
       pktLine(Buffer.concat([Buffer.from([1]), report.subarray(0, 7)])),
