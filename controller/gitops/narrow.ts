@@ -138,9 +138,7 @@ export async function pushNarrowing(
       if (v.retry.length > 0) queue.unshift({ branches: v.retry, extra: true });
     } else if (v.kind === 'split') {
       lastRefusal = refusalText(v.reason, message);
-      queue.unshift(
-        ...v.halves.filter((h) => h.length > 0).map((branches) => ({ branches, extra: true })),
-      );
+      queue.unshift(...v.halves.filter((h) => h.length > 0).map((branches) => ({ branches, extra: true })));
     }
   }
   return out;

@@ -113,12 +113,14 @@ export function demuxSideband(data: Buffer): { report: Buffer; messages: string 
 
 /** Lines joined with "; ", without control characters (a hook's colours, carriage returns). */
 function printable(text: string): string {
-  return text
-    .split(/[\r\n]+/)
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping them is the point
-    .map((l) => l.replace(/\x1b\[[0-9;]*m|[\x00-\x1f\x7f]/g, '').trim())
-    .filter((l) => l !== '')
-    .join('; ');
+  return (
+    text
+      .split(/[\r\n]+/)
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping them is the point
+      .map((l) => l.replace(/\x1b\[[0-9;]*m|[\x00-\x1f\x7f]/g, '').trim())
+      .filter((l) => l !== '')
+      .join('; ')
+  );
 }
 
 /** Parses a report-status answer (`unpack ok`, `ok <ref>`, `ng <ref> <reason>`). */

@@ -665,8 +665,7 @@ export class GitFleetWriter implements FleetWriter {
       const updates = [...built, ...plan.deletes];
       const out = await timed(tally.ms, 'push', () => this.#pushAll(updates, tally));
       for (const [branch, reason] of out.refused) refused.set(branch, reason);
-      for (const branch of out.deferred)
-        deferred.add(branch);
+      for (const branch of out.deferred) deferred.add(branch);
       if (out.deferred.length > 0) deferredReason = out.deferredReason ?? 'refused by the fleet host';
       if (out.moved) {
         moved = updates.map((u) => u.branch).filter((b) => !tally.changed.has(b) && !refused.has(b));
