@@ -214,6 +214,17 @@ export function fleetBackoffMs(windowMs: number, failures: number): number {
   return Math.min(FLEET_MAX_BACKOFF_MS, Math.max(windowMs, 1_000) * 2 ** Math.min(failures - 1, 16));
 }
 
+/** The fleet failure of a branch the fleet host refused (shown in its ClusterAddon's Ready). */
+export function refusedBranchFailure(
+  hostReason: string,
+  backoffMs: number,
+): { reason: string; message: string } {
+  return {
+    reason: 'FleetPushRejected',
+    message: `the fleet host refused the branch (${hostReason}); it stays at its previous commit, next try in ${Math.ceil(backoffMs / 1000)}s or at once when the Cluster's rendered content changes`,
+  };
+}
+
 export async function setupClusterAddonController(
   manager: Manager,
   opts: ClusterAddonControllerOptions,
@@ -539,12 +550,12 @@ export async function setupClusterAddonController(
       const failures = (branchRefusals.get(key)?.failures ?? 0) + 1;
       const backoffMs = fleetBackoffMs(windowMs, failures);
       branchRefusals.set(key, { failures, until: clock.now() + backoffMs, content: contentOf(update) });
-      fleetFailures.set(key, {
-        reason: 'FleetPushRejected',
-        message: `the fleet host refused the branch (${reason}); it stays at its previous commit, next try in ${Math.ceil(backoffMs / 1000)}s or at once when the Cluster's rendered content changes`,
-      });
+      fleetFailures.set(key, refusedBranchFailure(reason, backoffMs));
       failedWrites.add(key);
-      log.warn({ branch: update.branch, failures, reason }, 'the fleet host refused a branch; the others landed');
+      log.warn(
+        { branch: update.branch, failures, reason },
+        'the fleet host refused a branch; the others landed',
+      );
     }
   };
 
