@@ -463,7 +463,8 @@ export class GitFleetWriter implements FleetWriter {
     const results = new Map(
       updates.map((u) => [u.branch, refs.get(`refs/heads/${u.branch}`) ?? 'atomic push failed']),
     );
-    if (refs.size === 0) return { accepted: [], results: all('rejected'), message: '' };
+    // Refused without a line per ref: treated as before, the remote moved (fetch, plan again).
+    if (refs.size === 0) return { accepted: [], results: all('not reported'), message: '' };
     return {
       accepted: [],
       results,

@@ -12,7 +12,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
-import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
@@ -29,6 +28,7 @@ import {
   initRepo,
   push,
   releaseAddonNamespace,
+  releaseReaders,
   required,
 } from '../support/e2e.ts';
 import { eventually, uniqueName } from '../support/env.ts';
@@ -134,15 +134,8 @@ describe('the fleet host refuses one Cluster branch: the others land, the refuse
         source: { git: { url: repoUrl }, path: 'stack' },
       }),
     );
-    await eventually('release resolved', async () => {
-      const r = await client.get<ClusterStackRelease & KubeObject>(
-        API_VERSION,
-        'ClusterStackRelease',
-        tag,
-        ns,
-      );
-      return r?.status?.commit !== undefined ? r : undefined;
-    });
+    const { cskr } = releaseReaders(client, ns);
+    await eventually('release resolved', async () => ((await cskr(tag))?.status?.commit ? true : undefined));
   });
 
   after(async () => {
