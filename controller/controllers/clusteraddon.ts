@@ -31,6 +31,7 @@ import {
 import { API_VERSION, LABEL_ADDON, LABEL_CLUSTER, RECONCILE_REQUEST_ANNOTATION } from '../api/meta.ts';
 import type { ReleaseTree } from '../api/release.ts';
 import type { BranchState, FleetWriter } from '../gitops/branches.ts';
+import { branchTreeIds } from '../gitops/objects.ts';
 import {
   type BranchUpdate,
   type ClusterAddonInput,
@@ -63,7 +64,7 @@ import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/c
 import type { Informer } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
-import { fetchReleaseTree, type GitCredentials } from '../sources/git.ts';
+import { fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials } from './common.ts';
 import { FleetBatch } from './fleetbatch.ts';
 import { requestFluxSourcesFetch } from './reconcilerequest.ts';
@@ -211,6 +212,17 @@ const FLEET_MAX_BACKOFF_MS = 5 * 60_000;
 export function fleetBackoffMs(windowMs: number, failures: number): number {
   if (failures <= 0) return 0;
   return Math.min(FLEET_MAX_BACKOFF_MS, Math.max(windowMs, 1_000) * 2 ** Math.min(failures - 1, 16));
+}
+
+/** The fleet failure of a branch the fleet host refused (shown in its ClusterAddon's Ready). */
+export function refusedBranchFailure(
+  hostReason: string,
+  backoffMs: number,
+): { reason: string; message: string } {
+  return {
+    reason: 'FleetPushRejected',
+    message: `the fleet host refused the branch (${hostReason}); it stays at its previous commit, next try in ${Math.ceil(backoffMs / 1000)}s or at once when the Cluster's rendered content changes`,
+  };
 }
 
 export async function setupClusterAddonController(
@@ -514,6 +526,38 @@ export async function setupClusterAddonController(
   }
   /** Keys whose last fleet write failed: their status says the branch change is pending. */
   const failedWrites = new Set<string>();
+  /**
+   * Keys whose branch the fleet host refused (issue 22 row 6): the refused content (its tree id)
+   * is not pushed again before `until` (back-off per branch); other content goes at once.
+   */
+  const branchRefusals = new Map<string, { failures: number; until: number; content: string }>();
+  const contentOf = (update: BranchUpdate): string =>
+    update.files === null ? 'delete' : branchTreeIds(update.files).tree;
+  /** How long this key's change must still wait (0: push it now). */
+  const refusalHoldMs = (key: string, update: BranchUpdate): number => {
+    const refusal = branchRefusals.get(key);
+    if (refusal === undefined || clock.now() >= refusal.until) return 0;
+    return contentOf(update) === refusal.content ? refusal.until - clock.now() : 0;
+  };
+  /** The host refused these keys' branches: each backs off on its own, the batch's others landed. */
+  const recordRefusals = (
+    batch: ReadonlyMap<string, PendingChange>,
+    refused: ReadonlyMap<string, string>,
+  ): void => {
+    for (const [key, { update }] of batch) {
+      const reason = refused.get(update.branch);
+      if (reason === undefined) continue;
+      const failures = (branchRefusals.get(key)?.failures ?? 0) + 1;
+      const backoffMs = fleetBackoffMs(windowMs, failures);
+      branchRefusals.set(key, { failures, until: clock.now() + backoffMs, content: contentOf(update) });
+      fleetFailures.set(key, refusedBranchFailure(reason, backoffMs));
+      failedWrites.add(key);
+      log.warn(
+        { branch: update.branch, failures, reason },
+        'the fleet host refused a branch; the others landed',
+      );
+    }
+  };
 
   /** Takes each written Cluster's branch state from the write's result. */
   const recordWrite = (
@@ -573,17 +617,39 @@ export async function setupClusterAddonController(
         [...batch.values()].map(({ update: { branch, files, message } }) => ({ branch, files, message })),
       );
       recordWrite(batch, res.branches);
-      for (const k of keys) fleetFailures.delete(k);
-      fleetSucceeded();
+      const refused = res.refused ?? new Map<string, string>();
+      const deferred = new Set(res.deferred ?? []);
+      const branchOfKey = (k: string) => batch.get(k)?.update.branch ?? '';
+      for (const k of keys) {
+        if (refused.has(branchOfKey(k)) || deferred.has(branchOfKey(k))) continue;
+        fleetFailures.delete(k);
+        failedWrites.delete(k);
+        branchRefusals.delete(k);
+      }
+      recordRefusals(batch, refused);
+      const deferredKeys = keys.filter((k) => deferred.has(branchOfKey(k)));
+      if (deferredKeys.length > 0) {
+        // More refusals than one write narrows: the fleet backs off as a whole, then narrows on.
+        const err = new SourceError(
+          'FleetPushRejected',
+          `not pushed: the fleet host refused the batch and narrowing it stopped at its push budget (${res.deferredReason ?? 'refused'})`,
+        );
+        for (const k of deferredKeys) {
+          fleetFailures.set(k, fleetFailureOf(err));
+          failedWrites.add(k);
+        }
+        fleetFailed(err);
+      } else fleetSucceeded();
       const moved = new Set(res.changed);
       const movedKeys = keys.filter((k) => moved.has(batch.get(k)?.update.branch ?? ''));
-      for (const k of keys) failedWrites.delete(k);
       log.info(
         {
           clusters: keys.length,
           moved: movedKeys.length,
           pushed: res.pushed,
           attempts: res.attempts,
+          refused: refused.size,
+          deferred: deferredKeys.length,
           ms: Math.round(clock.now() - started),
         },
         res.pushed ? 'fleet branches pushed' : 'fleet branches already up to date',
@@ -857,6 +923,7 @@ export async function setupClusterAddonController(
       pending.delete(key);
       branches.delete(key);
       failedWrites.delete(key);
+      branchRefusals.delete(key);
       refWaits.delete(key);
       return undefined;
     }
@@ -919,8 +986,12 @@ export async function setupClusterAddonController(
       );
     }
 
-    // 5. A branch change joins the batch (a newer result of the same key replaces an older one).
-    if (result.branch !== undefined) {
+    // 5. A branch change joins the batch (a newer result of the same key replaces an older one),
+    // unless the fleet host refused this very content and its back-off has not ended.
+    const holdMs = result.branch !== undefined ? refusalHoldMs(key, result.branch) : 0;
+    if (result.branch !== undefined && holdMs > 0) {
+      pending.delete(key);
+    } else if (result.branch !== undefined) {
       const stack = input.clusterStack as (ClusterStack & Obj) | undefined;
       pending.set(key, { update: result.branch, ...(stack !== undefined ? { regarding: stack } : {}) });
     } else {
@@ -941,7 +1012,7 @@ export async function setupClusterAddonController(
       return { requeueAfter: refBackoffMs(attempt) };
     }
     refWaits.delete(key);
-    return undefined;
+    return holdMs > 0 ? { requeueAfter: holdMs } : undefined;
   };
 
   controller = manager.addController({

@@ -14,6 +14,8 @@ import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import type { Condition } from '../../controller/api/meta.ts';
+import { fleetBackoffMs, refusedBranchFailure } from '../../controller/controllers/clusteraddon.ts';
+import { narrowingBudget, pushNarrowing } from '../../controller/gitops/narrow.ts';
 import { FINALIZER_FLEET_CLEANUP, reconcileClusterAddon } from '../../controller/reconcilers/clusteraddon.ts';
 import { reconcileClusterStack, type SourceListing } from '../../controller/reconcilers/clusterstack.ts';
 import { reconcileClusterStackRelease } from '../../controller/reconcilers/clusterstackrelease.ts';
@@ -775,7 +777,61 @@ const corpus: Case[] = [
     reason: 'HTTP 503',
     message: /too many webhook requests/,
   },
+  // ---- issue 22 row 6 (task "fleet"): rendered content the fleet host refuses ----
+  {
+    name: 'fleet: the host refuses one Cluster branch of a batch (pre-receive hook)',
+    run: () => fleetRefusedOutcome(),
+    reason: 'FleetPushRejected',
+    message:
+      /fleet branch stackflux\/team\/alpha failed.*pre-receive hook declined: push rule: refs\/heads\/stackflux\/team\/alpha holds refused-by-host.*stays at its previous commit/,
+  },
 ];
+
+/**
+ * A batch of 12 branches whose push the host refuses as a whole while it holds alpha's branch
+ * (the answer of receive-pack behind a pre-receive hook): the narrowing singles alpha out, and
+ * alpha's ClusterAddon gets the refusal with the host's words. The others must all have landed.
+ */
+async function fleetRefusedOutcome(): Promise<{ reason: string; message: string }> {
+  const bad = 'stackflux/team/alpha';
+  const batch = [...Array.from({ length: 11 }, (_, i) => `stackflux/team/c${i}`), bad];
+  const landed: string[] = [];
+  const narrowed = await pushNarrowing(
+    [batch],
+    async (branches) => {
+      if (!branches.includes(bad)) {
+        landed.push(...branches);
+        return { results: new Map(branches.map((b) => [b, undefined])), message: '' };
+      }
+      return {
+        results: new Map(branches.map((b) => [b, 'pre-receive hook declined'])),
+        message: `push rule: refs/heads/${bad} holds refused-by-host`,
+      };
+    },
+    narrowingBudget(batch.length),
+  );
+  assert.deepEqual(landed.sort(), batch.filter((b) => b !== bad).sort(), 'the other branches landed');
+  const hostReason = narrowed.refused.get(bad);
+  assert.ok(hostReason !== undefined && narrowed.refused.size === 1 && narrowed.deferred.length === 0);
+  const r = reconcileClusterAddon({
+    cluster: cluster(),
+    namespace: NS,
+    name: 'alpha',
+    clusterAddon,
+    release: release(),
+    tree: treeWith(),
+    treeCommit: 'c'.repeat(40),
+    clusterStack: clusterStack(),
+    kustomizations: [],
+    branch: undefined,
+    fleetSettings: { url: 'https://git.example.com/fleet.git', branchPrefix: 'stackflux/' },
+    fleetFailure: refusedBranchFailure(hostReason, fleetBackoffMs(2_000, 1)),
+    templates,
+    now,
+  });
+  const ready = find(r?.status.conditions, 'Ready');
+  return { reason: ready?.reason ?? '(none)', message: ready?.message ?? '' };
+}
 
 describe('bad-input corpus: every case ends in its condition reason, none throws', () => {
   it('has at least 40 cases with distinct names', () => {
