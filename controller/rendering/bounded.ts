@@ -407,7 +407,8 @@ export class RenderPool {
       child.kill('SIGKILL');
       this.finish(slot, limitFailure(`the render process failed: ${err.message}`));
     });
-    child.on('exit', (code, signal) => {
+    // 'close', not 'exit': it comes after the last message and the last of stderr are read.
+    child.on('close', (code, signal) => {
       if (slot.child !== child) return;
       slot.child = undefined;
       const job = slot.job;
