@@ -2,8 +2,7 @@
 // RenderPool, then a good template, and prints both results as one JSON line. The test asserts
 // that this process lived (a render that exhausts its heap must not abort its parent).
 import { RenderPool } from '../../controller/rendering/index.ts';
-import type { RenderAddonInput } from '../../controller/rendering/types.ts';
-import { configMap, sampleCluster, stackOf, treeOf } from '../unit/rendering/fixtures.ts';
+import { configMap, addonInput as input } from '../unit/rendering/fixtures.ts';
 
 const MiB = 1024 * 1024;
 const chunk = 'x'.repeat(4 * MiB - 16);
@@ -27,16 +26,6 @@ export const BOMBS: Record<string, { files: Record<string, string>; values: Reco
     values: { items: each(120), chunk },
   },
 };
-
-function input(files: Record<string, string>, values: Record<string, unknown>): RenderAddonInput {
-  return {
-    tree: treeOf(files),
-    stack: stackOf([{ name: 'a' }]),
-    addon: 'a',
-    cluster: sampleCluster(),
-    centralValues: { a: values },
-  };
-}
 
 const bomb = BOMBS[process.argv[2] ?? ''];
 if (bomb === undefined) throw new Error(`unknown bomb "${process.argv[2]}"`);

@@ -4,34 +4,12 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import {
-  type RenderAddonInput,
   RenderPool,
-  type RenderPoolOptions,
   type RenderResult,
   renderAddon,
   withBoundedRenders,
 } from '../../../controller/rendering/index.ts';
-import { configMap, sampleCluster, stackOf, treeOf } from './fixtures.ts';
-
-function input(files: Record<string, string>, values?: Record<string, unknown>): RenderAddonInput {
-  return {
-    tree: treeOf(files),
-    stack: stackOf([{ name: 'a' }]),
-    addon: 'a',
-    cluster: sampleCluster(),
-    ...(values !== undefined ? { centralValues: { a: values } } : {}),
-  };
-}
-
-/** Runs fn with a pool of its own, closed afterwards. */
-async function withPool(opts: RenderPoolOptions, fn: (pool: RenderPool) => Promise<void>): Promise<void> {
-  const pool = new RenderPool(opts);
-  try {
-    await fn(pool);
-  } finally {
-    await pool.close();
-  }
-}
+import { configMap, addonInput as input, withPool } from './fixtures.ts';
 
 function failed(result: RenderResult) {
   if (result.ok) assert.fail('expected a failure');

@@ -2,33 +2,8 @@
 // renders do not hold up another's; a template that keeps hitting limits cools down.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import {
-  type RenderAddonInput,
-  RenderPool,
-  type RenderPoolOptions,
-  type RenderResult,
-  withBoundedRenders,
-} from '../../../controller/rendering/index.ts';
-import { configMap, sampleCluster, stackOf, treeOf } from './fixtures.ts';
-
-function input(files: Record<string, string>, values?: Record<string, unknown>): RenderAddonInput {
-  return {
-    tree: treeOf(files),
-    stack: stackOf([{ name: 'a' }]),
-    addon: 'a',
-    cluster: sampleCluster(),
-    ...(values !== undefined ? { centralValues: { a: values } } : {}),
-  };
-}
-
-async function withPool(opts: RenderPoolOptions, fn: (pool: RenderPool) => Promise<void>): Promise<void> {
-  const pool = new RenderPool(opts);
-  try {
-    await fn(pool);
-  } finally {
-    await pool.close();
-  }
-}
+import { type RenderResult, withBoundedRenders } from '../../../controller/rendering/index.ts';
+import { configMap, addonInput as input, withPool } from './fixtures.ts';
 
 /** Three nested #each over `n` items, writing nothing: slow in proportion to n³, in constant memory. */
 const SLOW = configMap(
