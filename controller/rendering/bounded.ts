@@ -380,6 +380,8 @@ export class RenderPool {
       // The heap cap, and the image's small young generation (Dockerfile); not the controller's own
       // node flags (inspector, test runner). An OOM there kills that process only.
       execArgv: [`--max-old-space-size=${this.limits.maxMemoryMb}`, '--max-semi-space-size=4'],
+      // Not the controller's environment (credentials, NODE_OPTIONS): a render needs none of it.
+      env: renderEnv(),
       serialization: 'advanced',
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     });
@@ -500,6 +502,18 @@ export class RenderPool {
     }, this.idleMs);
     slot.idleTimer.unref();
   }
+}
+
+/** The environment variables a render process gets: malloc tuning and locale only. */
+const RENDER_ENV = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'TZ', 'LANG', 'LC_ALL'];
+
+function renderEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of RENDER_ENV) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
 }
 
 /** Whether a render process (and its channel) keeps this process's event loop alive. */

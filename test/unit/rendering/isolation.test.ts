@@ -4,8 +4,11 @@
 // template afterwards. With renders in worker threads it aborted (SIGABRT, exit 134) every time.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { RenderPool } from '../../../controller/rendering/index.ts';
+import { addonInput, configMap } from './fixtures.ts';
 
 const SCRIPT = fileURLToPath(new URL('../../support/render-hostile.ts', import.meta.url));
 const RUNS = 3;
@@ -32,4 +35,28 @@ describe('a render that exhausts its heap does not take its parent down', () => 
       }
     });
   }
+});
+
+describe('render processes', () => {
+  it("do not get the controller's environment (its credentials)", async () => {
+    process.env.STACKFLUX_TEST_SECRET = 'hunter2';
+    const pool = new RenderPool({ workers: 1 });
+    try {
+      const r = await pool.render(
+        addonInput({ 'good.yaml.hbs': configMap('  name: {{Cluster.metadata.name}}') }),
+      );
+      assert.equal(r.ok, true);
+      const [pid] = pool.pids;
+      assert.ok(pid !== undefined, 'a render process runs');
+      const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      assert.equal(
+        environ.find((e) => e.startsWith('STACKFLUX_TEST_SECRET=')),
+        undefined,
+        'the render process sees the variable',
+      );
+    } finally {
+      delete process.env.STACKFLUX_TEST_SECRET;
+      await pool.close();
+    }
+  });
 });
