@@ -17,8 +17,9 @@
 //
 // Fairness (issue 22): queued renders wait per namespace (the ClusterAddon's) and are taken
 // round-robin across namespaces, so one tenant's slow renders do not hold up another's. A template
-// that hits a limit `coolDownAfter` times in a row (per namespace, addon and the addon's files) is
-// not rendered again for `coolDownMs`: its renders fail at once with reason CoolingDown.
+// that hits a limit `coolDownAfter` times in a row (per namespace, addon, the addon's files and the
+// values it renders with) is not rendered again for `coolDownMs`: its renders fail at once with
+// reason CoolingDown.
 //
 // Reconcilers stay pure and synchronous: withBoundedRenders runs one (or the offline renderer)
 // with a renderer that answers from renders already done in the pool and notes the ones it lacks;
@@ -134,10 +135,15 @@ export function renderKey(slim: RenderAddonInput): string {
   ]);
 }
 
-/** Identity of a template for its cool-down: the tenant, the addon and the addon's files. */
+/**
+ * Identity of a template for its cool-down: the tenant, the addon, the addon's files and the values
+ * it renders with. Not the Cluster object, which changes with every status update; with the values,
+ * one Cluster's hostile per-cluster values cool down that Cluster's renders, not its neighbours'.
+ */
 function templateKey(namespace: string, slim: RenderAddonInput): string {
   const hash = createHash('sha256');
   for (const [path, text] of slim.tree) hash.update(path).update('\0').update(text).update('\0');
+  hash.update(JSON.stringify([slim.clusterValues ?? null, slim.centralValues ?? null]));
   return `${namespace}/${slim.addon}/${hash.digest('hex')}`;
 }
 

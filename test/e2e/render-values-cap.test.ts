@@ -114,7 +114,7 @@ describe('render output cap: a Helm values template rendering a huge scalar', {
     rmSync(work, { recursive: true, force: true });
   });
 
-  it('fails that ClusterAddon on the output cap, renders the other Cluster, and the controller RSS stays bounded', async () => {
+  it('fails that ClusterAddon on the output cap, renders the other Cluster, and the controller RSS stays bounded', async (t) => {
     const c = controller as ControllerProcess;
     await c.step(async () => {
       const pid = c.pid;
@@ -156,6 +156,7 @@ describe('render output cap: a Helm values template rendering a huge scalar', {
       assert.ok(c.running, 'the controller did not restart');
       assert.equal(c.pid, pid, 'the same controller process');
       const hwm = peakRssMb(pid);
+      t.diagnostic(`controller VmHWM ${hwm.toFixed(0)} MB`);
       assert.ok(
         hwm < MAX_CONTROLLER_HWM_MB,
         `the controller's peak RSS was ${hwm.toFixed(0)} MB (bound ${MAX_CONTROLLER_HWM_MB} MB)`,

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type RenderResult, withBoundedRenders } from '../../../controller/rendering/index.ts';
-import { configMap, addonInput as input, withPool } from './fixtures.ts';
+import { configMap, addonInput as input, sampleCluster, withPool } from './fixtures.ts';
 
 /** Three nested #each over `n` items, writing nothing: slow in proportion to n³, in constant memory. */
 const SLOW = configMap(
@@ -76,7 +76,7 @@ describe('RenderPool: fair across namespaces', () => {
 });
 
 describe('RenderPool: a template that keeps hitting limits cools down', () => {
-  it('after K limit hits in a row it is not rendered for the back-off, naming the limit; other namespaces and templates still render', async () => {
+  it('after K limit hits in a row it is not rendered for the back-off, naming the limit; other values, namespaces and templates still render', async () => {
     await withPool({ workers: 1, timeoutMs: 300, coolDownAfter: 2, coolDownMs: 600_000 }, async (pool) => {
       const stuck = input({ 'stuck.yaml.hbs': STUCK }, items(100));
       const opts = { namespace: 'tenant-a' };
@@ -94,14 +94,16 @@ describe('RenderPool: a template that keeps hitting limits cools down', () => {
       );
       assert.equal(pool.stopped.timeout, 2, 'the cooling template was not rendered');
       assert.equal(pool.workerStats.coolingDown, 1);
-      // Another Cluster of the same namespace with other values: the same template, cooling too.
+      // Another Cluster of the namespace rendering it with the same values: cooling too.
+      const beta = await pool.render({ ...stuck, cluster: sampleCluster({ name: 'beta' }) }, opts);
+      assert.equal(beta.ok ? 'ok' : beta.reason, 'CoolingDown');
+      // With other values (another Cluster's per-cluster values) it renders.
       const other = await pool.render(input({ 'stuck.yaml.hbs': STUCK }, items(3)), opts);
-      assert.equal(other.ok ? 'ok' : other.reason, 'CoolingDown');
-      // The same template in another namespace is that tenant's and renders.
-      const elsewhere = await pool.render(input({ 'stuck.yaml.hbs': STUCK }, items(3)), {
-        namespace: 'tenant-b',
-      });
-      assert.equal(elsewhere.ok, true, JSON.stringify(elsewhere));
+      assert.equal(other.ok, true, JSON.stringify(other));
+      // Another namespace's render of the same template and values is that tenant's: rendered.
+      const elsewhere = await pool.render(stuck, { namespace: 'tenant-b' });
+      assert.equal(elsewhere.ok ? 'ok' : elsewhere.reason, 'LimitExceeded');
+      assert.equal(pool.stopped.timeout, 3);
       // Another template of the namespace renders.
       assert.equal((await pool.render(input({ 'good.yaml.hbs': GOOD }), opts)).ok, true);
     });
@@ -110,7 +112,16 @@ describe('RenderPool: a template that keeps hitting limits cools down', () => {
   it('a render within the limits ends the streak: only hits in a row count', async () => {
     await withPool({ workers: 1, timeoutMs: 300, coolDownAfter: 2, coolDownMs: 600_000 }, async (pool) => {
       const opts = { namespace: 'tenant-a' };
-      const stuck = (n: number) => input({ 'stuck.yaml.hbs': STUCK }, items(n));
+      // The loop runs over a field of the Cluster: the template and values stay the same.
+      const each = '{{#each @root.Cluster.spec.loop}}';
+      const loop = configMap(`  x: "${each.repeat(4)}{{/each}}{{/each}}{{/each}}{{/each}}"`, 'loop');
+      const stuck = (n: number) => {
+        const cluster = sampleCluster();
+        return {
+          ...input({ 'loop.yaml.hbs': loop }),
+          cluster: { ...cluster, spec: { ...cluster.spec, loop: items(n).items } },
+        };
+      };
       assert.equal((await pool.render(stuck(100), opts)).ok, false);
       assert.equal((await pool.render(stuck(2), opts)).ok, true);
       const again = await pool.render(stuck(100), opts);
@@ -121,7 +132,7 @@ describe('RenderPool: a template that keeps hitting limits cools down', () => {
       );
       // The second hit in a row does.
       assert.equal((await pool.render(stuck(100), opts)).ok, false);
-      const cooling = await pool.render(stuck(100), opts);
+      const cooling = await pool.render(stuck(2), opts);
       assert.equal(cooling.ok ? 'ok' : cooling.reason, 'CoolingDown');
       assert.equal(pool.stopped.timeout, 3);
     });
