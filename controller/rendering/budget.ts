@@ -1,5 +1,7 @@
 // The output cap of one addon's render (--render-max-output) over everything the render returns:
-// the files it writes, the merged values and a Helm addon's rendered values. Sizes are checked
+// the files it writes, the merged values and a Helm addon's rendered values count together; the
+// objects parsed from the files (YAML aliases repeat a scalar without repeating its text) are
+// capped on their own, with the same limit. Sizes are checked
 // without building the text they measure: a template's output is a rope of concatenated pieces
 // whose length is known at once, while measuring its bytes (or serializing a value) would first
 // allocate all of it, which is how a huge rendered scalar took the controller's memory.

@@ -8,7 +8,8 @@
 export interface RenderLimits {
   /**
    * Total bytes (UTF-8) one addon's render may return: its files, its merged values and a Helm
-   * addon's rendered values. Flag: --render-max-output.
+   * addon's rendered values together; the objects parsed from its files on their own. Flag:
+   * --render-max-output.
    */
   maxOutputBytes: number;
   /** Wall-clock budget of one addon's render in the worker. Flag: --render-timeout. */

@@ -180,6 +180,7 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
 
   const result = new Map<string, string>();
   const objects: KubernetesObject[] = [];
+  const objectsBudget = new OutputBudget(maxOutputBytes);
   const seen = new Map<string, string>();
   for (const out of [...outputs.keys()].sort(compareStrings)) {
     const spec = outputs.get(out);
@@ -208,6 +209,9 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
       throw error;
     }
     if (parsed.length === 0) continue; // rendered to nothing, e.g. all inside a false {{#if}}
+    // The objects are returned too, and YAML aliases repeat a scalar without repeating its text.
+    const objectsOver = objectsBudget.addValue(`${label}: its objects`, parsed);
+    if (objectsOver !== undefined) return objectsOver;
     for (const object of parsed) {
       const id = objectId(object);
       const first = seen.get(id);

@@ -57,6 +57,28 @@ describe('output cap over a Helm addon values and the merged values', () => {
     );
   });
 
+  it('a file whose YAML aliases repeat a scalar past the cap fails on the cap (its objects are returned too)', () => {
+    const keys = Array.from({ length: 90 }, (_, i) => `  k${i}: *s`).join('\n');
+    const file = configMap(`  s: &s "{{Values.chunk}}"\n${keys}`, 'aliases');
+    const result = failed(
+      renderAddon(
+        {
+          tree: treeOf({ 'aliases.yaml.hbs': file }),
+          stack: stackOf([{ name: 'a' }]),
+          addon: 'a',
+          cluster: sampleCluster(),
+          centralValues: { a: { chunk: 'y'.repeat(16 * 1024) } },
+        },
+        { maxOutputBytes: MiB },
+      ),
+    );
+    assert.equal(result.reason, 'LimitExceeded');
+    assert.equal(
+      result.message,
+      "cluster-addon/a/aliases.yaml.hbs (rendered): its objects: the addon's output exceeds the limit of 1 MiB (--render-max-output)",
+    );
+  });
+
   it('merged values over the cap fail on the cap (they are sent back with every result)', () => {
     const result = failed(
       renderAddon(
