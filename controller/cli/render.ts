@@ -81,7 +81,7 @@ export const renderCommand: Command = {
     applyFleetFlags(snapshot, flags);
     const dir = str(flags['flux-templates']);
     const options = { now, controllers, templates: dir ? loadFluxTemplates(dir) : loadFluxTemplates() };
-    // Addon renders run bounded in worker threads, as in the controller.
+    // Addon renders run bounded in child processes, as in the controller.
     const output = await renderSnapshotBounded(
       snapshot,
       options,

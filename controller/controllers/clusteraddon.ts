@@ -124,8 +124,9 @@ export interface ClusterAddonControllerOptions {
   templates: FluxTemplates;
   concurrency?: number;
   /**
-   * Limits of addon renders (time budget, output and memory caps, worker threads); renders run in a
-   * worker pool so a hostile template cannot block this process. Defaults: rendering/limits.ts.
+   * Limits of addon renders (time budget, output and memory caps, render processes); renders run in
+   * a pool of processes so a hostile template cannot block or abort this one. Defaults:
+   * rendering/limits.ts.
    */
   render?: RenderPoolOptions;
   /** Debounce window of fleet writes (default 2 s); a batch waits at most 5 windows. */
@@ -302,7 +303,7 @@ export async function setupClusterAddonController(
     : undefined;
   helmReleases?.addIndexer(CLUSTER_INDEX, clusterKeyOf);
 
-  // ---- addon renders: in worker threads, bounded in time, memory and output
+  // ---- addon renders: in child processes, bounded in time, memory and output, fair per namespace
   const renderPool = new RenderPool(opts.render);
 
   // ---- the fleet writer and the state of each Cluster's branch (ids only, no file contents)
@@ -932,7 +933,9 @@ export async function setupClusterAddonController(
     // Addon renders run in the worker pool; the passes below render each input once.
     const renders = new Map<string, RenderResult>();
     const decide = (i: ClusterAddonInput) =>
-      withBoundedRenders(renderPool, (render) => reconcileClusterAddon({ ...i, render }), renders);
+      withBoundedRenders(renderPool, (render) => reconcileClusterAddon({ ...i, render }), renders, {
+        namespace,
+      });
     let result = await decide(input);
     if (result === undefined) return undefined;
 
@@ -975,7 +978,9 @@ export async function setupClusterAddonController(
     if (
       current !== undefined &&
       ready?.status === 'False' &&
-      (ready.reason === Reason.RenderFailed || ready.reason === Reason.ValuesInvalid)
+      (ready.reason === Reason.RenderFailed ||
+        ready.reason === Reason.ValuesInvalid ||
+        ready.reason === Reason.RenderCoolingDown)
     ) {
       void manager.events.event(
         current,

@@ -118,6 +118,8 @@ export const Reason = {
   WaitingForRefs: 'WaitingForRefs',
   RefsNotReadable: 'RefsNotReadable',
   RenderFailed: 'RenderFailed',
+  /** An addon's renders kept hitting a render limit: not rendered again for a while. */
+  RenderCoolingDown: 'RenderCoolingDown',
   ValuesInvalid: 'ValuesInvalid',
   FleetSyncPending: 'FleetSyncPending',
   Progressing: 'Progressing',
@@ -178,7 +180,7 @@ export interface ClusterAddonInput {
   now: Date;
   /**
    * Renders one addon; default renderAddon in-line. The controller and `stackflux render` pass
-   * the bounded renderer (rendering/bounded.ts: worker threads with a time and memory budget).
+   * the bounded renderer (rendering/bounded.ts: child processes with a time and memory budget).
    */
   render?: AddonRenderer;
 }
@@ -398,6 +400,7 @@ function hasRef(
 }
 
 function renderFailureReason(failure: RenderFailure): string {
+  if (failure.reason === 'CoolingDown') return Reason.RenderCoolingDown;
   return failure.reason === 'InvalidValues' || failure.reason === 'ValuesSchemaFailed'
     ? Reason.ValuesInvalid
     : Reason.RenderFailed;

@@ -4,6 +4,7 @@
 //   fleet              stackflux at fleet scale against hack/testenv (fleet.ts; --help for flags)
 //   soak               stackflux under churn for --minutes (default 30), RSS slope (soak.ts; --help)
 //   heap               the informer caches' heap per Cluster, no API server (heap.ts; --help)
+//   render             the render pool at fan-out: ms per Cluster and RSS, no API server (render.ts)
 const [scenario = 'runtime', ...args] = process.argv.slice(2);
 if (scenario === 'runtime') {
   await import('./runtime.ts');
@@ -16,7 +17,10 @@ if (scenario === 'runtime') {
 } else if (scenario === 'heap') {
   const { runHeapBench } = await import('./heap.ts');
   process.exitCode = await runHeapBench(args);
+} else if (scenario === 'render') {
+  const { runRenderBench } = await import('./render.ts');
+  process.exitCode = await runRenderBench(args);
 } else {
-  process.stderr.write(`unknown bench scenario "${scenario}" (runtime, fleet, soak, heap)\n`);
+  process.stderr.write(`unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, render)\n`);
   process.exitCode = 2;
 }

@@ -23,6 +23,7 @@ import { healthCheckProblem } from '../../controller/reconcilers/healthcheck.ts'
 import { loadFluxTemplates } from '../../controller/releases/flux-templates.ts';
 import { readRelease } from '../../controller/releases/stack.ts';
 import { parseReleaseTag } from '../../controller/releases/tags.ts';
+import { RenderPool, type RenderPoolOptions, withBoundedRenders } from '../../controller/rendering/index.ts';
 import { readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
 import { MAX_BODY } from '../../controller/sources/webhook.ts';
 import { nestedAll } from '../support/cel.ts';
@@ -785,6 +786,107 @@ const corpus: Case[] = [
     message:
       /fleet branch stackflux\/team\/alpha failed.*pre-receive hook declined: push rule: refs\/heads\/stackflux\/team\/alpha holds refused-by-host.*stays at its previous commit/,
   },
+  // ---- issue 22, task "render": huge values and heap bombs (rows 4, 8, 10) ----
+  ...(() => {
+    const MiB = 1024 * 1024;
+    /** cni as a Helm addon whose values.yaml.hbs writes `chunk` once per item (no schema). */
+    const helmTree = treeWith({
+      'cluster-addon/cni/config.yaml.hbs': undefined,
+      'cluster-addon/cni/values.schema.json': undefined,
+      'cluster-addon/cni/Chart.yaml': 'apiVersion: v2\nname: cni\nversion: 1.0.0\n',
+      'cluster-addon/cni/values.yaml.hbs': 'big: "{{#each Values.items}}{{@root.Values.chunk}}{{/each}}"\n',
+    });
+    /** Central values of cni: `items` copies of a value just under the helper limit. */
+    const copies = (items: number) => ({
+      values: { cni: { items: Array.from({ length: items }, (_, i) => i), chunk: 'x'.repeat(4 * MiB - 16) } },
+    });
+    /** The ClusterAddon reconcile with its renders in `pool`, as the controller runs it. */
+    const pooled = async (
+      pool: RenderPool,
+      tree: ReadonlyMap<string, string>,
+      stack: Partial<ClusterStack['spec']> = {},
+    ) => {
+      const r = await withBoundedRenders(
+        pool,
+        (render) =>
+          reconcileClusterAddon({
+            cluster: cluster(),
+            namespace: NS,
+            name: 'alpha',
+            clusterAddon,
+            release: release(),
+            tree,
+            treeCommit: 'c'.repeat(40),
+            clusterStack: clusterStack(stack),
+            kustomizations: [],
+            branch: undefined,
+            fleetSettings: { url: 'https://git.example.com/fleet.git', branchPrefix: 'stackflux/' },
+            templates,
+            now,
+            render,
+          }),
+        new Map(),
+        { namespace: NS },
+      );
+      const ready = find(r?.status.conditions, 'Ready');
+      return { reason: ready?.reason ?? '', message: ready?.message ?? '' };
+    };
+    const withPool = async <T>(opts: RenderPoolOptions, fn: (pool: RenderPool) => Promise<T>) => {
+      const pool = new RenderPool(opts);
+      try {
+        return await fn(pool);
+      } finally {
+        await pool.close();
+      }
+    };
+    const cases: Case[] = [
+      {
+        name: 'render: a Helm values.yaml.hbs rendering a 343 MB scalar',
+        run: () => addonOutcome({ tree: helmTree, stack: copies(86) }),
+        reason: 'RenderFailed',
+        message:
+          /cluster-addon\/cni\/values\.yaml\.hbs \(rendered\): the addon's output exceeds the limit of 8 MiB \(--render-max-output\)/,
+      },
+      {
+        name: 'render: central values over the output cap',
+        run: () =>
+          addonOutcome({
+            tree: treeWith({ 'cluster-addon/cni/values.schema.json': undefined }),
+            stack: { values: { cni: { mtu: 1450, blob: 'b'.repeat(9 * MiB) } } },
+          }),
+        reason: 'RenderFailed',
+        message: /merged values of addon "cni": the addon's output exceeds the limit of 8 MiB/,
+      },
+      {
+        name: 'render: a heap bomb (a 480 MB rope flattened) in the render pool',
+        run: () =>
+          withPool({ workers: 1, maxMemoryMb: 128, maxOutputBytes: 1024 * MiB }, (pool) =>
+            pooled(pool, helmTree, copies(120)),
+          ),
+        reason: 'RenderFailed',
+        message:
+          /cluster-addon\/cni\/values\.yaml\.hbs: rendering needs more than the memory limit of 128 MiB \(--render-max-memory\)/,
+      },
+      {
+        name: 'render: a template that keeps hitting the time budget cools down',
+        run: () =>
+          withPool({ workers: 1, timeoutMs: 200, coolDownAfter: 1 }, async (pool) => {
+            const each = '{{#each Values.items}}';
+            const tree = treeWith({
+              'cluster-addon/cni/values.schema.json': undefined,
+              'cluster-addon/cni/values.yaml': `mtu: 1450\nitems: [${Array.from({ length: 100 }, (_, i) => i).join(',')}]\n`,
+              'cluster-addon/cni/loop.yaml.hbs': `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: loop\ndata:\n  x: "${each.repeat(4).replaceAll('Values.', '@root.Values.')}{{/each}}{{/each}}{{/each}}{{/each}}"\n`,
+            });
+            const first = await pooled(pool, tree);
+            assert.match(first.message, /time budget of 200ms \(--render-timeout\)/);
+            return pooled(pool, tree);
+          }),
+        reason: 'RenderCoolingDown',
+        message: /not rendered until .*: its renders hit a limit 1 times in a row, last: .*--render-timeout/,
+      },
+    ];
+    return cases;
+  })(),
 ];
 
 /**

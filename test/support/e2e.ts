@@ -571,6 +571,11 @@ export class ControllerProcess {
     return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
   }
 
+  /** The controller's pid (NODE is the node binary itself, so this is the stackflux process). */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   logTail(n = 80): string {
     return this.logLines.slice(-n).join('\n');
   }

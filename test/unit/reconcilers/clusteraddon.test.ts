@@ -25,6 +25,7 @@ import {
 } from '../../../controller/reconcilers/clusteraddon.ts';
 import type { FluxTemplates } from '../../../controller/releases/flux.ts';
 import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
+import { renderAddon } from '../../../controller/rendering/index.ts';
 
 // The templates are the product under test; reading them is the one fixture read here.
 const templates: FluxTemplates = loadFluxTemplates();
@@ -932,6 +933,29 @@ describe('reconcileClusterAddon: failures keep what runs', () => {
     assertNoChanges(r);
     assert.equal(cond(r, 'Ready')?.reason, Reason.RenderFailed);
     assert.match(cond(r, 'Ready')?.message ?? '', /cluster-addon\/csi\/csidriver\.yaml/);
+  });
+
+  it('an addon whose renders are cooling down → Ready=False RenderCoolingDown, no changes (issue 22)', () => {
+    const w = running();
+    w.cluster = cluster({ release: V2 });
+    const message =
+      'cluster-addon/dns/: not rendered until 2030-01-01T00:00:00.000Z: its renders hit a limit 3 times in a row, last: the time budget of 5s (--render-timeout)';
+    const r = must(
+      reconcileClusterAddon({
+        ...worldInput(w, 'alpha'),
+        render: (i) => (i.addon === 'dns' ? { ok: false, reason: 'CoolingDown', message } : renderAddon(i)),
+      }),
+    );
+    assertNoChanges(r);
+    const ready = cond(r, 'Ready');
+    assert.equal(ready?.status, 'False');
+    assert.equal(ready?.reason, Reason.RenderCoolingDown);
+    assert.match(
+      ready?.message ?? '',
+      /addon dns: cluster-addon\/dns\/: not rendered until .*--render-timeout/,
+    );
+    assert.equal(r.status.release, V1, 'the status still says what runs');
+    assert.equal(r.status.addons?.find((a) => a.name === 'dns')?.reason, Reason.RenderCoolingDown);
   });
 
   it('an invalid release → InvalidRelease, no changes', () => {
