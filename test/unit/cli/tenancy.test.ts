@@ -7,21 +7,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { parse as parseYaml } from 'yaml';
-import type { CommandIO } from '../../../controller/cli/command.ts';
 import { main } from '../../../controller/cli/main.ts';
+import { captureIO } from '../../support/cli.ts';
 
 const GOLDEN = new URL('../../golden/', import.meta.url).pathname;
 const work = mkdtempSync(join(tmpdir(), 'stackflux-tenancy-'));
-
-function capture(): { io: CommandIO; out: () => string; err: () => string } {
-  let out = '';
-  let err = '';
-  return {
-    io: { stdout: (t) => (out += t), stderr: (t) => (err += t), env: {} },
-    out: () => out,
-    err: () => err,
-  };
-}
 
 // biome-ignore lint/suspicious/noExplicitAny: Kustomization bodies read back from the render output
 type Doc = Record<string, any>;
@@ -35,7 +25,7 @@ const kustomization = (out: string, ns: string, name: string): Doc =>
 
 async function render(input: string, name: string, extra: string[]): Promise<string> {
   const out = join(work, name);
-  const c = capture();
+  const c = captureIO();
   const code = await main(
     [
       'render',
@@ -99,7 +89,7 @@ describe('tenancy flags (issue 22)', () => {
       ],
       ['--allowed-chart-hosts=a.example,x.example:5000', /"x\.example:5000" is not a host name/],
     ] as const) {
-      const c = capture();
+      const c = captureIO();
       const code = await main(
         [
           'render',
@@ -117,7 +107,7 @@ describe('tenancy flags (issue 22)', () => {
   });
 
   it('install --export passes the flags to the controller', async () => {
-    const c = capture();
+    const c = captureIO();
     const code = await main(
       [
         'install',
