@@ -18,6 +18,7 @@ import { configureGitNetwork } from '../sources/git.ts';
 import { serveWebhook, type WebhookServer } from '../sources/webhook.ts';
 import { type Command, UsageError } from './command.ts';
 import { renderLimitFlags, renderPoolOptions } from './renderlimits.ts';
+import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 export function defaultCacheDir(env: Readonly<Record<string, string | undefined>>): string {
   const base = env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache');
@@ -222,6 +223,7 @@ export const runCommand: Command = {
       description: 'folder of the Flux object templates (default: the bundled ones)',
     },
     ...renderLimitFlags,
+    ...tenancyFlags,
   },
   run: async (flags, _positionals, io) => {
     const v8Flags = tuneHeap();
@@ -249,6 +251,7 @@ export const runCommand: Command = {
     const fleetInterval = durationFlag('fleet-interval', str(flags['fleet-interval']));
     const addonInterval = durationFlag('addon-interval', str(flags['addon-interval']));
     const render = renderPoolOptions(flags);
+    const tenancy = tenancyPolicy(flags);
     const qps = positiveNumber('kube-api-qps', str(flags['kube-api-qps']) || String(DEFAULT_KUBE_API_QPS));
     const burst = positiveInt(
       'kube-api-burst',
@@ -304,6 +307,7 @@ export const runCommand: Command = {
       defaultPollIntervalMs: pollMs,
       concurrency,
       githubApiUrl,
+      tenancy,
     });
     let webhook: WebhookServer | undefined;
     if (webhookAddr !== '') {
@@ -360,6 +364,7 @@ export const runCommand: Command = {
           }),
         cacheDir,
         templates,
+        tenancy,
         concurrency,
         batchWindowMs,
         render,

@@ -50,6 +50,7 @@ import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { reconcileRequested } from '../reconcilers/reconcilerequest.ts';
 import { clusterGitRepositoryName, type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { tagForClusterClassName } from '../releases/tags.ts';
+import type { TenancyPolicy } from '../releases/tenancy.ts';
 import {
   type PlainObject,
   RenderPool,
@@ -65,7 +66,7 @@ import type { Informer } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
-import { isSubset, readyCondition, sameJson, secretCredentials } from './common.ts';
+import { isSubset, readyCondition, sameJson, secretCredentials, sourceSecretCredentials } from './common.ts';
 import { FleetBatch } from './fleetbatch.ts';
 import { requestFluxSourcesFetch } from './reconcilerequest.ts';
 import { servedClusterApiVersion } from './releasepipeline.ts';
@@ -122,6 +123,8 @@ export interface ClusterAddonControllerOptions {
   writer: (credentials: GitCredentials | undefined) => FleetWriter;
   cacheDir: string;
   templates: FluxTemplates;
+  /** --default-service-account and --allowed-chart-hosts (default: neither). */
+  tenancy?: TenancyPolicy;
   concurrency?: number;
   /**
    * Limits of addon renders (time budget, output and memory caps, render processes); renders run in
@@ -374,7 +377,7 @@ export async function setupClusterAddonController(
     if (cached !== undefined) return cached;
     const creds =
       src.secretRef !== undefined
-        ? await secretCredentials(client, release.metadata.namespace ?? '', src.secretRef.name)
+        ? await sourceSecretCredentials(client, release.metadata.namespace ?? '', src.secretRef.name)
         : undefined;
     const tree = await fetchReleaseTree(
       src.url,
@@ -784,6 +787,7 @@ export async function setupClusterAddonController(
       branch,
       fleetSettings,
       ...(fleetFailures.has(key) ? { fleetFailure: fleetFailures.get(key) } : {}),
+      ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
       templates: opts.templates,
       now: new Date(clock.now()),
     };

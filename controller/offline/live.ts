@@ -9,7 +9,7 @@ import type { ClusterStack } from '../api/clusterstack.ts';
 import { FLUX_HELM_API_VERSION, FLUX_KUSTOMIZE_API_VERSION, FLUX_SOURCE_API_VERSION } from '../api/flux.ts';
 import { API_VERSION, GROUP, LABEL_CLUSTER } from '../api/meta.ts';
 import { groupOf } from '../api/resources.ts';
-import { secretCredentials } from '../controllers/common.ts';
+import { sourceSecretCredentials } from '../controllers/common.ts';
 import { runGit } from '../gitops/plumbing.ts';
 import { sourceUrl } from '../reconcilers/clusterstack.ts';
 import { providerConfig, providerObjectKind } from '../reconcilers/provider.ts';
@@ -175,7 +175,7 @@ async function listSources(client: KubeClient, snapshot: Snapshot, cacheDir: str
     let creds: GitCredentials | undefined;
     let source = byUrl.get(url);
     try {
-      if (secret !== undefined) creds = await secretCredentials(client, ns, secret.name);
+      if (secret !== undefined) creds = await sourceSecretCredentials(client, ns, secret.name);
       if (source === undefined) {
         const tags = await listTags(url, creds);
         // The listing diff just did stands in for the controller's last one, and so does its time:

@@ -8,10 +8,13 @@ import { after, before, describe, it } from 'node:test';
 import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
+  assertEscalationForbidden,
   ControllerProcess,
   cond,
   controllerSteps,
+  createClusterClassOnlyServiceAccount,
   createTestNamespace,
+  cutEscalatingRelease,
   cutRelease,
   deleteTestNamespace,
   e2eSuite,
@@ -155,42 +158,14 @@ describe('release hardening: pinned commits and release trees from Git objects',
   it("3. a release applied as a least-privilege ServiceAccount cannot create a ClusterRoleBinding; Flux's error is on the release", () =>
     step(async () => {
       const sa = 'release-applier';
-      await client.create({
-        apiVersion: 'v1',
-        kind: 'ServiceAccount',
-        metadata: { name: sa, namespace: ns },
-      });
-      await client.create({
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'Role',
-        metadata: { name: sa, namespace: ns },
-        rules: [{ apiGroups: ['cluster.x-k8s.io'], resources: ['clusterclasses'], verbs: ['*'] }],
-      });
-      await client.create({
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'RoleBinding',
-        metadata: { name: sa, namespace: ns },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: sa },
-        subjects: [{ kind: 'ServiceAccount', name: sa, namespace: ns }],
-      });
+      await createClusterClassOnlyServiceAccount(client, ns, sa);
       const escalate = `${ns}-escalate`;
-      const locked = cutRelease(repoDir, 'locked-1-30', {
-        example: 'docker-ferrol-1-30',
+      const locked = cutEscalatingRelease(repoDir, 'locked-1-30', {
         name: 'locked',
-        k8s: '1-30',
         version: 'v1',
-        edit: (dir) =>
-          writeFileSync(
-            join(dir, 'cluster-class', 'escalate.yaml'),
-            [
-              'apiVersion: rbac.authorization.k8s.io/v1',
-              'kind: ClusterRoleBinding',
-              `metadata: {name: ${escalate}}`,
-              'roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}',
-              `subjects: [{kind: ServiceAccount, name: ${sa}, namespace: ${ns}}]`,
-              '',
-            ].join('\n'),
-          ),
+        binding: escalate,
+        ns,
+        subject: sa,
       });
       push(repoDir, repoUrl, locked);
       const stack = pinnedFerrolStack(ns, repoUrl, ['v1']);
@@ -204,30 +179,6 @@ describe('release hardening: pinned commits and release trees from Git objects',
           source: { git: { url: repoUrl }, path: 'locked-1-30' },
         },
       });
-      const failed = await waitFor(
-        'the locked release reports the Kustomization failure',
-        async () => {
-          const r = await cskr(locked);
-          const ready = cond(r, 'Ready');
-          return ready?.reason === 'KustomizationNotReady' && /ClusterRoleBinding/.test(ready.message ?? '')
-            ? r
-            : undefined;
-        },
-        { timeoutMs: 180_000 },
-      );
-      const message = cond(failed, 'Ready')?.message ?? '';
-      assert.match(message, /forbidden/i);
-      assert.match(message, new RegExp(`system:serviceaccount:${ns}:${sa}`));
-      const ks = await client.get<Flux & { spec: { serviceAccountName?: string } }>(
-        'kustomize.toolkit.fluxcd.io/v1',
-        'Kustomization',
-        locked,
-        ns,
-      );
-      assert.equal(ks?.spec.serviceAccountName, sa);
-      assert.equal(
-        await client.get('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding', escalate),
-        undefined,
-      );
+      await assertEscalationForbidden(client, ns, { tag: locked, sa, binding: escalate });
     }));
 });

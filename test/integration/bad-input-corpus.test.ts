@@ -887,6 +887,8 @@ const corpus: Case[] = [
     ];
     return cases;
   })(),
+  // ---- issue 22 (rights): remote Helm charts a release author points anywhere ----
+  ...chartCases(),
 ];
 
 /**
@@ -933,6 +935,90 @@ async function fleetRefusedOutcome(): Promise<{ reason: string; message: string 
   });
   const ready = find(r?.status.conditions, 'Ready');
   return { reason: ready?.reason ?? '(none)', message: ready?.message ?? '' };
+}
+
+/** Issue 22 (rights): a stack.yaml whose one addon is a remote chart `chart` from `repository`. */
+function chartTree(chart: string, repository: string): Map<string, string> {
+  return treeWith({
+    'stack.yaml': `${STACK}  - name: web\n    chart: ${JSON.stringify(chart)}\n    version: 1.0.0\n    repository: ${JSON.stringify(repository)}\n`,
+  });
+}
+
+function chartCases(): Case[] {
+  const allowlisted = (tree: ReadonlyMap<string, string>): Condition | undefined => {
+    const parsed = parseReleaseTag(TAG);
+    assert.ok(parsed.ok);
+    const r = reconcileClusterStackRelease({
+      release: release(),
+      stack: readRelease(tree, parsed.value),
+      commit: 'c'.repeat(40),
+      clusters: [],
+      tenancy: { allowedChartHosts: ['charts.example.com'] },
+      templates,
+      now,
+    });
+    return find(r.status.conditions, 'Ready');
+  };
+  const repositoryError =
+    /addons\[1\] \(web\)\.repository .* must be an https:\/\/ \(Helm repository\) or oci:\/\//;
+  return [
+    {
+      name: 'chart: an OCI repository path walking to the registry catalog',
+      run: () =>
+        releaseOutcome(chartTree('web', 'oci://registry.kube-system.svc:5000/charts/../../v2/_catalog')),
+      reason: 'InvalidRelease',
+      message: repositoryError,
+    },
+    {
+      name: 'chart: a chart name walking up the OCI path',
+      run: () => releaseOutcome(chartTree('../../v2/_catalog', 'oci://registry.example.com/charts')),
+      reason: 'InvalidRelease',
+      message: /addons\[1\] \(web\)\.chart "\.\.\/\.\.\/v2\/_catalog" must be a DNS-1123 label/,
+    },
+    {
+      name: 'chart: a plain http:// Helm repository',
+      run: () => releaseOutcome(chartTree('web', 'http://charts.example.com')),
+      reason: 'InvalidRelease',
+      message: repositoryError,
+    },
+    {
+      name: 'chart: credentials in the repository URL',
+      run: () => releaseOutcome(chartTree('web', 'https://admin:pw@charts.example.com')),
+      reason: 'InvalidRelease',
+      message: repositoryError,
+    },
+    {
+      name: 'chart: an internal host outside --allowed-chart-hosts (release)',
+      run: () => allowlisted(chartTree('web', 'oci://registry.kube-system.svc:5000/charts')),
+      reason: 'InvalidRelease',
+      message: /host registry\.kube-system\.svc is not in --allowed-chart-hosts \(charts\.example\.com\)/,
+    },
+    {
+      name: 'chart: an internal host outside --allowed-chart-hosts (ClusterAddon)',
+      run: () => {
+        const r = reconcileClusterAddon({
+          cluster: cluster(),
+          namespace: NS,
+          name: 'alpha',
+          clusterAddon,
+          release: release(),
+          tree: chartTree('web', 'https://10.0.0.1/charts'),
+          treeCommit: 'c'.repeat(40),
+          clusterStack: clusterStack(),
+          kustomizations: [],
+          branch: undefined,
+          fleetSettings: { url: 'https://git.example.com/fleet.git', branchPrefix: 'stackflux/' },
+          tenancy: { allowedChartHosts: ['charts.example.com'] },
+          templates,
+          now,
+        });
+        return find(r?.status.conditions, 'Ready');
+      },
+      reason: 'InvalidRelease',
+      message:
+        /addons\[1\] \(web\)\.repository "https:\/\/10\.0\.0\.1\/charts": host 10\.0\.0\.1 is not in --allowed-chart-hosts/,
+    },
+  ];
 }
 
 describe('bad-input corpus: every case ends in its condition reason, none throws', () => {
