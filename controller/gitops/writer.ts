@@ -218,8 +218,7 @@ function validate(changes: readonly BranchChange[], prefix: string): Desired[] {
     seen.add(change.branch);
     if (change.files === null) return { change, ids: null };
     try {
-      for (const path of change.files.keys())
-        if (path.includes('\0')) throw new Error(`fleet path ${JSON.stringify(path)} contains NUL`);
+      // branchTreeIds checks every path (releases/paths.ts): no NUL, "..", ".git", ...
       return { change, ids: branchTreeIds(change.files) };
     } catch (err) {
       throw new SourceError('InvalidFleetChange', `branch ${change.branch}: ${(err as Error).message}`);
