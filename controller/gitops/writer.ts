@@ -11,8 +11,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  credentialEnv,
   type GitCredentials,
+  gitEnv,
   gitNetwork,
   gitProcessTimeoutMs,
   SourceError,
@@ -247,7 +247,7 @@ export class GitFleetWriter implements FleetWriter {
         `fleet branch prefix ${JSON.stringify(config.branchPrefix)} is not valid in a git ref`,
       );
     this.#config = config;
-    this.#env = credentialEnv(config.credentials);
+    this.#env = gitEnv(config.credentials, config.url);
     const key = createHash('sha256').update(config.url).digest('hex').slice(0, 16);
     this.gitDir = join(config.cacheDir, 'fleet-branches', `${key}.git`);
   }
