@@ -21,6 +21,7 @@ import { loadFluxTemplates } from '../../controller/releases/flux-templates.ts';
 import { readRelease } from '../../controller/releases/stack.ts';
 import { parseReleaseTag } from '../../controller/releases/tags.ts';
 import { readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
+import { type CraftedEntry, CraftedRepo } from '../support/crafted-tree.ts';
 
 const templates = loadFluxTemplates();
 const now = new Date('2026-01-02T03:04:05Z');
@@ -706,6 +707,51 @@ const corpus: Case[] = [
       }),
     reason: 'InvalidRelease',
     message: /more than the limit of 100000 bytes/,
+  },
+
+  // ---- issue 22, task "tree": hostile release tree paths (built with git mktree; git add refuses them)
+  ...(
+    [
+      [
+        'an entry named ".." (would write outside the cache)',
+        (r) => [r.dir('..', [r.dir('..', [r.file('.gitconfig', '[x]\n')])])],
+        /"\.\.\/\.\.\/\.gitconfig" has a "\.\." component/,
+      ],
+      [
+        'a ".git" folder',
+        (r) => [r.dir('cluster-addon', [r.dir('cni', [r.dir('.git', [r.file('config', 'x')])])])],
+        /"cluster-addon\/cni\/\.git\/config" has a "\.git" component/,
+      ],
+      [
+        'a ".GIT" folder (any case)',
+        (r) => [r.dir('.GIT', [r.file('hooks.yaml', 'x')])],
+        /"\.GIT\/hooks\.yaml" has a "\.GIT" component/,
+      ],
+      [
+        'an entry named "."',
+        (r) => [r.dir('.', [r.file('stack.yaml', 'x')])],
+        /"\.\/stack\.yaml" has a "\." component/,
+      ],
+      ['a backslash in a name', (r) => [r.file('..\\..\\x.yaml', 'x')], /backslash/],
+    ] as Array<[string, (r: CraftedRepo) => CraftedEntry[], RegExp]>
+  ).map(
+    ([name, build, message], i): Case => ({
+      name: `tree: ${name}`,
+      run: () => {
+        const repo = new CraftedRepo(join(work, `crafted-${i}`));
+        return repo.readOutcome([repo.file('stack.yaml', STACK), ...build(repo)]);
+      },
+      reason: 'InvalidRelease',
+      message,
+    }),
+  ),
+  {
+    name: 'ClusterAddon: an addon file under .GIT (a fleet path a fsck-ing Git host refuses)',
+    run: () =>
+      addonOutcome({ tree: treeWith({ 'cluster-addon/cni/.GIT/config.yaml': 'kind: ConfigMap\n' }) }),
+    reason: 'RenderFailed',
+    message:
+      /cluster-addon\/cni\/\.GIT\/config\.yaml: cannot be a fleet file: path "cni\/\.GIT\/config\.yaml" has a "\.GIT" component/,
   },
 ];
 

@@ -5,18 +5,17 @@
 // `url.<ext::command>.insteadOf` made every later git call of the controller run the command.
 // Against the test environment's Git server (smart HTTP), as a release author would push.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fetchReleaseTree, listTags, SourceError } from '../../../controller/sources/git.ts';
 import { createRepo, type Endpoints } from '../../../hack/lib/testenv.ts';
-import { git, initRepo, required } from '../../support/e2e.ts';
+import { type CraftedEntry, CraftedRepo } from '../../support/crafted-tree.ts';
+import { required } from '../../support/e2e.ts';
 import { uniqueName } from '../../support/env.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'stackflux-hostile-tree-'));
-const repoDir = join(work, 'repo');
 /** The file the planted command creates: it must never exist. */
 const marker = join(work, 'command-ran');
 /** A git config that makes every http(s) git call run a command (the attack's payload). */
@@ -24,41 +23,17 @@ const PAYLOAD = `[protocol "ext"]\n\tallow = always\n[url "ext::sh -c touch% ${m
 let url = '';
 const commits = new Map<string, string>();
 
-type Entry = { mode: '100644' | '040000'; oid: string; name: string };
-
-function writeObject(args: string[], input: string): string {
-  return execFileSync('git', args, { cwd: repoDir, input, encoding: 'utf8' }).trim();
-}
-const blob = (text: string): string => writeObject(['hash-object', '-w', '--stdin'], text);
-/** A tree object of exactly these entries (names git add would refuse included). */
-function tree(entries: Entry[]): string {
-  const lines = entries.map((e) => `${e.mode} ${e.mode === '040000' ? 'tree' : 'blob'} ${e.oid}\t${e.name}`);
-  return writeObject(['mktree'], `${lines.join('\n')}\n`);
-}
-const file = (name: string, text: string): Entry => ({ mode: '100644', oid: blob(text), name });
-const dir = (name: string, entries: Entry[]): Entry => ({ mode: '040000', oid: tree(entries), name });
+let repo: CraftedRepo;
 
 /** A release at s/ with a valid stack and `extra` entries in s/, committed and tagged `tag`. */
-function release(tag: string, stackEntries: Entry[]): void {
-  const s = dir('s', [
-    file('stack.yaml', `version: ${tag}\n`),
-    dir('cluster-addon', [dir('cni', [file('config.yaml', 'kind: ConfigMap\n')])]),
-    ...stackEntries,
+function release(tag: string, extra: (r: CraftedRepo) => CraftedEntry[]): void {
+  const r = repo;
+  const s = r.dir('s', [
+    r.file('stack.yaml', `version: ${tag}\n`),
+    r.dir('cluster-addon', [r.dir('cni', [r.file('config.yaml', 'kind: ConfigMap\n')])]),
+    ...extra(r),
   ]);
-  const root = tree([s]);
-  const commit = execFileSync('git', ['commit-tree', root, '-m', tag], {
-    cwd: repoDir,
-    encoding: 'utf8',
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: 't',
-      GIT_AUTHOR_EMAIL: 't@e.st',
-      GIT_COMMITTER_NAME: 't',
-      GIT_COMMITTER_EMAIL: 't@e.st',
-    },
-  }).trim();
-  git(repoDir, 'tag', tag, commit);
-  commits.set(tag, commit);
+  commits.set(tag, r.commit([s], tag, tag));
 }
 
 function fetch(tag: string, cacheDir: string) {
@@ -84,13 +59,12 @@ describe('hostile release tree paths (issue 22)', () => {
   const xdgConfig = process.env.XDG_CONFIG_HOME;
   before(async () => {
     url = await createRepo({ gitServerUrl: required('GIT_SERVER_URL') } as Endpoints, uniqueName('hostile'));
-    initRepo(repoDir);
-    const payload = file('.gitconfig', PAYLOAD);
+    repo = new CraftedRepo(join(work, 'repo'));
     // s/../../../.gitconfig: from <cache>/trees/<entry>.tmp-*/tree, the cache folder itself.
-    release('dotdot', [dir('..', [dir('..', [dir('..', [payload])])])]);
-    release('dotgit', [dir('.git', [file('config', PAYLOAD)])]);
-    release('dotgit-upper', [dir('hooks', [dir('.GIT', [file('config', PAYLOAD)])])]);
-    git(repoDir, 'push', '-q', url, 'refs/tags/*:refs/tags/*');
+    release('dotdot', (r) => [r.dir('..', [r.dir('..', [r.dir('..', [r.file('.gitconfig', PAYLOAD)])])])]);
+    release('dotgit', (r) => [r.dir('.git', [r.file('config', PAYLOAD)])]);
+    release('dotgit-upper', (r) => [r.dir('hooks', [r.dir('.GIT', [r.file('config', PAYLOAD)])])]);
+    repo.pushTags(url);
   });
   after(() => {
     process.env.HOME = home;
