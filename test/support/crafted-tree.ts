@@ -1,12 +1,14 @@
 // Git trees `git add` refuses to build (entries named `..`, `.git`, `.GIT`, ...), written with
 // `git hash-object -w` and `git mktree` as a release author can, for the hostile-path tests.
+import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
 
 export interface CraftedEntry {
-  mode: '100644' | '040000';
+  /** 100644 a file, 040000 a folder (ls-tree's other modes are kept as read). */
+  mode: string;
   oid: string;
   name: string;
 }
@@ -25,7 +27,7 @@ export class CraftedRepo {
   constructor(root: string) {
     this.root = root;
     mkdirSync(root, { recursive: true });
-    this.#git(['init', '-q', '-b', 'main']);
+    if (!existsSync(join(root, '.git'))) this.#git(['init', '-q', '-b', 'main']);
   }
 
   #git(args: string[], input = ''): string {
@@ -48,9 +50,8 @@ export class CraftedRepo {
   }
 
   tree(entries: CraftedEntry[]): string {
-    const lines = entries.map(
-      (e) => `${e.mode} ${e.mode === '040000' ? 'tree' : 'blob'} ${e.oid}\t${e.name}`,
-    );
+    const type = (mode: string) => (mode === '040000' ? 'tree' : mode === '160000' ? 'commit' : 'blob');
+    const lines = entries.map((e) => `${e.mode} ${type(e.mode)} ${e.oid}\t${e.name}`);
     return this.#git(['mktree'], `${lines.join('\n')}\n`);
   }
 
@@ -58,6 +59,30 @@ export class CraftedRepo {
   commit(entries: CraftedEntry[], message: string, tag?: string): string {
     const commit = this.#git(['commit-tree', this.tree(entries), '-m', message]);
     if (tag !== undefined) this.#git(['tag', tag, commit]);
+    return commit;
+  }
+
+  /** The entries of a tree (`<commit>^{tree}`, `<commit>:<folder>`, a tree id). */
+  entries(treeish: string): CraftedEntry[] {
+    return this.#git(['ls-tree', '-z', treeish])
+      .split('\0')
+      .filter((r) => r !== '')
+      .map((r) => {
+        const [meta = '', name = ''] = r.split('\t');
+        const [mode = '', , oid = ''] = meta.split(' ');
+        return { mode, oid, name };
+      });
+  }
+
+  /**
+   * A child commit of `base` whose top-level folder `folder` also holds `extra` (a crafted
+   * version of a release cut normally); tagged `tag` (moved if it exists). Returns its id.
+   */
+  withExtra(base: string, folder: string, extra: CraftedEntry[], tag: string): string {
+    const sub = this.dir(folder, [...this.entries(`${base}:${folder}`), ...extra]);
+    const root = this.entries(`${base}^{tree}`).map((e) => (e.name === folder ? sub : e));
+    const commit = this.#git(['commit-tree', this.tree(root), '-p', base, '-m', `${tag} (crafted)`]);
+    this.#git(['tag', '-f', tag, commit]);
     return commit;
   }
 
@@ -77,4 +102,14 @@ export class CraftedRepo {
       throw err;
     }
   }
+}
+
+/** Asserts that a release fetch fails as an invalid release whose message matches `names`. */
+export async function assertInvalid(p: Promise<unknown>, names: RegExp): Promise<void> {
+  await assert.rejects(p, (err: unknown) => {
+    assert.ok(err instanceof SourceError, `expected a SourceError, got ${String(err)}`);
+    assert.equal(err.reason, 'InvalidRelease', err.message);
+    assert.match(err.message, names);
+    return true;
+  });
 }

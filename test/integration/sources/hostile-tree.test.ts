@@ -9,9 +9,9 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fetchReleaseTree, listTags, SourceError } from '../../../controller/sources/git.ts';
+import { fetchReleaseTree, listTags } from '../../../controller/sources/git.ts';
 import { createRepo, type Endpoints } from '../../../hack/lib/testenv.ts';
-import { type CraftedEntry, CraftedRepo } from '../../support/crafted-tree.ts';
+import { assertInvalid, type CraftedEntry, CraftedRepo } from '../../support/crafted-tree.ts';
 import { required } from '../../support/e2e.ts';
 import { uniqueName } from '../../support/env.ts';
 
@@ -38,15 +38,6 @@ function release(tag: string, extra: (r: CraftedRepo) => CraftedEntry[]): void {
 
 function fetch(tag: string, cacheDir: string) {
   return fetchReleaseTree(url, tag, commits.get(tag) ?? '', 's', cacheDir);
-}
-
-async function assertInvalid(p: Promise<unknown>, names: RegExp): Promise<void> {
-  await assert.rejects(p, (err: unknown) => {
-    assert.ok(err instanceof SourceError, `expected a SourceError, got ${String(err)}`);
-    assert.equal(err.reason, 'InvalidRelease', err.message);
-    assert.match(err.message, names);
-    return true;
-  });
 }
 
 /** Every file and folder below root whose name is `.gitconfig` (the payload), anywhere. */
