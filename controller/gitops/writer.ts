@@ -19,6 +19,7 @@ import {
   scrub,
   validateRepoUrl,
   withoutLocations,
+  withRedirectHint,
 } from '../sources/git.ts';
 import type { BranchChange, BranchFiles, BranchState, FleetWriter, WriteResult } from './branches.ts';
 import { branchTreeIds } from './objects.ts';
@@ -338,7 +339,7 @@ export class GitFleetWriter implements FleetWriter {
   #fail(reason: FleetFailure, what: string, output: string): SourceError {
     return new SourceError(
       fleetReason(reason, output),
-      `${what} ${this.#config.url}: ${scrub(output, this.#config.credentials)}`,
+      `${what} ${this.#config.url}: ${withRedirectHint(scrub(output, this.#config.credentials))}`,
     );
   }
 

@@ -100,7 +100,9 @@ export function gitProcessTimeoutMs(): number {
 let isolatedHome: string | undefined;
 export function gitHome(): string {
   if (isolatedHome === undefined || !existsSync(isolatedHome)) {
-    isolatedHome = mkdtempSync(join(tmpdir(), 'stackflux-git-home-'));
+    const home = mkdtempSync(join(tmpdir(), 'stackflux-git-home-'));
+    process.once('exit', () => rmSync(home, { recursive: true, force: true }));
+    isolatedHome = home;
   }
   return isolatedHome;
 }
@@ -178,6 +180,16 @@ export function scrub(text: string, creds?: GitCredentials): string {
     if (secret && secret.length >= 3) out = out.split(secret).join('***');
   }
   return out.trim().split('\n').slice(-3).join(' ');
+}
+
+/**
+ * Git's message, plus what to do when the server answered with a redirect: git follows none
+ * (http.followRedirects=false in gitEnv), so the repository must be configured at its real URL.
+ */
+export function withRedirectHint(message: string): string {
+  return /returned error: 30[1278]\b/.test(message)
+    ? `${message} (stackflux follows no HTTP redirect, so credentials never go to another host: configure the URL the server redirects to)`
+    : message;
 }
 
 /**
@@ -279,7 +291,7 @@ export async function listTags(url: string, creds?: GitCredentials): Promise<Rem
     const out = await git(creds, url).listRemote(['--tags', '--', url]);
     tags = parseLsRemoteTags(out);
   } catch (err) {
-    const message = scrub(err instanceof Error ? err.message : String(err), creds);
+    const message = withRedirectHint(scrub(err instanceof Error ? err.message : String(err), creds));
     throw new SourceError(classifyGitFailure(message), `listing tags of ${url}: ${message}`);
   }
   return withCommitTimes(url, tags, creds);
@@ -709,7 +721,7 @@ async function fetchOnce(
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     if (err instanceof SourceError) throw err;
-    const message = scrub(err instanceof Error ? err.message : String(err), creds);
+    const message = withRedirectHint(scrub(err instanceof Error ? err.message : String(err), creds));
     throw new SourceError(classifyGitFailure(message), `fetching ${tag} of ${url}: ${message}`);
   }
   const published = readCacheEntry(dir);
