@@ -154,17 +154,17 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
     if (rel === VALUES_FILE || rel === SCHEMA_FILE) continue;
     const template = rel.endsWith('.hbs');
     const out = template ? rel.slice(0, -'.hbs'.length) : rel;
-    // The output becomes the fleet file <addon>/<out>: a ".git" or ".." in it would make the
-    // Git host refuse the whole push, or name a file outside the addon's folder.
-    const unsafe = pathProblem(`${input.addon}/${out}`);
-    if (unsafe !== undefined)
-      return fail('InvalidOutput', `${base}${rel}: cannot be a fleet file: ${unsafe}`);
     if (!YAML_FILE.test(out)) {
       if (template) {
         return fail('InvalidOutput', `${base}${rel}: a template must render a .yaml or .yml file`);
       }
       continue; // README.md and other non-manifests are not output
     }
+    // The output becomes the fleet file <addon>/<out>: a ".git" or ".." in it would make the
+    // Git host refuse the whole push, or name a file outside the addon's folder.
+    const unsafe = pathProblem(`${input.addon}/${out}`);
+    if (unsafe !== undefined)
+      return fail('InvalidOutput', `${base}${rel}: cannot be a fleet file: ${unsafe}`);
     if (out === 'kustomization.yaml' || out === 'kustomization.yml') {
       return fail(
         'InvalidOutput',
