@@ -11,14 +11,15 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  credentialEnv,
   type GitCredentials,
+  gitEnv,
   gitNetwork,
   gitProcessTimeoutMs,
   SourceError,
   scrub,
   validateRepoUrl,
   withoutLocations,
+  withRedirectHint,
 } from '../sources/git.ts';
 import type { BranchChange, BranchFiles, BranchState, FleetWriter, WriteResult } from './branches.ts';
 import { type GroupOutcome, narrowingBudget, pushNarrowing } from './narrow.ts';
@@ -250,8 +251,7 @@ function validate(changes: readonly BranchChange[], prefix: string): Desired[] {
     seen.add(change.branch);
     if (change.files === null) return { change, ids: null };
     try {
-      for (const path of change.files.keys())
-        if (path.includes('\0')) throw new Error(`fleet path ${JSON.stringify(path)} contains NUL`);
+      // branchTreeIds checks every path (releases/paths.ts): no NUL, "..", ".git", ...
       return { change, ids: branchTreeIds(change.files) };
     } catch (err) {
       throw new SourceError('InvalidFleetChange', `branch ${change.branch}: ${(err as Error).message}`);
@@ -280,7 +280,7 @@ export class GitFleetWriter implements FleetWriter {
         `fleet branch prefix ${JSON.stringify(config.branchPrefix)} is not valid in a git ref`,
       );
     this.#config = config;
-    this.#env = credentialEnv(config.credentials);
+    this.#env = gitEnv(config.credentials, config.url);
     const key = createHash('sha256').update(config.url).digest('hex').slice(0, 16);
     this.gitDir = join(config.cacheDir, 'fleet-branches', `${key}.git`);
   }
@@ -371,7 +371,7 @@ export class GitFleetWriter implements FleetWriter {
   #fail(reason: FleetFailure, what: string, output: string): SourceError {
     return new SourceError(
       fleetReason(reason, output),
-      `${what} ${this.#config.url}: ${scrub(output, this.#config.credentials)}`,
+      `${what} ${this.#config.url}: ${withRedirectHint(scrub(output, this.#config.credentials))}`,
     );
   }
 

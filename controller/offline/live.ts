@@ -16,7 +16,7 @@ import { providerConfig, providerObjectKind } from '../reconcilers/provider.ts';
 import { MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { classifyTags, formatReleaseTag } from '../releases/tags.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
-import { credentialEnv, fetchReleaseTree, type GitCredentials, listTags, scrub } from '../sources/git.ts';
+import { fetchReleaseTree, type GitCredentials, gitEnv, listTags, scrub } from '../sources/git.ts';
 import { emptySnapshot, objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
 import { isRecord } from './yaml.ts';
 
@@ -262,7 +262,7 @@ async function readFleet(
   creds?: GitCredentials,
 ): Promise<{ files: Map<string, string>; tips: Map<string, string> }> {
   const dir = mkdtempSync(join(tmpdir(), 'stackflux-fleet-'));
-  const env = credentialEnv(creds);
+  const env = gitEnv(creds, url);
   const git = async (...args: string[]): Promise<string> => {
     const run = await runGit(['--git-dir', dir, ...args], { env, timeoutMs: 300_000 });
     if (run.code !== 0)

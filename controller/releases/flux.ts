@@ -12,6 +12,7 @@ import {
   LABEL_RELEASE,
   type OwnerReference,
 } from '../api/meta.ts';
+import { pathProblem } from './paths.ts';
 import { CLUSTER_CLASS_DIR } from './stack.ts';
 import type { TenancyPolicy } from './tenancy.ts';
 
@@ -407,9 +408,13 @@ export function addonHelmObjects(
   let chartRef: unknown = null;
   let source: Record<string, unknown> | undefined;
   if (c.source === 'tree') {
+    const chartPath = joinPath(c.stackPath, c.path);
+    // Flux reads the chart at this path of the release's GitRepository: a plain relative path only.
+    const unsafe = pathProblem(chartPath.slice('./'.length));
+    if (unsafe !== undefined) throw new Error(`Helm chart of addon ${input.addon}: ${unsafe}`);
     chart = {
       spec: {
-        chart: joinPath(c.stackPath, c.path),
+        chart: chartPath,
         sourceRef: {
           kind: 'GitRepository',
           name: c.gitRepository.name,

@@ -1,8 +1,9 @@
 // Renders one addon of a release for one Cluster. Pure: inputs → files and objects.
 import { parse as parseYaml } from 'yaml';
 import { MAX_YAML_ALIASES, type StackAddon, type StackManifest } from '../api/release.ts';
+import { pathProblem } from '../releases/paths.ts';
 import { OutputBudget } from './budget.ts';
-import { DEFAULT_RENDER_LIMITS } from './limits.ts';
+import { DEFAULT_RENDER_LIMITS, formatBytes } from './limits.ts';
 import { OutputError, objectId, parseObjects } from './output.ts';
 import { renderTemplate, TemplateError } from './template.ts';
 import type {
@@ -165,6 +166,11 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
       }
       continue; // README.md and other non-manifests are not output
     }
+    // The output becomes the fleet file <addon>/<out>: a ".git" or ".." in it would make the
+    // Git host refuse the whole push, or name a file outside the addon's folder.
+    const unsafe = pathProblem(`${input.addon}/${out}`);
+    if (unsafe !== undefined)
+      return fail('InvalidOutput', `${base}${rel}: cannot be a fleet file: ${unsafe}`);
     if (out === 'kustomization.yaml' || out === 'kustomization.yml') {
       return fail(
         'InvalidOutput',
@@ -263,7 +269,10 @@ function renderHelmAddon(
   } else {
     const read = inTreeChart(base, files.get(CHART_FILE) ?? '');
     if (typeof read === 'string') return fail('InvalidOutput', read);
-    chart = { source: 'tree', path: `${ADDON_ROOT}/${addon}`, ...read };
+    const path = `${ADDON_ROOT}/${addon}`;
+    const unsafe = pathProblem(path);
+    if (unsafe !== undefined) return fail('InvalidOutput', `Helm chart folder: ${unsafe}`);
+    chart = { source: 'tree', path, ...read };
   }
   let values = mergedValues;
   const template = files.get(VALUES_TEMPLATE_FILE);

@@ -28,6 +28,7 @@ import { readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
 import { MAX_BODY } from '../../controller/sources/webhook.ts';
 import { nestedAll } from '../support/cel.ts';
 import { untilInFlight, unverifiedHeaders, webhookOutcome } from '../support/webhook.ts';
+import { type CraftedEntry, CraftedRepo } from '../support/crafted-tree.ts';
 
 const templates = loadFluxTemplates();
 const now = new Date('2026-01-02T03:04:05Z');
@@ -889,6 +890,50 @@ const corpus: Case[] = [
   })(),
   // ---- issue 22 (rights): remote Helm charts a release author points anywhere ----
   ...chartCases(),
+  // ---- issue 22, task "tree": hostile release tree paths (built with git mktree; git add refuses them)
+  ...(
+    [
+      [
+        'an entry named ".." (would write outside the cache)',
+        (r) => [r.dir('..', [r.dir('..', [r.file('.gitconfig', '[x]\n')])])],
+        /"\.\.\/\.\.\/\.gitconfig" has a "\.\." component/,
+      ],
+      [
+        'a ".git" folder',
+        (r) => [r.dir('cluster-addon', [r.dir('cni', [r.dir('.git', [r.file('config', 'x')])])])],
+        /"cluster-addon\/cni\/\.git\/config" has a "\.git" component/,
+      ],
+      [
+        'a ".GIT" folder (any case)',
+        (r) => [r.dir('.GIT', [r.file('hooks.yaml', 'x')])],
+        /"\.GIT\/hooks\.yaml" has a "\.GIT" component/,
+      ],
+      [
+        'an entry named "."',
+        (r) => [r.dir('.', [r.file('stack.yaml', 'x')])],
+        /"\.\/stack\.yaml" has a "\." component/,
+      ],
+      ['a backslash in a name', (r) => [r.file('..\\..\\x.yaml', 'x')], /backslash/],
+    ] as Array<[string, (r: CraftedRepo) => CraftedEntry[], RegExp]>
+  ).map(
+    ([name, build, message], i): Case => ({
+      name: `tree: ${name}`,
+      run: () => {
+        const repo = new CraftedRepo(join(work, `crafted-${i}`));
+        return repo.readOutcome([repo.file('stack.yaml', STACK), ...build(repo)]);
+      },
+      reason: 'InvalidRelease',
+      message,
+    }),
+  ),
+  {
+    name: 'ClusterAddon: an addon file under .GIT (a fleet path a fsck-ing Git host refuses)',
+    run: () =>
+      addonOutcome({ tree: treeWith({ 'cluster-addon/cni/.GIT/config.yaml': 'kind: ConfigMap\n' }) }),
+    reason: 'RenderFailed',
+    message:
+      /cluster-addon\/cni\/\.GIT\/config\.yaml: cannot be a fleet file: path "cni\/\.GIT\/config\.yaml" has a "\.GIT" component/,
+  },
 ];
 
 /**
