@@ -3,7 +3,7 @@ import { parse as parseYaml } from 'yaml';
 import { MAX_YAML_ALIASES, type StackAddon, type StackManifest } from '../api/release.ts';
 import { pathProblem } from '../releases/paths.ts';
 import { OutputBudget } from './budget.ts';
-import { DEFAULT_RENDER_LIMITS, formatBytes } from './limits.ts';
+import { DEFAULT_RENDER_LIMITS } from './limits.ts';
 import { OutputError, objectId, parseObjects } from './output.ts';
 import { renderTemplate, TemplateError } from './template.ts';
 import type {

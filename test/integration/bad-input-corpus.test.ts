@@ -27,8 +27,8 @@ import { RenderPool, type RenderPoolOptions, withBoundedRenders } from '../../co
 import { readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
 import { MAX_BODY } from '../../controller/sources/webhook.ts';
 import { nestedAll } from '../support/cel.ts';
-import { untilInFlight, unverifiedHeaders, webhookOutcome } from '../support/webhook.ts';
 import { type CraftedEntry, CraftedRepo } from '../support/crafted-tree.ts';
+import { untilInFlight, unverifiedHeaders, webhookOutcome } from '../support/webhook.ts';
 
 const templates = loadFluxTemplates();
 const now = new Date('2026-01-02T03:04:05Z');
