@@ -29,8 +29,10 @@ COPY package.json ./
 COPY bin ./bin
 COPY crds ./crds
 COPY flux-templates ./flux-templates
+# HOME is not the cache: release trees are written there. git never reads HOME anyway (stackflux
+# gives every git process an empty private HOME and no global config, controller/sources/git.ts).
 ENV NODE_ENV=production \
-    HOME=/var/cache/stackflux \
+    HOME=/tmp \
     STACKFLUX_CACHE_DIR=/var/cache/stackflux
 # Two glibc malloc arenas instead of up to 8 per core: Node's threads (libuv pool, V8 platform,
 # render workers) otherwise each keep freed native memory in an arena of their own; measured

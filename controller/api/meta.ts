@@ -24,6 +24,12 @@ export const ANNOTATION_SOURCE_PATH = 'stackflux.io/source-path';
 export const ANNOTATION_TAG = 'stackflux.io/tag';
 export const ANNOTATION_COMMIT = 'stackflux.io/commit';
 
+/**
+ * Label (value "true") a Secret needs before stackflux uses it as a ClusterStack's secretRef: the
+ * Secret's owner allows stackflux to send it to the source URL a ClusterStack names.
+ */
+export const LABEL_SOURCE_CREDENTIALS = 'stackflux.io/source-credentials';
+
 /** Label of ClusterRoles aggregated into stackflux's controller role (Cluster API's pattern). */
 export const LABEL_AGGREGATE_TO_CONTROLLER = 'stackflux.io/aggregate-to-controller';
 

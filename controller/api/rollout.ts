@@ -66,6 +66,9 @@ export const maintenanceWindowSchema = schema({
 });
 export type MaintenanceWindow = FromSchema<typeof maintenanceWindowSchema>;
 
+/** Longest spec.rollout.healthCheck.expression (the CRD refuses longer; the reconciler checks too). */
+export const MAX_HEALTH_CHECK_LENGTH = 1024;
+
 export const rolloutSpecSchema = schema({
   type: 'object',
   description: 'How Clusters move to new releases.',
@@ -134,7 +137,9 @@ export const rolloutSpecSchema = schema({
           type: 'string',
           description:
             'A CEL expression over `cluster` (the Cluster object) and `clusterAddon` that must be true, ' +
-            'e.g. cluster.status.phase == "Provisioned".',
+            'e.g. cluster.status.phase == "Provisioned". Its estimated cost is limited (see README: ' +
+            'CEL health check limits); matches(), split() and json() are not allowed.',
+          maxLength: MAX_HEALTH_CHECK_LENGTH,
         },
       },
     },

@@ -17,6 +17,7 @@ import { type Command, UsageError } from './command.ts';
 import { fleetFlags } from './render.ts';
 import { renderSnapshotBounded } from './renderlimits.ts';
 import { defaultCacheDir } from './run.ts';
+import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 function str(v: string | boolean | undefined): string {
   return typeof v === 'string' ? v : '';
@@ -60,6 +61,7 @@ export const diffCommand: Command = {
     },
     'export-snapshot': { type: 'string', description: 'also write the live snapshot to this directory' },
     ...fleetFlags,
+    ...tenancyFlags,
   },
   run: async (flags, _positionals, io) => {
     const nowText = str(flags.now);
@@ -72,6 +74,7 @@ export const diffCommand: Command = {
     } catch (err) {
       throw new UsageError(err instanceof RenderError ? err.message : String(err));
     }
+    const tenancy = tenancyPolicy(flags);
     const kubeconfig = str(flags.kubeconfig);
     const context = str(flags.context);
     const client = new KubeClient(
@@ -108,7 +111,7 @@ export const diffCommand: Command = {
       if (exportDir !== '') writeFiles(exportDir, snapshotFiles(snapshot, canonicalYaml));
       const output = await renderSnapshotBounded(
         snapshot,
-        { now, controllers, templates: loadFluxTemplates() },
+        { now, controllers, tenancy, templates: loadFluxTemplates() },
         {},
       );
       const keys = [...new Set(output.mutations.map(mutationPath))].sort(compareStrings);

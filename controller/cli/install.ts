@@ -10,8 +10,10 @@ import {
   type ResourceDeclaration,
 } from '../api/resources.ts';
 import { canonicalYaml, compareStrings } from '../offline/yaml.ts';
+import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { version } from '../version.ts';
 import { type Command, UsageError } from './command.ts';
+import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 export const IMAGE_REPOSITORY = 'ghcr.io/stackflux/stackflux';
 export const NAME = 'stackflux-controller';
@@ -24,6 +26,8 @@ export interface InstallOptions {
   webhookSecretName: string;
   /** Include the Namespace object. */
   withNamespace: boolean;
+  /** --default-service-account and --allowed-chart-hosts of the controller (default: neither). */
+  tenancy?: TenancyPolicy;
 }
 
 const LABELS = { 'app.kubernetes.io/name': 'stackflux', 'app.kubernetes.io/part-of': 'stackflux' };
@@ -169,6 +173,7 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
                 `--cache-dir=${CACHE_DIR}`,
                 '--log-level=info',
                 ...(webhook ? ['--webhook-addr=:9292'] : []),
+                ...tenancyArgs(o.tenancy),
               ],
               env: [
                 { name: 'HOME', value: '/tmp' },
@@ -211,6 +216,16 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
   return objects;
 }
 
+/** The controller's tenancy flags, as `stackflux run` reads them back. */
+function tenancyArgs(t: TenancyPolicy | undefined): string[] {
+  return [
+    ...(t?.defaultServiceAccount !== undefined
+      ? [`--default-service-account=${t.defaultServiceAccount}`]
+      : []),
+    ...(t?.allowedChartHosts !== undefined ? [`--allowed-chart-hosts=${t.allowedChartHosts.join(',')}`] : []),
+  ];
+}
+
 export function installYaml(o: InstallOptions): string {
   return installObjects(o)
     .map((obj) => `---\n${canonicalYaml(obj)}`)
@@ -235,6 +250,7 @@ export const installCommand: Command = {
       default: 'stackflux-webhook',
     },
     'skip-namespace': { type: 'boolean', description: 'leave out the Namespace object', default: false },
+    ...tenancyFlags,
   },
   run: async (flags, _positionals, io) => {
     if (flags.export !== true)
@@ -250,6 +266,7 @@ export const installCommand: Command = {
         webhookSecretName:
           typeof flags['webhook-secret-name'] === 'string' ? flags['webhook-secret-name'] : '',
         withNamespace: flags['skip-namespace'] !== true,
+        tenancy: tenancyPolicy(flags),
       }),
     );
     return 0;

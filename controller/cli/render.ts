@@ -6,6 +6,7 @@ import { readSnapshot, type Snapshot } from '../offline/snapshot.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { type Command, type FlagValues, UsageError } from './command.ts';
 import { renderLimitFlags, renderPoolOptions, renderSnapshotBounded } from './renderlimits.ts';
+import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 function str(v: string | boolean | undefined): string {
   return typeof v === 'string' ? v : '';
@@ -63,6 +64,7 @@ export const renderCommand: Command = {
     },
     ...fleetFlags,
     ...renderLimitFlags,
+    ...tenancyFlags,
   },
   run: async (flags, _positionals, io) => {
     const input = str(flags['input-dir']);
@@ -71,6 +73,7 @@ export const renderCommand: Command = {
     if (out === '') throw new UsageError('--output-dir is required');
     const now = parseNow(str(flags.now));
     const limits = renderPoolOptions(flags);
+    const tenancy = tenancyPolicy(flags);
     let controllers: ReturnType<typeof parseControllers>;
     try {
       controllers = parseControllers(str(flags.controllers));
@@ -80,8 +83,13 @@ export const renderCommand: Command = {
     const snapshot = readSnapshot(input);
     applyFleetFlags(snapshot, flags);
     const dir = str(flags['flux-templates']);
-    const options = { now, controllers, templates: dir ? loadFluxTemplates(dir) : loadFluxTemplates() };
-    // Addon renders run bounded in worker threads, as in the controller.
+    const options = {
+      now,
+      controllers,
+      tenancy,
+      templates: dir ? loadFluxTemplates(dir) : loadFluxTemplates(),
+    };
+    // Addon renders run bounded in child processes, as in the controller.
     const output = await renderSnapshotBounded(
       snapshot,
       options,

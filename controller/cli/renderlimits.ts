@@ -1,11 +1,13 @@
 // Flags of the addon render limits, shared by `stackflux run` and `stackflux render` (both render
-// through the same bounded worker pool, rendering/bounded.ts).
+// through the same bounded pool of render processes, rendering/bounded.ts).
 import { parseDuration } from '../controllers/duration.ts';
 import { checkFixedPoint } from '../offline/output.ts';
 import { type RenderOptions, type RenderOutput, renderSnapshot } from '../offline/render.ts';
 import type { Snapshot } from '../offline/snapshot.ts';
 import { reconcileClusterAddon } from '../reconcilers/clusteraddon.ts';
 import {
+  DEFAULT_COOL_DOWN_AFTER,
+  DEFAULT_COOL_DOWN_MS,
   DEFAULT_RENDER_LIMITS,
   formatBytes,
   formatMs,
@@ -30,14 +32,25 @@ export const renderLimitFlags: Command['flags'] = {
   },
   'render-max-memory': {
     type: 'string',
-    description: 'heap of one render worker in MiB; a render that needs more is stopped (RenderFailed)',
+    description: 'heap of one render process in MiB; a render that needs more is stopped (RenderFailed)',
     default: String(DEFAULT_RENDER_LIMITS.maxMemoryMb),
   },
   'render-workers': {
     type: 'string',
     description:
-      'worker threads rendering addons, at most (one serves quick renders; another starts when a slow or stuck render holds it; idle ones stop)',
+      'processes rendering addons, at most (one serves quick renders; another starts when a slow or stuck render holds it; idle ones stop)',
     default: String(DEFAULT_RENDER_WORKERS),
+  },
+  'render-cooldown-after': {
+    type: 'string',
+    description:
+      "limit hits in a row after which an addon's template (per namespace) is not rendered for --render-cooldown (RenderCoolingDown)",
+    default: String(DEFAULT_COOL_DOWN_AFTER),
+  },
+  'render-cooldown': {
+    type: 'string',
+    description: 'how long a template that keeps hitting render limits is not rendered',
+    default: formatMs(DEFAULT_COOL_DOWN_MS),
   },
 };
 
@@ -83,6 +96,19 @@ export function renderPoolOptions(flags: FlagValues): RenderPoolOptions {
     if (!Number.isInteger(n) || n < 1)
       throw new UsageError(`--render-workers must be a positive integer, got "${workers}"`);
     options.workers = n;
+  }
+  const after = str(flags['render-cooldown-after']);
+  if (after !== '') {
+    const n = Number(after);
+    if (!Number.isInteger(n) || n < 1)
+      throw new UsageError(`--render-cooldown-after must be a positive integer, got "${after}"`);
+    options.coolDownAfter = n;
+  }
+  const coolDown = str(flags['render-cooldown']);
+  if (coolDown !== '') {
+    const ms = parseDuration(coolDown);
+    if (ms === undefined) throw new UsageError(`--render-cooldown "${coolDown}" is not a duration like 5m`);
+    options.coolDownMs = ms;
   }
   return options;
 }

@@ -18,6 +18,7 @@ import { configureGitNetwork } from '../sources/git.ts';
 import { serveWebhook, type WebhookServer } from '../sources/webhook.ts';
 import { type Command, UsageError } from './command.ts';
 import { renderLimitFlags, renderPoolOptions } from './renderlimits.ts';
+import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 export function defaultCacheDir(env: Readonly<Record<string, string | undefined>>): string {
   const base = env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache');
@@ -121,6 +122,16 @@ export const runCommand: Command = {
     },
     'webhook-secret': { type: 'string', description: 'secret of the push webhook (HMAC key / bearer token)' },
     'webhook-secret-file': { type: 'string', description: 'file holding the webhook secret' },
+    'webhook-body-timeout': {
+      type: 'string',
+      description: 'a webhook body not received this long after its headers is answered 408 and closed',
+      default: '10s',
+    },
+    'webhook-max-in-flight': {
+      type: 'string',
+      description: 'webhook requests read at once (more get 503); their bodies share 8 MiB',
+      default: '64',
+    },
     'cache-dir': {
       type: 'string',
       description: 'cache of release trees (default $XDG_CACHE_HOME/stackflux, else ~/.cache/stackflux)',
@@ -212,6 +223,7 @@ export const runCommand: Command = {
       description: 'folder of the Flux object templates (default: the bundled ones)',
     },
     ...renderLimitFlags,
+    ...tenancyFlags,
   },
   run: async (flags, _positionals, io) => {
     const v8Flags = tuneHeap();
@@ -239,6 +251,7 @@ export const runCommand: Command = {
     const fleetInterval = durationFlag('fleet-interval', str(flags['fleet-interval']));
     const addonInterval = durationFlag('addon-interval', str(flags['addon-interval']));
     const render = renderPoolOptions(flags);
+    const tenancy = tenancyPolicy(flags);
     const qps = positiveNumber('kube-api-qps', str(flags['kube-api-qps']) || String(DEFAULT_KUBE_API_QPS));
     const burst = positiveInt(
       'kube-api-burst',
@@ -250,6 +263,13 @@ export const runCommand: Command = {
     const webhookAddr = str(flags['webhook-addr']);
     if (webhookAddr !== '' && secret === '')
       throw new UsageError('--webhook-addr needs --webhook-secret or --webhook-secret-file');
+    const webhookBodyTimeoutMs = parseDuration(
+      durationFlag('webhook-body-timeout', str(flags['webhook-body-timeout']) || '10s') ?? '10s',
+    );
+    const webhookMaxInFlight = positiveInt(
+      'webhook-max-in-flight',
+      str(flags['webhook-max-in-flight']) || '64',
+    );
     const cacheDir = str(flags['cache-dir']) || defaultCacheDir(io.env);
     const templatesDir = str(flags['flux-templates']);
     const templates = templatesDir ? loadFluxTemplates(templatesDir) : loadFluxTemplates();
@@ -287,6 +307,7 @@ export const runCommand: Command = {
       defaultPollIntervalMs: pollMs,
       concurrency,
       githubApiUrl,
+      tenancy,
     });
     let webhook: WebhookServer | undefined;
     if (webhookAddr !== '') {
@@ -294,6 +315,12 @@ export const runCommand: Command = {
         secret,
         trigger: (urls) => pipeline.pollers.trigger(urls),
         logger: log,
+        limits: {
+          maxInFlight: webhookMaxInFlight,
+          ...(webhookBodyTimeoutMs !== undefined && webhookBodyTimeoutMs > 0
+            ? { bodyTimeoutMs: webhookBodyTimeoutMs }
+            : {}),
+        },
       });
     }
     const fleetUrl = str(flags['fleet-url']);
@@ -337,6 +364,7 @@ export const runCommand: Command = {
           }),
         cacheDir,
         templates,
+        tenancy,
         concurrency,
         batchWindowMs,
         render,

@@ -31,6 +31,7 @@ import {
 import { API_VERSION, LABEL_ADDON, LABEL_CLUSTER, RECONCILE_REQUEST_ANNOTATION } from '../api/meta.ts';
 import type { ReleaseTree } from '../api/release.ts';
 import type { BranchState, FleetWriter } from '../gitops/branches.ts';
+import { branchTreeIds } from '../gitops/objects.ts';
 import {
   type BranchUpdate,
   type ClusterAddonInput,
@@ -49,6 +50,7 @@ import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { reconcileRequested } from '../reconcilers/reconcilerequest.ts';
 import { clusterGitRepositoryName, type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { tagForClusterClassName } from '../releases/tags.ts';
+import type { TenancyPolicy } from '../releases/tenancy.ts';
 import {
   type PlainObject,
   RenderPool,
@@ -63,8 +65,8 @@ import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/c
 import type { Informer } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
-import { fetchReleaseTree, type GitCredentials } from '../sources/git.ts';
-import { isSubset, readyCondition, sameJson, secretCredentials } from './common.ts';
+import { fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
+import { isSubset, readyCondition, sameJson, secretCredentials, sourceSecretCredentials } from './common.ts';
 import { FleetBatch } from './fleetbatch.ts';
 import { requestFluxSourcesFetch } from './reconcilerequest.ts';
 import { servedClusterApiVersion } from './releasepipeline.ts';
@@ -121,10 +123,13 @@ export interface ClusterAddonControllerOptions {
   writer: (credentials: GitCredentials | undefined) => FleetWriter;
   cacheDir: string;
   templates: FluxTemplates;
+  /** --default-service-account and --allowed-chart-hosts (default: neither). */
+  tenancy?: TenancyPolicy;
   concurrency?: number;
   /**
-   * Limits of addon renders (time budget, output and memory caps, worker threads); renders run in a
-   * worker pool so a hostile template cannot block this process. Defaults: rendering/limits.ts.
+   * Limits of addon renders (time budget, output and memory caps, render processes); renders run in
+   * a pool of processes so a hostile template cannot block or abort this one. Defaults:
+   * rendering/limits.ts.
    */
   render?: RenderPoolOptions;
   /** Debounce window of fleet writes (default 2 s); a batch waits at most 5 windows. */
@@ -213,6 +218,17 @@ export function fleetBackoffMs(windowMs: number, failures: number): number {
   return Math.min(FLEET_MAX_BACKOFF_MS, Math.max(windowMs, 1_000) * 2 ** Math.min(failures - 1, 16));
 }
 
+/** The fleet failure of a branch the fleet host refused (shown in its ClusterAddon's Ready). */
+export function refusedBranchFailure(
+  hostReason: string,
+  backoffMs: number,
+): { reason: string; message: string } {
+  return {
+    reason: 'FleetPushRejected',
+    message: `the fleet host refused the branch (${hostReason}); it stays at its previous commit, next try in ${Math.ceil(backoffMs / 1000)}s or at once when the Cluster's rendered content changes`,
+  };
+}
+
 export async function setupClusterAddonController(
   manager: Manager,
   opts: ClusterAddonControllerOptions,
@@ -290,7 +306,7 @@ export async function setupClusterAddonController(
     : undefined;
   helmReleases?.addIndexer(CLUSTER_INDEX, clusterKeyOf);
 
-  // ---- addon renders: in worker threads, bounded in time, memory and output
+  // ---- addon renders: in child processes, bounded in time, memory and output, fair per namespace
   const renderPool = new RenderPool(opts.render);
 
   // ---- the fleet writer and the state of each Cluster's branch (ids only, no file contents)
@@ -361,7 +377,7 @@ export async function setupClusterAddonController(
     if (cached !== undefined) return cached;
     const creds =
       src.secretRef !== undefined
-        ? await secretCredentials(client, release.metadata.namespace ?? '', src.secretRef.name)
+        ? await sourceSecretCredentials(client, release.metadata.namespace ?? '', src.secretRef.name)
         : undefined;
     const tree = await fetchReleaseTree(
       src.url,
@@ -514,6 +530,38 @@ export async function setupClusterAddonController(
   }
   /** Keys whose last fleet write failed: their status says the branch change is pending. */
   const failedWrites = new Set<string>();
+  /**
+   * Keys whose branch the fleet host refused (issue 22 row 6): the refused content (its tree id)
+   * is not pushed again before `until` (back-off per branch); other content goes at once.
+   */
+  const branchRefusals = new Map<string, { failures: number; until: number; content: string }>();
+  const contentOf = (update: BranchUpdate): string =>
+    update.files === null ? 'delete' : branchTreeIds(update.files).tree;
+  /** How long this key's change must still wait (0: push it now). */
+  const refusalHoldMs = (key: string, update: BranchUpdate): number => {
+    const refusal = branchRefusals.get(key);
+    if (refusal === undefined || clock.now() >= refusal.until) return 0;
+    return contentOf(update) === refusal.content ? refusal.until - clock.now() : 0;
+  };
+  /** The host refused these keys' branches: each backs off on its own, the batch's others landed. */
+  const recordRefusals = (
+    batch: ReadonlyMap<string, PendingChange>,
+    refused: ReadonlyMap<string, string>,
+  ): void => {
+    for (const [key, { update }] of batch) {
+      const reason = refused.get(update.branch);
+      if (reason === undefined) continue;
+      const failures = (branchRefusals.get(key)?.failures ?? 0) + 1;
+      const backoffMs = fleetBackoffMs(windowMs, failures);
+      branchRefusals.set(key, { failures, until: clock.now() + backoffMs, content: contentOf(update) });
+      fleetFailures.set(key, refusedBranchFailure(reason, backoffMs));
+      failedWrites.add(key);
+      log.warn(
+        { branch: update.branch, failures, reason },
+        'the fleet host refused a branch; the others landed',
+      );
+    }
+  };
 
   /** Takes each written Cluster's branch state from the write's result. */
   const recordWrite = (
@@ -573,17 +621,39 @@ export async function setupClusterAddonController(
         [...batch.values()].map(({ update: { branch, files, message } }) => ({ branch, files, message })),
       );
       recordWrite(batch, res.branches);
-      for (const k of keys) fleetFailures.delete(k);
-      fleetSucceeded();
+      const refused = res.refused ?? new Map<string, string>();
+      const deferred = new Set(res.deferred ?? []);
+      const branchOfKey = (k: string) => batch.get(k)?.update.branch ?? '';
+      for (const k of keys) {
+        if (refused.has(branchOfKey(k)) || deferred.has(branchOfKey(k))) continue;
+        fleetFailures.delete(k);
+        failedWrites.delete(k);
+        branchRefusals.delete(k);
+      }
+      recordRefusals(batch, refused);
+      const deferredKeys = keys.filter((k) => deferred.has(branchOfKey(k)));
+      if (deferredKeys.length > 0) {
+        // More refusals than one write narrows: the fleet backs off as a whole, then narrows on.
+        const err = new SourceError(
+          'FleetPushRejected',
+          `not pushed: the fleet host refused the batch and narrowing it stopped at its push budget (${res.deferredReason ?? 'refused'})`,
+        );
+        for (const k of deferredKeys) {
+          fleetFailures.set(k, fleetFailureOf(err));
+          failedWrites.add(k);
+        }
+        fleetFailed(err);
+      } else fleetSucceeded();
       const moved = new Set(res.changed);
       const movedKeys = keys.filter((k) => moved.has(batch.get(k)?.update.branch ?? ''));
-      for (const k of keys) failedWrites.delete(k);
       log.info(
         {
           clusters: keys.length,
           moved: movedKeys.length,
           pushed: res.pushed,
           attempts: res.attempts,
+          refused: refused.size,
+          deferred: deferredKeys.length,
           ms: Math.round(clock.now() - started),
         },
         res.pushed ? 'fleet branches pushed' : 'fleet branches already up to date',
@@ -717,6 +787,7 @@ export async function setupClusterAddonController(
       branch,
       fleetSettings,
       ...(fleetFailures.has(key) ? { fleetFailure: fleetFailures.get(key) } : {}),
+      ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
       templates: opts.templates,
       now: new Date(clock.now()),
     };
@@ -857,6 +928,7 @@ export async function setupClusterAddonController(
       pending.delete(key);
       branches.delete(key);
       failedWrites.delete(key);
+      branchRefusals.delete(key);
       refWaits.delete(key);
       return undefined;
     }
@@ -865,7 +937,9 @@ export async function setupClusterAddonController(
     // Addon renders run in the worker pool; the passes below render each input once.
     const renders = new Map<string, RenderResult>();
     const decide = (i: ClusterAddonInput) =>
-      withBoundedRenders(renderPool, (render) => reconcileClusterAddon({ ...i, render }), renders);
+      withBoundedRenders(renderPool, (render) => reconcileClusterAddon({ ...i, render }), renders, {
+        namespace,
+      });
     let result = await decide(input);
     if (result === undefined) return undefined;
 
@@ -908,7 +982,9 @@ export async function setupClusterAddonController(
     if (
       current !== undefined &&
       ready?.status === 'False' &&
-      (ready.reason === Reason.RenderFailed || ready.reason === Reason.ValuesInvalid)
+      (ready.reason === Reason.RenderFailed ||
+        ready.reason === Reason.ValuesInvalid ||
+        ready.reason === Reason.RenderCoolingDown)
     ) {
       void manager.events.event(
         current,
@@ -919,8 +995,12 @@ export async function setupClusterAddonController(
       );
     }
 
-    // 5. A branch change joins the batch (a newer result of the same key replaces an older one).
-    if (result.branch !== undefined) {
+    // 5. A branch change joins the batch (a newer result of the same key replaces an older one),
+    // unless the fleet host refused this very content and its back-off has not ended.
+    const holdMs = result.branch !== undefined ? refusalHoldMs(key, result.branch) : 0;
+    if (result.branch !== undefined && holdMs > 0) {
+      pending.delete(key);
+    } else if (result.branch !== undefined) {
       const stack = input.clusterStack as (ClusterStack & Obj) | undefined;
       pending.set(key, { update: result.branch, ...(stack !== undefined ? { regarding: stack } : {}) });
     } else {
@@ -941,7 +1021,7 @@ export async function setupClusterAddonController(
       return { requeueAfter: refBackoffMs(attempt) };
     }
     refWaits.delete(key);
-    return undefined;
+    return holdMs > 0 ? { requeueAfter: holdMs } : undefined;
   };
 
   controller = manager.addController({

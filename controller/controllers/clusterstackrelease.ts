@@ -13,6 +13,7 @@ import { providerObjectRef, type ReleaseProviderInput } from '../reconcilers/pro
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readRelease, type ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, type ReleaseTag } from '../releases/tags.ts';
+import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
@@ -34,6 +35,8 @@ export interface ClusterStackReleaseDeps {
   /** Which Clusters (of every namespace and shard) use which ClusterClass; incomplete → finalizer kept. */
   clusterView: Pick<ClusterUseView, 'usingClass' | 'gap'>;
   templates: FluxTemplates;
+  /** --default-service-account and --allowed-chart-hosts (default: neither). */
+  tenancy?: TenancyPolicy;
   cacheDir: string;
   credentials: (namespace: string, secretName: string) => Promise<GitCredentials>;
   fetchTree: typeof fetchReleaseTree;
@@ -177,6 +180,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       ...(listed !== undefined ? { listedCommit: listed } : {}),
       clusters: clusters ?? [],
       ...(gap !== undefined ? { clustersUnknown: gap } : {}),
+      ...(deps.tenancy !== undefined ? { tenancy: deps.tenancy } : {}),
       templates: deps.templates,
       now: new Date(deps.clock.now()),
     });

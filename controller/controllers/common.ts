@@ -1,6 +1,7 @@
 // Helpers shared by the live controllers: comparisons that avoid no-op writes, owner lookups,
 // and Secret → git credentials.
 import { isDeepStrictEqual } from 'node:util';
+import { LABEL_SOURCE_CREDENTIALS } from '../api/meta.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import type { GitCredentials } from '../sources/git.ts';
 import { SourceError } from '../sources/git.ts';
@@ -62,15 +63,7 @@ interface SecretObject extends KubeObject {
   data?: Record<string, string>;
 }
 
-/**
- * Git credentials from a Secret with the keys of a Flux GitRepository secret: username/password,
- * or a bearerToken / token (GitHub) used as the password. Read directly (Secrets are not cached).
- */
-export async function secretCredentials(
-  client: KubeClient,
-  namespace: string,
-  name: string,
-): Promise<GitCredentials> {
+async function getSecret(client: KubeClient, namespace: string, name: string): Promise<SecretObject> {
   const secret = await client.get<SecretObject>('v1', 'Secret', name, namespace);
   if (secret === undefined) {
     throw new SourceError(
@@ -78,6 +71,47 @@ export async function secretCredentials(
       `Secret ${namespace}/${name} referenced by the source does not exist`,
     );
   }
+  return secret;
+}
+
+/**
+ * Git credentials from a Secret with the keys of a Flux GitRepository secret: username/password,
+ * or a bearerToken / token (GitHub) used as the password. Read directly (Secrets are not cached).
+ * For Secrets the platform admin names (--fleet-secret); a tenant's secretRef goes through
+ * sourceSecretCredentials.
+ */
+export async function secretCredentials(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+): Promise<GitCredentials> {
+  return credentialsOf(await getSecret(client, namespace, name), namespace, name);
+}
+
+/**
+ * The credentials of a ClusterStack's secretRef: only a Secret labelled
+ * stackflux.io/source-credentials: "true". stackflux sends them to the URL the ClusterStack names,
+ * so without the opt-in anyone who may create a ClusterStack could send any Secret of the namespace
+ * (one they cannot read) to a server of theirs. The label is checked on the Secret read for the
+ * request (Secrets are not cached), so removing it stops the next use. The error names the Secret
+ * and the label, never a value.
+ */
+export async function sourceSecretCredentials(
+  client: KubeClient,
+  namespace: string,
+  name: string,
+): Promise<GitCredentials> {
+  const secret = await getSecret(client, namespace, name);
+  if (secret.metadata.labels?.[LABEL_SOURCE_CREDENTIALS] !== 'true') {
+    throw new SourceError(
+      'SecretNotAllowed',
+      `Secret ${namespace}/${name} is not labelled ${LABEL_SOURCE_CREDENTIALS}: "true"; stackflux sends a source's Secret only when its owner allows it (kubectl label secret -n ${namespace} ${name} ${LABEL_SOURCE_CREDENTIALS}=true)`,
+    );
+  }
+  return credentialsOf(secret, namespace, name);
+}
+
+function credentialsOf(secret: SecretObject, namespace: string, name: string): GitCredentials {
   const data = secret.data ?? {};
   const dec = (k: string): string | undefined =>
     data[k] !== undefined ? Buffer.from(data[k], 'base64').toString('utf8') : undefined;

@@ -13,6 +13,7 @@ import { API_VERSION } from '../api/meta.ts';
 import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { providerObjectKind } from '../reconcilers/provider.ts';
 import { type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
+import type { TenancyPolicy } from '../releases/tenancy.ts';
 import type { KubeObject } from '../runtime/client.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
 import type { Controller } from '../runtime/controller.ts';
@@ -25,7 +26,7 @@ import { SourcePollers, type TagLister } from '../sources/poller.ts';
 import { clusterStackReconciler, NAMESPACE_INDEX } from './clusterstack.ts';
 import { clusterStackReleaseReconciler } from './clusterstackrelease.ts';
 import { ClusterUseView, servedClusterApiVersion } from './clusterview.ts';
-import { ownerKey, secretCredentials } from './common.ts';
+import { ownerKey, sourceSecretCredentials } from './common.ts';
 import { ProviderKinds } from './provider.ts';
 
 export { CLUSTER_API_VERSIONS, servedClusterApiVersion } from './clusterview.ts';
@@ -44,6 +45,8 @@ export interface ReleasePipelineOptions {
   githubApiUrl?: string;
   /** Injected for tests; default: the GitHub Releases API (ETag-cached, rate-limit aware). */
   githubLister?: GitHubTagLister;
+  /** --default-service-account and --allowed-chart-hosts (default: neither). */
+  tenancy?: TenancyPolicy;
 }
 
 export interface ReleasePipeline {
@@ -104,7 +107,9 @@ export async function setupReleasePipeline(
   clusterStacks.addIndexer(NAMESPACE_INDEX, namespaceIndex);
   releases.addIndexer(NAMESPACE_INDEX, namespaceIndex);
 
-  const credentials = (namespace: string, name: string) => secretCredentials(manager.client, namespace, name);
+  // A tenant's secretRef: only Secrets labelled for it (stackflux sends them to a URL the tenant picks).
+  const credentials = (namespace: string, name: string) =>
+    sourceSecretCredentials(manager.client, namespace, name);
   const lister = opts.lister ?? listTags;
   // The controller is created below; the pollers only notify once it exists.
   let csController: Controller | undefined;
@@ -169,6 +174,7 @@ export async function setupReleasePipeline(
       kustomizations,
       clusterView,
       templates: opts.templates,
+      ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
       cacheDir: opts.cacheDir,
       credentials,
       fetchTree: fetchReleaseTree,

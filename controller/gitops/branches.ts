@@ -39,6 +39,17 @@ export interface WriteResult {
   branches: ReadonlyMap<string, BranchState | null>;
   /** Branches whose tip moved in this write (created, updated or deleted). */
   changed: readonly string[];
+  /**
+   * Branches the fleet host refused (a hook, push rule, fsck or size limit) → its reason and
+   * words; each stays at its previous tip and is absent from `branches`. The others landed.
+   */
+  refused?: ReadonlyMap<string, string>;
+  /**
+   * Branches not pushed because narrowing a refused push ran out of its budget (absent from
+   * `branches`); `deferredReason` is the host's last refusal.
+   */
+  deferred?: readonly string[];
+  deferredReason?: string;
 }
 
 /** The fleet writer the ClusterAddon controller uses (implemented over git plumbing). */

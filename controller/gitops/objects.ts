@@ -3,7 +3,7 @@
 // deterministic, so "this Cluster's addon is unchanged" is a comparison of ids, with no read of
 // the fleet's files.
 import { createHash } from 'node:crypto';
-import { posix } from 'node:path';
+import { pathProblem } from '../releases/paths.ts';
 
 const FILE_MODE = '100644';
 const TREE_MODE = '40000';
@@ -23,10 +23,9 @@ interface Dir {
 }
 
 function checkedPath(path: string): string[] {
-  const parts = path.split('/');
-  if (path === '' || posix.normalize(path) !== path || parts.some((p) => p === '' || p === '.' || p === '..'))
-    throw new Error(`invalid fleet file path ${JSON.stringify(path)}`);
-  return parts;
+  const problem = pathProblem(path);
+  if (problem !== undefined) throw new Error(`invalid fleet file path: ${problem}`);
+  return path.split('/');
 }
 
 function buildDirs(files: ReadonlyMap<string, string>): Dir {

@@ -12,7 +12,7 @@ export interface GitRun {
 }
 
 export interface RunOptions {
-  /** The git child's whole environment (from credentialEnv: never the credentials in argv). */
+  /** The git child's whole environment (from gitEnv: isolated, never the credentials in argv). */
   env: Record<string, string>;
   input?: Buffer | string;
   timeoutMs?: number;

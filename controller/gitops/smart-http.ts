@@ -32,6 +32,8 @@ export interface PushReport {
   unpack: string;
   /** Ref → undefined when updated, else the server's reason. */
   refs: Map<string, string | undefined>;
+  /** The server's messages beside the report (side-band-64k only), e.g. a hook's output. */
+  messages?: string;
 }
 
 export class SmartHttpError extends Error {
@@ -63,9 +65,9 @@ export function commandSection(commands: readonly RefCommand[], capabilities: re
   return Buffer.concat([...lines, FLUSH]);
 }
 
-/** Splits a pkt-line stream into payloads (flush packets are left out). */
-export function readPktLines(data: Buffer): string[] {
-  const out: string[] = [];
+/** Splits a pkt-line stream into raw payloads (flush packets are left out). */
+export function readPktPayloads(data: Buffer): Buffer[] {
+  const out: Buffer[] = [];
   let i = 0;
   while (i + 4 <= data.length) {
     const len = Number.parseInt(data.subarray(i, i + 4).toString('latin1'), 16);
@@ -76,15 +78,49 @@ export function readPktLines(data: Buffer): string[] {
     }
     if (len < 4 || i + len > data.length)
       throw new SmartHttpError('truncated pkt-line in the server response');
-    out.push(
-      data
-        .subarray(i + 4, i + len)
-        .toString('utf8')
-        .replace(/\n$/, ''),
-    );
+    out.push(data.subarray(i + 4, i + len));
     i += len;
   }
   return out;
+}
+
+/** Splits a pkt-line stream into payloads (flush packets are left out). */
+export function readPktLines(data: Buffer): string[] {
+  return readPktPayloads(data).map((p) => p.toString('utf8').replace(/\n$/, ''));
+}
+
+/** At most this much of the server's messages (hook output) is kept from one push. */
+const MAX_SIDEBAND_MESSAGE = 4096;
+
+/**
+ * A side-band-64k answer split into its bands: 1 is the report (pkt-lines of its own), 2 the
+ * server's messages (a hook's output: why it refused), 3 a fatal error. The messages keep their
+ * last MAX_SIDEBAND_MESSAGE bytes, control characters removed.
+ */
+export function demuxSideband(data: Buffer): { report: Buffer; messages: string } {
+  const report: Buffer[] = [];
+  let messages = '';
+  for (const payload of readPktPayloads(data)) {
+    const band = payload[0];
+    const rest = payload.subarray(1);
+    if (band === 1) report.push(rest);
+    else if (band === 2) messages = (messages + rest.toString('utf8')).slice(-MAX_SIDEBAND_MESSAGE);
+    else if (band === 3)
+      throw new SmartHttpError(`the server refused the push: ${printable(rest.toString('utf8'))}`);
+  }
+  return { report: Buffer.concat(report), messages: printable(messages) };
+}
+
+/** Lines joined with "; ", without control characters (a hook's colours, carriage returns). */
+function printable(text: string): string {
+  return (
+    text
+      .split(/[\r\n]+/)
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping them is the point
+      .map((l) => l.replace(/\x1b\[[0-9;]*m|[\x00-\x1f\x7f]/g, '').trim())
+      .filter((l) => l !== '')
+      .join('; ')
+  );
 }
 
 /** Parses a report-status answer (`unpack ok`, `ok <ref>`, `ng <ref> <reason>`). */
@@ -272,5 +308,8 @@ export async function smartHttpPush(
     signal,
   });
   if (!isOk(res)) throw await failure(res, signal, 'pushing');
-  return parseReport(readPktLines(await readBody(res, signal)));
+  const answer = await readBody(res, signal);
+  if (!opts.capabilities.includes('side-band-64k')) return parseReport(readPktLines(answer));
+  const { report, messages } = demuxSideband(answer);
+  return { ...parseReport(readPktLines(report)), messages };
 }

@@ -11,16 +11,18 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  credentialEnv,
   type GitCredentials,
+  gitEnv,
   gitNetwork,
   gitProcessTimeoutMs,
   SourceError,
   scrub,
   validateRepoUrl,
   withoutLocations,
+  withRedirectHint,
 } from '../sources/git.ts';
 import type { BranchChange, BranchFiles, BranchState, FleetWriter, WriteResult } from './branches.ts';
+import { type GroupOutcome, narrowingBudget, pushNarrowing } from './narrow.ts';
 import { branchTreeIds } from './objects.ts';
 import {
   CatFile,
@@ -57,10 +59,15 @@ export interface GitFleetWriterConfig {
   pushTransport?: 'smart-http' | 'git';
   /** `git` transport: upper bound of one push's arguments; a larger batch is split (argv limit). */
   maxPushArgBytes?: number;
+  /** Pushes one write may spend narrowing a refused push (default narrowingBudget(n)). */
+  maxNarrowingPushes?: number;
 }
 
 /** Extra figures of a write (an addition to WriteResult; the contract's members are unchanged). */
 export interface GitWriteResult extends WriteResult {
+  refused: ReadonlyMap<string, string>;
+  deferred: readonly string[];
+  deferredReason?: string;
   /** Commits built (including ones a rejected push made obsolete). */
   commits: number;
   /** Pushes sent to the remote. */
@@ -148,6 +155,31 @@ export function isPushRejection(output: string): boolean {
   );
 }
 
+/**
+ * Per ref of a `git push --porcelain` (`<flag>\t<from>:<to>\t<summary>`): undefined when
+ * pushed, else the reason in its parentheses (`[remote rejected] (pre-receive hook declined)`).
+ */
+export function parsePorcelain(stdout: string): Map<string, string | undefined> {
+  const refs = new Map<string, string | undefined>();
+  for (const line of stdout.split('\n')) {
+    const m = /^([ +\-*=!])\t[^\t]*:([^\t:]+)\t(.*)$/.exec(line);
+    if (m === null) continue;
+    const [, flag, ref = '', summary = ''] = m;
+    refs.set(ref, flag === '!' ? (/\(([^)]*)\)\s*$/.exec(summary)?.[1] ?? summary).trim() : undefined);
+  }
+  return refs;
+}
+
+/** The remote's own messages in git's output (`remote: ...` lines: a hook's words). */
+export function remoteMessages(stderr: string): string {
+  return stderr
+    .split('\n')
+    .filter((l) => l.startsWith('remote: '))
+    .map((l) => l.slice('remote: '.length).trim())
+    .filter((l) => l !== '')
+    .join('; ');
+}
+
 /** One ref of a push: `commit` undefined deletes it; `old` undefined means it must not exist yet. */
 export interface RefUpdate {
   branch: string;
@@ -186,10 +218,11 @@ interface Desired {
   ids: { tree: string; addons: Map<string, string> } | null;
 }
 
-/** What the remote did with a push: refs it took, and the refused ones with the reason. */
+/** What the remote did with a push: refs it took, the reason per branch, the host's words. */
 interface PushOutcome {
   accepted: RefUpdate[];
-  refused: string[];
+  results: Map<string, string | undefined>;
+  message: string;
 }
 
 interface Plan {
@@ -218,8 +251,7 @@ function validate(changes: readonly BranchChange[], prefix: string): Desired[] {
     seen.add(change.branch);
     if (change.files === null) return { change, ids: null };
     try {
-      for (const path of change.files.keys())
-        if (path.includes('\0')) throw new Error(`fleet path ${JSON.stringify(path)} contains NUL`);
+      // branchTreeIds checks every path (releases/paths.ts): no NUL, "..", ".git", ...
       return { change, ids: branchTreeIds(change.files) };
     } catch (err) {
       throw new SourceError('InvalidFleetChange', `branch ${change.branch}: ${(err as Error).message}`);
@@ -248,7 +280,7 @@ export class GitFleetWriter implements FleetWriter {
         `fleet branch prefix ${JSON.stringify(config.branchPrefix)} is not valid in a git ref`,
       );
     this.#config = config;
-    this.#env = credentialEnv(config.credentials);
+    this.#env = gitEnv(config.credentials, config.url);
     const key = createHash('sha256').update(config.url).digest('hex').slice(0, 16);
     this.gitDir = join(config.cacheDir, 'fleet-branches', `${key}.git`);
   }
@@ -339,7 +371,7 @@ export class GitFleetWriter implements FleetWriter {
   #fail(reason: FleetFailure, what: string, output: string): SourceError {
     return new SourceError(
       fleetReason(reason, output),
-      `${what} ${this.#config.url}: ${scrub(output, this.#config.credentials)}`,
+      `${what} ${this.#config.url}: ${withRedirectHint(scrub(output, this.#config.credentials))}`,
     );
   }
 
@@ -421,11 +453,23 @@ export class GitFleetWriter implements FleetWriter {
         gitProcessTimeoutMs(),
       ),
     );
-    if (run.code === 0) return { accepted: [...updates], refused: [] };
+    const all = (reason: string | undefined) => new Map(updates.map((u) => [u.branch, reason]));
+    if (run.code === 0) return { accepted: [...updates], results: all(undefined), message: '' };
+    const refs = parsePorcelain(run.stdout);
     const output = `${run.stdout}\n${run.stderr}`;
-    if (isPushRejection(output))
-      return { accepted: [], refused: updates.map((u) => `${u.branch} (rejected)`) };
-    throw this.#fail('FleetUnreachable', 'pushing to the fleet repository', run.stderr || run.stdout);
+    if (refs.size === 0 && !isPushRejection(output))
+      throw this.#fail('FleetUnreachable', 'pushing to the fleet repository', run.stderr || run.stdout);
+    // An atomic push lands all or nothing, whatever a ref line says.
+    const results = new Map(
+      updates.map((u) => [u.branch, refs.get(`refs/heads/${u.branch}`) ?? 'atomic push failed']),
+    );
+    // Refused without a line per ref: treated as before, the remote moved (fetch, plan again).
+    if (refs.size === 0) return { accepted: [], results: all('not reported'), message: '' };
+    return {
+      accepted: [],
+      results,
+      message: scrub(remoteMessages(run.stderr), this.#config.credentials),
+    };
   }
 
   /** Capabilities of the remote's receive-pack, asked once per instance. */
@@ -439,9 +483,12 @@ export class GitFleetWriter implements FleetWriter {
       if (!advertised.has('report-status'))
         throw new SmartHttpError('the server does not report push status (no report-status capability)');
       // Without `atomic` the server applies what it can; the per-ref report still tells which.
+      // side-band-64k carries a hook's output (why the host refused), `quiet` keeps progress out.
       this.#pushCaps = [
         'report-status',
         ...(advertised.has('atomic') ? ['atomic'] : []),
+        ...(advertised.has('side-band-64k') ? ['side-band-64k'] : []),
+        ...(advertised.has('quiet') ? ['quiet'] : []),
         'agent=git/stackflux',
       ];
     }
@@ -481,17 +528,35 @@ export class GitFleetWriter implements FleetWriter {
           },
         ),
       );
-      if (report.unpack !== 'ok')
-        throw new SmartHttpError(`the server could not unpack the push: ${report.unpack}`);
-      const outcome: PushOutcome = { accepted: [], refused: [] };
+      // An unpack failure (fsck, a size limit) refuses every ref as `unpacker error`: content.
+      const unpack = report.unpack === 'ok' ? '' : `unpack ${report.unpack}`;
+      const outcome: PushOutcome = {
+        accepted: [],
+        results: new Map(),
+        message: scrub(
+          [unpack, report.messages ?? ''].filter((m) => m !== '').join('; '),
+          this.#config.credentials,
+        ),
+      };
       for (const u of updates) {
         const ref = `refs/heads/${u.branch}`;
-        if (!report.refs.has(ref)) outcome.refused.push(`${u.branch} (not reported)`);
-        else if (report.refs.get(ref) === undefined) outcome.accepted.push(u);
-        else outcome.refused.push(`${u.branch} (${report.refs.get(ref)})`);
+        const reason = report.refs.has(ref)
+          ? report.refs.get(ref)
+          : report.unpack === 'ok'
+            ? 'not reported'
+            : 'unpacker error';
+        outcome.results.set(u.branch, reason);
+        if (reason === undefined) outcome.accepted.push(u);
       }
       return outcome;
     } catch (err) {
+      // A body over the host's size limit is the content's fault too: narrowed like a hook's no.
+      if (err instanceof SmartHttpError && err.status === 413)
+        return {
+          accepted: [],
+          results: new Map(updates.map((u) => [u.branch, 'request too large (HTTP 413)'])),
+          message: scrub(err.message, this.#config.credentials),
+        };
       if (err instanceof Error && err.name === 'TimeoutError')
         throw this.#fail(
           'FleetUnreachable',
@@ -518,13 +583,19 @@ export class GitFleetWriter implements FleetWriter {
 
   /**
    * Pushes updates: one POST over smart HTTP; with `git push`, one atomic push unless too many
-   * refs for one argv. Local refs follow what the remote accepted; refused refs are returned.
+   * refs for one argv. Local refs follow what the remote accepted. A push the host refuses is
+   * narrowed (narrow.ts): the refused branches are returned, the others land.
    */
-  async #pushAll(updates: readonly RefUpdate[], tally: Tally): Promise<string[]> {
-    const chunks = this.#useHttp()
+  async #pushAll(
+    updates: readonly RefUpdate[],
+    tally: Tally,
+  ): Promise<{ moved: boolean; refused: Map<string, string>; deferred: string[]; deferredReason?: string }> {
+    const byBranch = new Map(updates.map((u) => [u.branch, u]));
+    const groups = this.#useHttp()
       ? [updates]
       : chunkPushes(updates, this.#config.maxPushArgBytes ?? DEFAULT_MAX_PUSH_ARG_BYTES);
-    for (const chunk of chunks) {
+    const pushGroup = async (branches: readonly string[]): Promise<GroupOutcome> => {
+      const chunk = branches.map((b) => byBranch.get(b) as RefUpdate);
       tally.pushes++;
       const outcome = this.#useHttp()
         ? await this.#httpPush(chunk, tally.ms)
@@ -534,13 +605,18 @@ export class GitFleetWriter implements FleetWriter {
         await this.#advance(outcome.accepted);
         for (const u of outcome.accepted) tally.changed.add(u.branch);
       }
-      if (outcome.refused.length > 0) return outcome.refused;
-    }
+      return { results: outcome.results, message: outcome.message };
+    };
+    const narrowed = await pushNarrowing(
+      groups.map((g) => g.map((u) => u.branch)),
+      pushGroup,
+      this.#config.maxNarrowingPushes ?? narrowingBudget(updates.length),
+    );
     if (++this.#writes % GC_EVERY === 0) {
       await this.#git(['gc', '--auto', '--quiet']);
       this.#resetReader();
     }
-    return [];
+    return narrowed;
   }
 
   /** Moves the local refs to what the remote accepted, in one transaction. */
@@ -563,25 +639,47 @@ export class GitFleetWriter implements FleetWriter {
       attempts: 0,
       ms: { plan: 0, build: 0, push: 0, remote: 0 },
     };
-    let refused: string[] = [];
+    // Branches the host refused (kept at their old tip) and ones left unpushed by the budget.
+    const refused = new Map<string, string>();
+    const deferred = new Set<string>();
+    let deferredReason: string | undefined;
+    let moved: string[] = [];
     for (;;) {
-      const plan = await timed(tally.ms, 'plan', () => this.#plan(desired));
-      if (plan.commits.length === 0 && plan.deletes.length === 0) return this.#result(desired, plan, tally);
+      const active = desired.filter((d) => !refused.has(d.change.branch) && !deferred.has(d.change.branch));
+      const plan = await timed(tally.ms, 'plan', () => this.#plan(active));
+      if (plan.commits.length === 0 && plan.deletes.length === 0)
+        return {
+          ...this.#result(active, plan, tally),
+          refused,
+          deferred: [...deferred],
+          ...(deferredReason !== undefined ? { deferredReason } : {}),
+        };
       if (tally.attempts >= maxAttempts)
         throw new SourceError(
           'PushRejected',
-          `pushing to the fleet repository ${this.#config.url}: refused ${tally.attempts} times in a row, last: ${refused.slice(0, 5).join(', ')}${refused.length > 5 ? ', ...' : ''}`,
+          `pushing to the fleet repository ${this.#config.url}: refused ${tally.attempts} times in a row, last: ${moved.slice(0, 5).join(', ')}${moved.length > 5 ? ', ...' : ''}`,
         );
       tally.attempts++;
       const built = await timed(tally.ms, 'build', () => this.#build(plan));
       tally.commits += built.length;
       await this.#config.hooks?.afterCommit?.();
-      refused = await timed(tally.ms, 'push', () => this.#pushAll([...built, ...plan.deletes], tally));
-      if (refused.length > 0) await this.#fetch(); // the remote moved: plan again from its tips
+      const updates = [...built, ...plan.deletes];
+      const out = await timed(tally.ms, 'push', () => this.#pushAll(updates, tally));
+      for (const [branch, reason] of out.refused) refused.set(branch, reason);
+      for (const branch of out.deferred) deferred.add(branch);
+      if (out.deferred.length > 0) deferredReason = out.deferredReason ?? 'refused by the fleet host';
+      if (out.moved) {
+        moved = updates.map((u) => u.branch).filter((b) => !tally.changed.has(b) && !refused.has(b));
+        await this.#fetch(); // the remote moved: plan again from its tips
+      }
     }
   }
 
-  #result(desired: readonly Desired[], plan: Plan, tally: Tally): GitWriteResult {
+  #result(
+    desired: readonly Desired[],
+    plan: Plan,
+    tally: Tally,
+  ): Omit<GitWriteResult, 'refused' | 'deferred' | 'deferredReason'> {
     const branches = new Map<string, BranchState | null>();
     for (const d of desired) {
       const commit = plan.tips.get(d.change.branch);

@@ -9,14 +9,14 @@ import type { ClusterStack } from '../api/clusterstack.ts';
 import { FLUX_HELM_API_VERSION, FLUX_KUSTOMIZE_API_VERSION, FLUX_SOURCE_API_VERSION } from '../api/flux.ts';
 import { API_VERSION, GROUP, LABEL_CLUSTER } from '../api/meta.ts';
 import { groupOf } from '../api/resources.ts';
-import { secretCredentials } from '../controllers/common.ts';
+import { sourceSecretCredentials } from '../controllers/common.ts';
 import { runGit } from '../gitops/plumbing.ts';
 import { sourceUrl } from '../reconcilers/clusterstack.ts';
 import { providerConfig, providerObjectKind } from '../reconcilers/provider.ts';
 import { MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { classifyTags, formatReleaseTag } from '../releases/tags.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
-import { credentialEnv, fetchReleaseTree, type GitCredentials, listTags, scrub } from '../sources/git.ts';
+import { fetchReleaseTree, type GitCredentials, gitEnv, listTags, scrub } from '../sources/git.ts';
 import { emptySnapshot, objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
 import { isRecord } from './yaml.ts';
 
@@ -175,7 +175,7 @@ async function listSources(client: KubeClient, snapshot: Snapshot, cacheDir: str
     let creds: GitCredentials | undefined;
     let source = byUrl.get(url);
     try {
-      if (secret !== undefined) creds = await secretCredentials(client, ns, secret.name);
+      if (secret !== undefined) creds = await sourceSecretCredentials(client, ns, secret.name);
       if (source === undefined) {
         const tags = await listTags(url, creds);
         // The listing diff just did stands in for the controller's last one, and so does its time:
@@ -262,7 +262,7 @@ async function readFleet(
   creds?: GitCredentials,
 ): Promise<{ files: Map<string, string>; tips: Map<string, string> }> {
   const dir = mkdtempSync(join(tmpdir(), 'stackflux-fleet-'));
-  const env = credentialEnv(creds);
+  const env = gitEnv(creds, url);
   const git = async (...args: string[]): Promise<string> => {
     const run = await runGit(['--git-dir', dir, ...args], { env, timeoutMs: 300_000 });
     if (run.code !== 0)

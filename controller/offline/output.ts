@@ -7,6 +7,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { groupOf, kindInfo } from '../api/resources.ts';
+import { resolveUnder } from '../releases/paths.ts';
 import {
   describeMutation,
   FIELD_MANAGER,
@@ -78,8 +79,10 @@ export function writeFiles(dir: string, files: ReadonlyMap<string, string>): voi
   }
   mkdirSync(dir, { recursive: true });
   for (const [path, text] of files) {
-    mkdirSync(dirname(join(dir, path)), { recursive: true });
-    writeFileSync(join(dir, path), text);
+    // Fleet file names come from release trees: never written outside dir.
+    const full = resolveUnder(dir, path);
+    mkdirSync(dirname(full), { recursive: true });
+    writeFileSync(full, text);
   }
 }
 

@@ -48,6 +48,7 @@ import { clusterApplyBody, type RolloutCluster, reconcileRollout } from '../reco
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readRelease, type ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
+import type { TenancyPolicy } from '../releases/tenancy.ts';
 import type { KubeObject } from '../runtime/client.ts';
 import { snapshotReleaseProvider, snapshotTemplate } from './provider.ts';
 import { objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
@@ -121,6 +122,8 @@ export interface Reconcilers {
 export interface RenderOptions {
   now: Date;
   templates: FluxTemplates;
+  /** --default-service-account and --allowed-chart-hosts, as `stackflux run` takes them. */
+  tenancy?: TenancyPolicy;
   /** Enabled controllers (default: all). */
   controllers?: ReadonlySet<ControllerName>;
   /** Injected for tests (e.g. a deliberately nondeterministic reconciler); default: the real ones. */
@@ -494,6 +497,7 @@ class Renderer {
         ...(commit !== undefined ? { commit } : {}),
         ...(listed !== undefined ? { listedCommit: listed } : {}),
         clusters,
+        ...(this.options.tenancy !== undefined ? { tenancy: this.options.tenancy } : {}),
         templates: this.options.templates,
         now: this.options.now,
       });
@@ -655,6 +659,7 @@ class Renderer {
         helmReleases,
         branch,
         fleetSettings: settings,
+        ...(this.options.tenancy !== undefined ? { tenancy: this.options.tenancy } : {}),
         templates: this.options.templates,
         now: this.options.now,
       });

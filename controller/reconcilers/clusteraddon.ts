@@ -45,6 +45,11 @@
 //   prunes the HelmRelease and helm-controller uninstalls. On Cluster deletion the HelmReleases are
 //   suspended first (helm-controller then drops them without uninstalling: the counterpart of the
 //   Orphan policy of manifest addons) and their Kustomizations keep pruning them.
+// - Rights: a Helm addon's Kustomization (it applies to the management cluster) impersonates
+//   --default-service-account in the Cluster's namespace; a manifest addon's Kustomization and the
+//   HelmRelease act through the Cluster's kubeconfig and name no ServiceAccount (Flux would
+//   impersonate it inside the workload cluster). A remote chart from a host not in
+//   --allowed-chart-hosts makes the ClusterAddon InvalidRelease, as any stack.yaml error does.
 
 import { stringify as stringifyYaml } from 'yaml';
 import type { ClusterAddon, ClusterAddonStatus } from '../api/clusteraddon.ts';
@@ -78,6 +83,7 @@ import {
 } from '../releases/flux.ts';
 import { readRelease } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
+import { type TenancyPolicy, withChartPolicy } from '../releases/tenancy.ts';
 import {
   type AddonOrderEntry,
   type AddonRenderer,
@@ -118,6 +124,8 @@ export const Reason = {
   WaitingForRefs: 'WaitingForRefs',
   RefsNotReadable: 'RefsNotReadable',
   RenderFailed: 'RenderFailed',
+  /** An addon's renders kept hitting a render limit: not rendered again for a while. */
+  RenderCoolingDown: 'RenderCoolingDown',
   ValuesInvalid: 'ValuesInvalid',
   FleetSyncPending: 'FleetSyncPending',
   Progressing: 'Progressing',
@@ -174,11 +182,13 @@ export interface ClusterAddonInput {
    * change is still to be written.
    */
   fleetFailure?: { reason: string; message: string };
+  /** --default-service-account (Helm addons' Kustomizations) and --allowed-chart-hosts. */
+  tenancy?: TenancyPolicy;
   templates: FluxTemplates;
   now: Date;
   /**
    * Renders one addon; default renderAddon in-line. The controller and `stackflux render` pass
-   * the bounded renderer (rendering/bounded.ts: worker threads with a time and memory budget).
+   * the bounded renderer (rendering/bounded.ts: child processes with a time and memory budget).
    */
   render?: AddonRenderer;
 }
@@ -398,6 +408,7 @@ function hasRef(
 }
 
 function renderFailureReason(failure: RenderFailure): string {
+  if (failure.reason === 'CoolingDown') return Reason.RenderCoolingDown;
   return failure.reason === 'InvalidValues' || failure.reason === 'ValuesSchemaFailed'
     ? Reason.ValuesInvalid
     : Reason.RenderFailed;
@@ -665,7 +676,7 @@ function resolveTarget(ctx: Context): Step<Target> {
   }
   const parsedTag = parseReleaseTag(release.spec.tag);
   if (!parsedTag.ok) return failed(Reason.InvalidRelease, `release ${release.spec.tag}: ${parsedTag.reason}`);
-  const read = readRelease(tree, parsedTag.value);
+  const read = withChartPolicy(readRelease(tree, parsedTag.value), input.tenancy);
   if (!read.ok) {
     return failed(
       Reason.InvalidRelease,
@@ -953,6 +964,9 @@ function fluxObjects(
         extraLabels: shardLabels,
         dependsOn: selection.dependencies.get(entry.name) ?? [],
         ...(helm.has(entry.name) ? { helm: true } : {}),
+        ...(input.tenancy?.defaultServiceAccount !== undefined
+          ? { serviceAccountName: input.tenancy.defaultServiceAccount }
+          : {}),
         ...(entry.targetNamespace !== undefined ? { targetNamespace: entry.targetNamespace } : {}),
         ...(interval !== undefined ? { interval } : {}),
         ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),

@@ -10,6 +10,9 @@
 //   valid: a bad release never gets half-applied. If a release that was applied turns invalid,
 //   the existing Kustomization is left exactly as it is (last good state; nothing is pruned).
 // - Ready only when the Kustomization is Ready at THIS tag's validated commit.
+// - The tenancy policy (controller flags) is input: the Kustomization impersonates the
+//   ClusterStack's serviceAccountName, else --default-service-account; a remote chart from a host
+//   not in --allowed-chart-hosts makes the release InvalidRelease.
 // - The finalizer stackflux.io/release-in-use is kept while any Cluster uses the ClusterClass,
 //   also when the release is being deleted (by GC or by hand).
 
@@ -19,6 +22,7 @@ import { type Condition, ConditionType, FINALIZER_RELEASE_IN_USE } from '../api/
 import type { StackManifest } from '../api/release.ts';
 import { type FluxTemplates, releaseFluxObjects } from '../releases/flux.ts';
 import type { ValidationResult } from '../releases/stack.ts';
+import { type TenancyPolicy, withChartPolicy } from '../releases/tenancy.ts';
 import {
   findCondition,
   markNotReady,
@@ -59,6 +63,8 @@ export interface ClusterStackReleaseInput {
    * the in-use finalizer stays (fail closed) and a deletion waits, with this message.
    */
   clustersUnknown?: { reason: string; message: string };
+  /** --default-service-account and --allowed-chart-hosts (default: neither). */
+  tenancy?: TenancyPolicy;
   templates: FluxTemplates;
   now: Date;
 }
@@ -124,12 +130,12 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
   const generation = release.metadata.generation;
   const deleting = release.metadata.deletionTimestamp !== undefined;
   const clusters = [...new Set(input.clusters)].sort();
-  const stack = input.stack;
+  const stack = input.stack === undefined ? undefined : withChartPolicy(input.stack, input.tenancy);
 
   // The pinned commit: the one this reconcile validated, else the pin the release already has.
   const validated = input.commit ?? release.status?.commit;
   const commit = stack?.ok === true ? validated : release.status?.commit;
-  const desired = releaseFluxObjects(input.templates, release, commit);
+  const desired = releaseFluxObjects(input.templates, release, commit, input.tenancy);
   const tagMoved =
     stack?.ok === true &&
     commit !== undefined &&

@@ -11,7 +11,6 @@
 //   a Cluster whose class an operator changed away from what stackflux set: HandMoved, left alone.
 // Waves run one after the other: wave k starts once every Cluster of the waves before it is done
 // or failed; at most maxConcurrent of a wave are in flight.
-import { evaluate as celEvaluate } from '@marcbachmann/cel-js';
 import { Cron } from 'croner';
 import type { ClusterAddon } from '../api/clusteraddon.ts';
 import type { ClusterStack } from '../api/clusterstack.ts';
@@ -27,6 +26,7 @@ import {
 } from '../api/rollout.ts';
 import { findCondition } from '../runtime/conditions.ts';
 import { clusterUse, ownedBy, releaseReady } from './clusterstack.ts';
+import { evaluateHealthCheck, type HealthCheckProblem, healthCheckProblem } from './healthcheck.ts';
 
 /** Name of the implicit last wave (Clusters no wave selects). */
 export const REST_WAVE = 'rest';
@@ -174,17 +174,6 @@ export function validateRollout(spec: RolloutSpec): string | undefined {
     if (v !== undefined && parseDurationOrZero(v) === undefined)
       return `spec.rollout.${f} "${v}" is not a duration like 5m`;
   }
-  const expr = spec.healthCheck?.expression;
-  if (expr !== undefined && expr.trim() !== '') {
-    try {
-      celEvaluate(expr, { cluster: {}, clusterAddon: {} });
-    } catch (err) {
-      // Only syntax errors make the spec invalid; evaluation errors over an empty object are expected.
-      const msg = err instanceof Error ? err.message : String(err);
-      if (err instanceof Error && err.name.includes('Parse'))
-        return `spec.rollout.healthCheck.expression: ${msg}`;
-    }
-  }
   return undefined;
 }
 
@@ -243,22 +232,24 @@ function addonReady(addon: ClusterAddon | undefined, release: string): { ok: boo
 }
 
 function celCheck(
-  expression: string | undefined,
+  ctx: Ctx,
   cluster: RolloutCluster,
   addon: ClusterAddon | undefined,
 ): { ok: boolean; message: string } {
+  const expression = ctx.spec.healthCheck?.expression;
   if (expression === undefined || expression.trim() === '') return { ok: true, message: '' };
-  try {
-    const v = celEvaluate(expression, { cluster, clusterAddon: addon ?? {} });
-    return v === true
-      ? { ok: true, message: '' }
-      : { ok: false, message: `healthCheck.expression is ${String(v)}` };
-  } catch (err) {
-    return {
-      ok: false,
-      message: `healthCheck.expression: ${err instanceof Error ? err.message : String(err)}`,
+  const r = evaluateHealthCheck(expression, { cluster, clusterAddon: addon ?? {} });
+  if (r.outcome === 'refused') {
+    ctx.healthCheckRefused ??= {
+      ...r.problem,
+      message: `Cluster ${cluster.metadata.name}: ${r.problem.message}`,
     };
+    return { ok: false, message: r.problem.message };
   }
+  if (r.outcome === 'error') return { ok: false, message: `healthCheck.expression: ${r.message}` };
+  return r.value === true
+    ? { ok: true, message: '' }
+    : { ok: false, message: `healthCheck.expression is ${String(r.value)}` };
 }
 
 function versionNumber(r: ClusterStackRelease): number | undefined {
@@ -306,6 +297,8 @@ interface Ctx {
   changes: ClusterChange[];
   events: RolloutEvent[];
   wakeAt: number[];
+  /** Set when a health check was not evaluated (over the cost limit): the rollout holds. */
+  healthCheckRefused?: HealthCheckProblem;
 }
 
 /** Records a change of a Cluster when it would alter it (no change, no write: the fixed point). */
@@ -361,7 +354,7 @@ function advanceMoved(ctx: Ctx, c: RolloutCluster, className: string): ClusterSt
   const gate = [
     addonReady(ctx.addons.get(name), to),
     clusterApiReady(c),
-    celCheck(ctx.spec.healthCheck?.expression, c, ctx.addons.get(name)),
+    celCheck(ctx, c, ctx.addons.get(name)),
   ].find((g) => !g.ok);
   if (gate === undefined) {
     const since = ms(a[ROLLOUT_ANNOTATIONS.healthySince]);
@@ -578,6 +571,8 @@ export function reconcileRollout(input: RolloutInput): RolloutResult {
       events: [],
     };
   }
+  const unusable = healthCheckProblem(spec.healthCheck?.expression);
+  if (unusable !== undefined) return holdRollout(cs, unusable);
   const namespace = cs.metadata.namespace ?? 'default';
   const own = input.releases.filter((r) => ownedBy(r, cs) && r.metadata.deletionTimestamp === undefined);
   const releases = new Map(own.map((r) => [r.metadata.name, r]));
@@ -605,6 +600,7 @@ export function reconcileRollout(input: RolloutInput): RolloutResult {
     );
   }
   const entries = classify(ctx, input.clusters, target);
+  if (ctx.healthCheckRefused !== undefined) return holdRollout(cs, ctx.healthCheckRefused);
   const waves = countWaves(spec, entries);
   const failed = entries.filter((e) => e.state.kind === 'failed').map((e) => e.cluster.metadata.name);
   const total = waves.reduce((n, w) => n + w.total, 0);
@@ -684,6 +680,24 @@ export function reconcileRollout(input: RolloutInput): RolloutResult {
     { ...status, phase: 'Progressing', reason, message },
     { status: 'True', reason: 'Progressing', message },
   );
+}
+
+/**
+ * The rollout stopped before deciding anything, because its health check cannot be evaluated: no
+ * Cluster is changed, and status.rollout keeps what it showed (minus the next window) under the
+ * reason, so the last good state stays visible.
+ */
+function holdRollout(cs: ClusterStack, problem: HealthCheckProblem): RolloutResult {
+  const { nextWindow: _next, ...last } = cs.status?.rollout ?? {};
+  return {
+    status: { ...last, phase: 'Stalled', reason: problem.reason, message: problem.message },
+    condition: { status: 'False', ...problem },
+    changes: [],
+    events:
+      cs.status?.rollout?.reason === problem.reason
+        ? []
+        : [{ type: 'Warning', reason: problem.reason, message: problem.message }],
+  };
 }
 
 function finish(

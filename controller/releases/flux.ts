@@ -12,7 +12,9 @@ import {
   LABEL_RELEASE,
   type OwnerReference,
 } from '../api/meta.ts';
+import { pathProblem } from './paths.ts';
 import { CLUSTER_CLASS_DIR } from './stack.ts';
+import type { TenancyPolicy } from './tenancy.ts';
 
 export interface FluxTemplates {
   releaseGitRepository: string;
@@ -156,6 +158,9 @@ export const DEFAULT_TIMEOUT = '5m';
  * (artifact limited to the stack path; none while no commit is validated), and a Kustomization
  * applying <path>/cluster-class into the release's namespace.
  *
+ * The Kustomization impersonates the ClusterStack's `serviceAccountName`, else
+ * `tenancy.defaultServiceAccount` (`--default-service-account`), in the release's namespace.
+ *
  * The pin is Flux's `ref.commit` ("takes precedence over all reference fields") with
  * `ref.name: refs/tags/<tag>`, so Flux checks out exactly that commit, whatever the tag points at
  * now, and labels the artifact "refs/tags/<tag>@sha1:<commit>".
@@ -164,6 +169,7 @@ export function releaseFluxObjects(
   templates: FluxTemplates,
   release: ClusterStackRelease,
   commit: string | undefined,
+  tenancy: TenancyPolicy = {},
 ): { gitRepository: GitRepository | undefined; kustomization: Kustomization } {
   const name = release.metadata.name;
   const namespace = release.metadata.namespace ?? 'default';
@@ -198,7 +204,7 @@ export function releaseFluxObjects(
       path: joinPath(path, CLUSTER_CLASS_DIR),
       sourceName: name,
       suspend: release.spec.suspend === true ? true : null,
-      serviceAccountName: release.spec.serviceAccountName ?? null,
+      serviceAccountName: release.spec.serviceAccountName ?? tenancy.defaultServiceAccount ?? null,
     },
     FLUX_TEMPLATE_FILES.releaseKustomization,
   ) as Kustomization;
@@ -296,6 +302,13 @@ export interface AddonKustomizationInput {
    */
   helm?: boolean;
   targetNamespace?: string;
+  /**
+   * ServiceAccount (of `namespace`) Flux impersonates to apply a Helm addon's folder to the
+   * management cluster (`--default-service-account`). Not set on a manifest addon: with a
+   * kubeConfig Flux would impersonate it in the WORKLOAD cluster, where Cluster API's kubeconfig
+   * already is the identity and no such ServiceAccount exists.
+   */
+  serviceAccountName?: string;
   deletionPolicy?: 'MirrorPrune' | 'Delete' | 'WaitForTermination' | 'Orphan';
   suspend?: boolean;
   interval?: string;
@@ -332,6 +345,7 @@ export function addonKustomization(templates: FluxTemplates, input: AddonKustomi
           ? input.dependsOn.map((a) => ({ name: addonKustomizationName(input.cluster, a) }))
           : null,
       targetNamespace: input.helm === true ? null : (input.targetNamespace ?? null),
+      serviceAccountName: input.helm === true ? (input.serviceAccountName ?? null) : null,
       deletionPolicy: input.deletionPolicy ?? null,
       suspend: input.suspend === true ? true : null,
     },
@@ -394,9 +408,13 @@ export function addonHelmObjects(
   let chartRef: unknown = null;
   let source: Record<string, unknown> | undefined;
   if (c.source === 'tree') {
+    const chartPath = joinPath(c.stackPath, c.path);
+    // Flux reads the chart at this path of the release's GitRepository: a plain relative path only.
+    const unsafe = pathProblem(chartPath.slice('./'.length));
+    if (unsafe !== undefined) throw new Error(`Helm chart of addon ${input.addon}: ${unsafe}`);
     chart = {
       spec: {
-        chart: joinPath(c.stackPath, c.path),
+        chart: chartPath,
         sourceRef: {
           kind: 'GitRepository',
           name: c.gitRepository.name,

@@ -12,9 +12,9 @@
 //       targetNamespace: kube-system  # optional, DNS-1123 label
 //       dependsOn: [other]          # optional; only addons listed EARLIER (so no cycles);
 //                                   # default: the previous addon in the list
-//       chart: cilium               # optional, with version + repository: a Helm chart from a
-//       version: 1.16.5             #   Helm (https://) or OCI (oci://) repository; an in-tree
-//       repository: https://helm.cilium.io  # chart is cluster-addon/<addon>/Chart.yaml instead
+//       chart: cilium               # optional, with version + repository: a Helm chart (a DNS-1123
+//       version: 1.16.5             #   label) from a Helm (https://) or OCI (oci://) repository; an
+//       repository: https://helm.cilium.io  # in-tree chart is cluster-addon/<addon>/Chart.yaml instead
 // Every error message starts with "stack.yaml: " and names the field.
 import { isMap, isSeq, parseDocument } from 'yaml';
 import { MAX_YAML_ALIASES, type ReleaseTree, type StackAddon, type StackManifest } from '../api/release.ts';
@@ -32,7 +32,14 @@ const KUBERNETES_VERSION =
 const TOP_LEVEL_FIELDS = ['apiVersion', 'kind', 'provider', 'name', 'kubernetesVersion', 'version', 'addons'];
 const ADDON_FIELDS = ['name', 'targetNamespace', 'dependsOn', 'chart', 'version', 'repository'];
 const CHART_FIELDS = ['chart', 'version', 'repository'] as const;
-const REPOSITORY_URL = /^(https?|oci):\/\/[^\s/]+(\/[^\s]*)?$/;
+/**
+ * A chart repository: https:// (Helm) or oci:// (OCI), a host name or IPv4 address (optional
+ * port), then path segments of URL-safe characters. No credentials, query, fragment, percent
+ * escapes or "." / ".." segments: the chart name is appended to an OCI URL, and nothing may walk
+ * it to another path of the registry (oci://registry/charts/../../v2/_catalog).
+ */
+const REPOSITORY_URL =
+  /^(https|oci):\/\/([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)(:[0-9]{1,5})?((\/[A-Za-z0-9._~-]+)*)\/?$/;
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -214,13 +221,55 @@ function remoteChartOf(
   const version = text('version');
   const repository = text('repository');
   if (name === undefined || version === undefined || repository === undefined) return undefined;
-  if (!REPOSITORY_URL.test(repository)) {
-    errors.push(
-      `stack.yaml: ${where}.repository "${repository}" must be an https:// or http:// (Helm repository) or oci:// (OCI registry) URL`,
-    );
-    return undefined;
-  }
+  const chartError = dns1123LabelError(`${where}.chart`, name);
+  if (chartError !== undefined) errors.push(chartError);
+  const repositoryError = chartRepositoryError(`${where}.repository`, repository);
+  if (repositoryError !== undefined) errors.push(repositoryError);
+  if (chartError !== undefined || repositoryError !== undefined) return undefined;
   return { name, version, repository };
+}
+
+function chartRepositoryError(field: string, repository: string): string | undefined {
+  const m = REPOSITORY_URL.exec(repository);
+  const segments = (m?.[7] ?? '').split('/');
+  if (m === null || segments.some((s) => /^\.+$/.test(s))) {
+    return `stack.yaml: ${field} "${repository}" must be an https:// (Helm repository) or oci:// (OCI registry) URL of a host and a path without "." or ".." segments, credentials, query or escapes`;
+  }
+  return undefined;
+}
+
+/** The host (lower case, without port) of a chart repository URL that passed validation. */
+export function chartRepositoryHost(repository: string): string {
+  return (REPOSITORY_URL.exec(repository)?.[2] ?? '').toLowerCase();
+}
+
+/**
+ * Whether `host` is allowed by `allowed` (`--allowed-chart-hosts`): an entry is a host name that
+ * must match exactly, or `*.domain` for any host below domain. Case-insensitive.
+ */
+export function chartHostAllowed(host: string, allowed: readonly string[]): boolean {
+  const h = host.toLowerCase();
+  return allowed.some((entry) => {
+    const e = entry.toLowerCase();
+    return e.startsWith('*.') ? h.endsWith(e.slice(1)) && h.length > e.length - 1 : h === e;
+  });
+}
+
+/**
+ * Errors of the remote charts of a valid stack.yaml whose repository host is not in `allowed`
+ * (undefined: any host). Each names the addon and field, like the other stack.yaml errors.
+ */
+export function chartHostErrors(manifest: StackManifest, allowed: readonly string[] | undefined): string[] {
+  if (allowed === undefined) return [];
+  return manifest.addons.flatMap((addon, i) => {
+    if (addon.chart === undefined) return [];
+    const host = chartRepositoryHost(addon.chart.repository);
+    return chartHostAllowed(host, allowed)
+      ? []
+      : [
+          `stack.yaml: addons[${i}] (${addon.name}).repository "${addon.chart.repository}": host ${host} is not in --allowed-chart-hosts (${allowed.join(', ')})`,
+        ];
+  });
 }
 
 /** Checks a parsed stack.yaml against the tag it was read at. Empty when it matches. */

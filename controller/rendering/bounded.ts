@@ -1,64 +1,102 @@
-// Bounded rendering (issue 11, defect 3): addon renders run in a small pool of worker threads, each
-// with a time budget and a heap cap. A render that overruns is stopped by terminating its worker
-// (a fresh one takes its place), so a hostile template costs one worker for at most the budget and
-// never blocks the event loop that renews the Lease and answers /healthz; other renders go on in
-// the other workers. The result is a RenderFailure with reason LimitExceeded naming the file being
-// rendered, the limit and its flag.
+// Bounded rendering (issue 11, defect 3; issue 22): addon renders run in a small pool of child
+// processes, each with a time budget and a heap cap. A render that overruns is stopped by killing
+// its process (a fresh one takes its place), so a hostile template costs one process for at most
+// the budget and never blocks the event loop that renews the Lease and answers /healthz; other
+// renders go on in the other processes. The result is a RenderFailure with reason LimitExceeded
+// naming the file being rendered, the limit and its flag.
 //
-// Workers start on demand and stop when idle: each is a V8 isolate of about 45 MB once it has
-// loaded the renderer, while a render takes about a millisecond. So one worker serves a fan-out;
-// a second (up to `workers`) starts only when every running worker has spent `spareAfterMs` (1 s)
-// on one render (a slow or stuck template), and a worker without work for `idleMs` is stopped (a
-// converged fleet holds none).
+// Processes, not worker threads: a worker thread that runs out of heap can still abort the whole
+// process (V8's heap-limit handling of a large allocation, e.g. flattening a huge rendered string,
+// is fatal to every isolate), and a render must never take the controller down. A child process
+// that runs out of heap dies alone. It costs a little more to start (once per idle period) and
+// about the same per render.
+//
+// Processes start on demand and stop when idle: one serves a fan-out; a second (up to `workers`)
+// starts only when every running one has spent `spareAfterMs` (1 s) on one render (a slow or stuck
+// template), and one without work for `idleMs` is stopped (a converged fleet holds none).
+//
+// Fairness (issue 22): queued renders wait per namespace (the ClusterAddon's) and are taken
+// round-robin across namespaces, so one tenant's slow renders do not hold up another's. A template
+// that hits a limit `coolDownAfter` times in a row (per namespace, addon, the addon's files and the
+// values it renders with) is not rendered again for `coolDownMs`: its renders fail at once with
+// reason CoolingDown.
 //
 // Reconcilers stay pure and synchronous: withBoundedRenders runs one (or the offline renderer)
 // with a renderer that answers from renders already done in the pool and notes the ones it lacks;
 // those are rendered in the pool and the run is repeated until every render it asks for is known.
 // The live controller (controllers/clusteraddon.ts) and `stackflux render` both use it.
-import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
+import { type ChildProcess, fork } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { DEFAULT_RENDER_LIMITS, formatMs, type RenderLimits } from './limits.ts';
 import { ADDON_ROOT } from './render.ts';
 import type { AddonRenderer, RenderAddonInput, RenderFailure, RenderResult } from './types.ts';
 import type { RenderReply, RenderRequest } from './worker.ts';
 
 export interface RenderPoolOptions extends Partial<RenderLimits> {
-  /** Worker threads at most (default 2): a stuck render holds one, the others keep rendering. */
+  /** Render processes at most (default 2): a stuck render holds one, the others keep rendering. */
   workers?: number;
   /**
-   * A further worker starts when every running one has been on one render this long (default 1 s):
-   * long enough that a busy event loop reading a reply late (a GC, a large fleet write being planned)
-   * does not look like a stuck render, short next to the render time budget.
+   * A further process starts when every running one has been on one render this long (default
+   * 1 s): long enough that a busy event loop reading a reply late (a GC, a large fleet write being
+   * planned) does not look like a stuck render, short next to the render time budget.
    */
   spareAfterMs?: number;
-  /** A worker without a render for this long is stopped (default 30 s). */
+  /** A process without a render for this long is stopped (default 30 s). */
   idleMs?: number;
+  /** A template that hits a limit this many times in a row cools down (default 3). */
+  coolDownAfter?: number;
+  /** How long a template that keeps hitting limits is not rendered (default 5 min). */
+  coolDownMs?: number;
+}
+
+/** Who asked for a render: queues are fair across namespaces. */
+export interface RenderRequestOptions {
+  /** The namespace of the object the render is for (the ClusterAddon's); default "". */
+  namespace?: string;
 }
 
 const SPARE_AFTER_MS = 1_000;
 const IDLE_MS = 30_000;
+export const DEFAULT_COOL_DOWN_AFTER = 3;
+export const DEFAULT_COOL_DOWN_MS = 5 * 60_000;
+/** Namespaces whose last turn is remembered (one forgotten counts as never served). */
+const SERVED_REMEMBERED = 4096;
+/** Templates whose limit hits in a row are remembered. */
+const STREAKS_REMEMBERED = 1024;
+/** The tail of a render process's stderr kept to tell why it died (V8 prints a fatal OOM there). */
+const STDERR_TAIL = 4096;
+const OUT_OF_MEMORY = /heap out of memory|Allocation failed|invalid size error|out of memory/i;
 
-const WORKER_URL = new URL(`./worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
+const WORKER_PATH = fileURLToPath(
+  new URL(`./worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url),
+);
 
 interface Job {
   id: number;
   input: RenderAddonInput;
+  namespace: string;
   resolve: (r: RenderResult) => void;
-  /** The template being rendered, as the worker last said. */
+  /** The template being rendered, as the process last said. */
   file?: string;
 }
 
 interface Slot {
-  worker: Worker | undefined;
-  /** Where the worker's replies arrive (read at once, before deciding that the worker is held). */
-  replies: MessagePort | undefined;
-  onReply: ((reply: RenderReply) => void) | undefined;
-  /** The worker has loaded (a render's time budget starts when it is sent to a ready worker). */
+  child: ChildProcess | undefined;
+  /** The process has loaded (a render's time budget starts when it is sent to a ready one). */
   ready: boolean;
   job: Job | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
-  /** When the current render was sent to the worker (undefined: none, or the worker is loading). */
+  /** When the current render was sent to the process (undefined: none, or it is loading). */
   sentAt: number | undefined;
   idleTimer: ReturnType<typeof setTimeout> | undefined;
+}
+
+/** Limit hits in a row of one template, and until when it is not rendered. */
+interface Streak {
+  hits: number;
+  last: string;
+  until: number | undefined;
 }
 
 function limitFailure(message: string): RenderFailure {
@@ -97,19 +135,41 @@ export function renderKey(slim: RenderAddonInput): string {
   ]);
 }
 
+/**
+ * Identity of a template for its cool-down: the tenant, the addon, the addon's files and the values
+ * it renders with. Not the Cluster object, which changes with every status update; with the values,
+ * one Cluster's hostile per-cluster values cool down that Cluster's renders, not its neighbours'.
+ */
+function templateKey(namespace: string, slim: RenderAddonInput): string {
+  const hash = createHash('sha256');
+  for (const [path, text] of slim.tree) hash.update(path).update('\0').update(text).update('\0');
+  hash.update(JSON.stringify([slim.clusterValues ?? null, slim.centralValues ?? null]));
+  return `${namespace}/${slim.addon}/${hash.digest('hex')}`;
+}
+
 export class RenderPool {
   readonly limits: Readonly<RenderLimits>;
   private readonly slots: Slot[];
-  private readonly queue: Job[] = [];
+  /** Queued renders per namespace, in order of arrival of the namespace. */
+  private readonly queues = new Map<string, Job[]>();
+  /** The turn each namespace was last served at (the most recent last). */
+  private readonly served = new Map<string, number>();
+  private turn = 0;
   private nextId = 1;
   private closed = false;
   /** Renders stopped for their time budget / their memory, since start. */
   readonly stopped = { timeout: 0, memory: 0 };
-  /** Workers started and stopped for being idle, since start. */
-  readonly workerStats = { started: 0, idleStopped: 0 };
+  /** Render processes started and stopped for being idle, since start; renders refused cooling down. */
+  readonly workerStats = { started: 0, idleStopped: 0, coolingDown: 0 };
   private readonly spareAfterMs: number;
   private readonly idleMs: number;
+  private readonly coolDownAfter: number;
+  private readonly coolDownMs: number;
+  private readonly streaks = new Map<string, Streak>();
   private redispatch: ReturnType<typeof setTimeout> | undefined;
+  /** A spare is started only after the event loop has read the replies waiting for it. */
+  private repliesRead = false;
+  private recheck: ReturnType<typeof setImmediate> | undefined;
 
   constructor(opts: RenderPoolOptions = {}) {
     this.limits = {
@@ -120,10 +180,10 @@ export class RenderPool {
     const size = Math.max(1, opts.workers ?? 2);
     this.spareAfterMs = opts.spareAfterMs ?? SPARE_AFTER_MS;
     this.idleMs = opts.idleMs ?? IDLE_MS;
+    this.coolDownAfter = Math.max(1, opts.coolDownAfter ?? DEFAULT_COOL_DOWN_AFTER);
+    this.coolDownMs = opts.coolDownMs ?? DEFAULT_COOL_DOWN_MS;
     this.slots = Array.from({ length: size }, () => ({
-      worker: undefined,
-      replies: undefined,
-      onReply: undefined,
+      child: undefined,
       job: undefined,
       ready: false,
       timer: undefined,
@@ -132,58 +192,146 @@ export class RenderPool {
     }));
   }
 
-  /** Workers running now. */
+  /** Render processes running now. */
   get running(): number {
-    return this.slots.filter((s) => s.worker !== undefined).length;
+    return this.slots.filter((s) => s.child !== undefined).length;
   }
 
-  /** Renders one addon in a worker; never rejects (a breached limit is a LimitExceeded failure). */
-  render(input: RenderAddonInput): Promise<RenderResult> {
+  /** The pids of the render processes running now. */
+  get pids(): number[] {
+    return this.slots.flatMap((s) => (s.child?.pid !== undefined ? [s.child.pid] : []));
+  }
+
+  /** Renders one addon in a process; never rejects (a breached limit is a LimitExceeded failure). */
+  render(input: RenderAddonInput, options: RenderRequestOptions = {}): Promise<RenderResult> {
     if (this.closed) return Promise.resolve(limitFailure('the render pool is shut down'));
-    return new Promise((resolve) => {
-      this.queue.push({ id: this.nextId++, input: slimInput(input), resolve });
+    const slim = slimInput(input);
+    const namespace = options.namespace ?? '';
+    const key = templateKey(namespace, slim);
+    const cooling = this.coolingDown(key, slim);
+    if (cooling !== undefined) return Promise.resolve(cooling);
+    return new Promise<RenderResult>((resolve) => {
+      const job: Job = {
+        id: this.nextId++,
+        input: slim,
+        namespace,
+        resolve: (result) => {
+          this.noteResult(key, result);
+          resolve(result);
+        },
+      };
+      const queue = this.queues.get(namespace);
+      if (queue !== undefined) queue.push(job);
+      else this.queues.set(namespace, [job]);
       this.dispatch();
     });
   }
 
-  /** Terminates every worker; queued renders end as failures. */
+  /** The failure of a render of a template that is cooling down, or undefined. */
+  private coolingDown(key: string, slim: RenderAddonInput): RenderFailure | undefined {
+    const streak = this.streaks.get(key);
+    if (streak?.until === undefined || Date.now() >= streak.until) return undefined;
+    this.workerStats.coolingDown += 1;
+    return {
+      ok: false,
+      reason: 'CoolingDown',
+      message: `${ADDON_ROOT}/${slim.addon}/: not rendered until ${new Date(streak.until).toISOString()}: its renders hit a limit ${streak.hits} times in a row, last: ${streak.last}`,
+    };
+  }
+
+  /** Counts limit hits in a row per template; a render within the limits ends the streak. */
+  private noteResult(key: string, result: RenderResult): void {
+    if (result.ok || result.reason !== 'LimitExceeded' || this.closed) {
+      if (result.ok || result.reason !== 'CoolingDown') this.streaks.delete(key);
+      return;
+    }
+    const streak = this.streaks.get(key) ?? { hits: 0, last: '', until: undefined };
+    streak.hits += 1;
+    streak.last = result.message;
+    if (streak.hits >= this.coolDownAfter) streak.until = Date.now() + this.coolDownMs;
+    // Re-inserted: the map stays in order of last hit, and is bounded by dropping the oldest.
+    this.streaks.delete(key);
+    this.streaks.set(key, streak);
+    if (this.streaks.size > STREAKS_REMEMBERED) {
+      const oldest = this.streaks.keys().next();
+      if (!oldest.done) this.streaks.delete(oldest.value);
+    }
+  }
+
+  /** Terminates every process; queued renders end as failures. */
   async close(): Promise<void> {
     this.closed = true;
     if (this.redispatch !== undefined) clearTimeout(this.redispatch);
-    for (const job of this.queue.splice(0)) job.resolve(limitFailure('the render pool is shut down'));
+    if (this.recheck !== undefined) clearImmediate(this.recheck);
+    for (const queue of this.queues.values()) {
+      for (const job of queue) job.resolve(limitFailure('the render pool is shut down'));
+    }
+    this.queues.clear();
     await Promise.all(
       this.slots.map(async (slot) => {
         if (slot.idleTimer !== undefined) clearTimeout(slot.idleTimer);
         this.finish(slot, limitFailure('the render pool is shut down'));
-        const w = slot.worker;
-        slot.worker = undefined;
-        slot.replies?.close();
-        slot.replies = undefined;
-        await w?.terminate();
+        const child = slot.child;
+        slot.child = undefined;
+        if (child !== undefined) await stop(child);
       }),
     );
   }
 
+  /**
+   * The next queued render: from the namespace served longest ago (one never served first, then
+   * in order of arrival), so each namespace with renders waiting gets a turn in round-robin.
+   */
+  private take(): Job | undefined {
+    let pick: string | undefined;
+    let pickServed = Number.POSITIVE_INFINITY;
+    for (const namespace of this.queues.keys()) {
+      const served = this.served.get(namespace) ?? -1;
+      if (served < pickServed) {
+        pick = namespace;
+        pickServed = served;
+      }
+    }
+    if (pick === undefined) return undefined;
+    const queue = this.queues.get(pick) as Job[];
+    const job = queue.shift();
+    if (queue.length === 0) this.queues.delete(pick);
+    this.served.delete(pick);
+    this.served.set(pick, this.turn++);
+    if (this.served.size > SERVED_REMEMBERED) {
+      const oldest = this.served.keys().next();
+      if (!oldest.done) this.served.delete(oldest.value);
+    }
+    return job;
+  }
+
+  private get queued(): boolean {
+    return this.queues.size > 0;
+  }
+
   private dispatch(): void {
     if (this.closed) return;
-    // Running workers first.
+    // Running processes first.
     for (const slot of this.slots) {
-      if (this.queue.length === 0) return;
-      if (slot.job === undefined && slot.worker !== undefined) this.start(slot, this.queue.shift() as Job);
+      if (!this.queued) return;
+      if (slot.job === undefined && slot.child !== undefined) this.start(slot, this.take() as Job);
     }
-    // Then a new worker: the first, or a spare once every running one is held by a slow render.
+    // Then a new process: the first, or a spare once every running one is held by a slow render.
     for (const slot of this.slots) {
-      if (this.queue.length === 0) return;
-      if (slot.worker !== undefined || slot.job !== undefined) continue;
-      // Replies that came while this thread was busy count: a render that finished is not slow.
-      if (this.readWaitingReplies()) {
-        this.dispatch();
-        return;
-      }
+      if (!this.queued) return;
+      if (slot.child !== undefined || slot.job !== undefined) continue;
       const held = this.heldForMs();
-      if (held === undefined || held >= this.spareAfterMs) {
-        this.start(slot, this.queue.shift() as Job);
+      if (held === undefined) {
+        this.start(slot, this.take() as Job);
         continue;
+      }
+      if (held >= this.spareAfterMs) {
+        if (this.repliesRead) {
+          this.start(slot, this.take() as Job);
+          continue;
+        }
+        this.afterWaitingReplies();
+        return;
       }
       if (this.redispatch === undefined) {
         this.redispatch = setTimeout(() => {
@@ -197,118 +345,126 @@ export class RenderPool {
   }
 
   /**
-   * How long the least-held running worker has been on its render (0 while one is loading);
-   * undefined when no worker runs.
+   * Dispatches again once the event loop has read the replies already waiting in the processes'
+   * channels. When this thread was busy (a burst of watch events, a collection) for longer than a
+   * spare's threshold, a render's reply waits there while the render looks held. Two turns: a reply
+   * that arrived during this turn is polled in the next one, before its check phase.
+   */
+  private afterWaitingReplies(): void {
+    if (this.recheck !== undefined) return;
+    this.recheck = setImmediate(() => {
+      this.recheck = setImmediate(() => {
+        this.recheck = undefined;
+        this.repliesRead = true;
+        try {
+          this.dispatch();
+        } finally {
+          this.repliesRead = false;
+        }
+      });
+    });
+  }
+
+  /**
+   * How long the least-held running process has been on its render (0 while one is loading);
+   * undefined when none runs.
    */
   private heldForMs(): number | undefined {
     const now = performance.now();
     let least: number | undefined;
     for (const s of this.slots) {
-      if (s.worker === undefined) continue;
+      if (s.child === undefined) continue;
       const held = s.sentAt === undefined ? 0 : now - s.sentAt;
       least = least === undefined ? held : Math.min(least, held);
     }
     return least;
   }
 
-  /**
-   * Handles the replies already waiting in the workers' ports, in order; whether there were any.
-   * When this thread was busy (a burst of watch events, a collection) for longer than a spare's
-   * threshold, a render's reply waits there while the render looks held.
-   */
-  private readWaitingReplies(): boolean {
-    let any = false;
-    for (const slot of this.slots) {
-      const port = slot.replies;
-      for (
-        let m = port && receiveMessageOnPort(port);
-        m !== undefined;
-        m = port && receiveMessageOnPort(port)
-      ) {
-        any = true;
-        slot.onReply?.(m.message as RenderReply);
-      }
-    }
-    return any;
-  }
-
-  private spawn(slot: Slot): Worker {
+  private spawn(slot: Slot): ChildProcess {
     this.workerStats.started += 1;
-    const { port1: replies, port2: replyPort } = new MessageChannel();
-    const worker = new Worker(WORKER_URL, {
-      resourceLimits: { maxOldGenerationSizeMb: this.limits.maxMemoryMb },
-      workerData: { replyPort },
-      transferList: [replyPort],
+    const child = fork(WORKER_PATH, [], {
+      // The heap cap, and the image's small young generation (Dockerfile); not the controller's own
+      // node flags (inspector, test runner). An OOM there kills that process only.
+      execArgv: [`--max-old-space-size=${this.limits.maxMemoryMb}`, '--max-semi-space-size=4'],
+      // Not the controller's environment (credentials, NODE_OPTIONS): a render needs none of it.
+      env: renderEnv(),
+      serialization: 'advanced',
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     });
-    slot.replies?.close();
-    slot.replies = replies;
-    const onReply = (reply: RenderReply): void => {
-      if (slot.worker !== worker) return;
+    let stderr = '';
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
+      stderr = (stderr + chunk).slice(-STDERR_TAIL);
+    });
+    (child.stderr as { unref?: () => void } | null)?.unref?.();
+    child.on('message', (reply: RenderReply) => {
+      if (slot.child !== child) return;
       if (reply.type === 'ready') {
         slot.ready = true;
         if (slot.job !== undefined) this.begin(slot, slot.job);
         return;
       }
       const job = slot.job;
-      if (slot.worker !== worker || job === undefined || reply.id !== job.id) return;
+      if (job === undefined || reply.id !== job.id) return;
       if (reply.type === 'template') job.file = reply.file;
       else this.finish(slot, reply.result);
-    };
-    replies.on('message', onReply);
-    replies.unref();
-    slot.onReply = onReply;
-    worker.on('error', (err: Error & { code?: string }) => {
-      if (slot.worker !== worker) return;
-      slot.worker = undefined;
-      const file = slot.job?.file;
-      if (err.code === 'ERR_WORKER_OUT_OF_MEMORY') {
+    });
+    child.on('error', (err: Error) => {
+      if (slot.child !== child) return;
+      slot.child = undefined;
+      child.kill('SIGKILL');
+      this.finish(slot, limitFailure(`the render process failed: ${err.message}`));
+    });
+    // 'close', not 'exit': it comes after the last message and the last of stderr are read.
+    child.on('close', (code, signal) => {
+      if (slot.child !== child) return;
+      slot.child = undefined;
+      const job = slot.job;
+      const where = job?.file ?? `${ADDON_ROOT}/${job?.input.addon ?? ''}/`;
+      if (OUT_OF_MEMORY.test(stderr)) {
         this.stopped.memory += 1;
         this.finish(
           slot,
           limitFailure(
-            `${file ?? `${ADDON_ROOT}/${slot.job?.input.addon ?? ''}/`}: rendering needs more than the memory limit of ${this.limits.maxMemoryMb} MiB (--render-max-memory)`,
+            `${where}: rendering needs more than the memory limit of ${this.limits.maxMemoryMb} MiB (--render-max-memory)`,
           ),
         );
       } else {
-        this.finish(slot, {
-          ok: false,
-          reason: 'TemplateError',
-          message: `${file ?? `addon ${slot.job?.input.addon ?? ''}`}: the render failed: ${err.message}`,
-        });
+        this.finish(
+          slot,
+          limitFailure(
+            `${where}: the render process exited unexpectedly (${signal ?? `exit code ${code ?? '?'}`})`,
+          ),
+        );
       }
     });
-    worker.on('exit', () => {
-      if (slot.worker !== worker) return;
-      slot.worker = undefined;
-      this.finish(slot, limitFailure('the render worker exited unexpectedly'));
-    });
-    worker.unref();
-    return worker;
+    setRef(child, false);
+    return child;
   }
 
   private start(slot: Slot, job: Job): void {
     if (slot.idleTimer !== undefined) clearTimeout(slot.idleTimer);
     slot.idleTimer = undefined;
-    if (slot.worker === undefined) {
+    if (slot.child === undefined) {
       slot.ready = false;
-      slot.worker = this.spawn(slot);
+      slot.child = this.spawn(slot);
     }
     slot.job = job;
-    slot.worker.ref();
+    setRef(slot.child, true);
     if (slot.ready) this.begin(slot, job);
   }
 
-  /** Sends the job to the (loaded) worker and starts its time budget. */
+  /** Sends the job to the (loaded) process and starts its time budget. */
   private begin(slot: Slot, job: Job): void {
-    const worker = slot.worker;
-    if (worker === undefined) return;
+    const child = slot.child;
+    if (child === undefined) return;
     slot.sentAt = performance.now();
     slot.timer = setTimeout(() => {
       if (slot.job !== job) return;
       this.stopped.timeout += 1;
-      // Terminating is the only way to stop synchronous template code; a new worker replaces it.
-      slot.worker = undefined;
-      void worker.terminate();
+      // Killing is the only way to stop synchronous template code; a new process replaces it.
+      slot.child = undefined;
+      child.kill('SIGKILL');
       const where = job.file ?? `${ADDON_ROOT}/${job.input.addon}/`;
       this.finish(
         slot,
@@ -322,7 +478,7 @@ export class RenderPool {
       input: job.input,
       maxOutputBytes: this.limits.maxOutputBytes,
     };
-    worker.postMessage(request);
+    child.send(request);
   }
 
   private finish(slot: Slot, result: RenderResult): void {
@@ -331,27 +487,60 @@ export class RenderPool {
     slot.timer = undefined;
     slot.sentAt = undefined;
     slot.job = undefined;
-    slot.worker?.unref();
+    if (slot.child !== undefined) setRef(slot.child, false);
     if (job !== undefined) job.resolve(result);
     if (this.closed) return;
     this.dispatch();
-    if (slot.job === undefined && slot.worker !== undefined) this.stopWhenIdle(slot);
+    if (slot.job === undefined && slot.child !== undefined) this.stopWhenIdle(slot);
   }
 
-  /** Stops the slot's worker if it gets no render within idleMs. */
+  /** Stops the slot's process if it gets no render within idleMs. */
   private stopWhenIdle(slot: Slot): void {
     if (slot.idleTimer !== undefined) clearTimeout(slot.idleTimer);
-    const worker = slot.worker;
+    const child = slot.child;
     slot.idleTimer = setTimeout(() => {
       slot.idleTimer = undefined;
-      if (slot.job !== undefined || slot.worker !== worker || worker === undefined) return;
-      slot.worker = undefined;
+      if (slot.job !== undefined || slot.child !== child || child === undefined) return;
+      slot.child = undefined;
       slot.ready = false;
       this.workerStats.idleStopped += 1;
-      void worker.terminate();
+      void stop(child);
     }, this.idleMs);
     slot.idleTimer.unref();
   }
+}
+
+/** The environment variables a render process gets: malloc tuning and locale only. */
+const RENDER_ENV = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'TZ', 'LANG', 'LC_ALL'];
+
+function renderEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of RENDER_ENV) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
+/** Whether a render process (and its channel) keeps this process's event loop alive. */
+function setRef(child: ChildProcess, ref: boolean): void {
+  const channel = child.channel as { ref?: () => void; unref?: () => void } | null | undefined;
+  if (ref) {
+    child.ref();
+    channel?.ref?.();
+  } else {
+    child.unref();
+    channel?.unref?.();
+  }
+}
+
+/** Kills a render process and waits until it is gone. */
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.ref(); // held until it is gone
+  child.kill('SIGKILL');
+  await gone;
 }
 
 const PENDING: RenderFailure = { ok: false, reason: 'TemplateError', message: 'render pending' };
@@ -362,12 +551,14 @@ const MAX_ROUNDS = 16;
  * each round answers the renders already done and collects the others, which are then rendered in
  * the pool (in parallel); the round whose renders were all known is the result. An error thrown by
  * a round that lacked renders is not the result (the placeholder may have caused it). Calls that
- * pass the same `done` map (e.g. the passes of one reconcile) render each input once.
+ * pass the same `done` map (e.g. the passes of one reconcile) render each input once. `request`
+ * names who asks (the namespace the renders queue in).
  */
 export async function withBoundedRenders<T>(
   pool: RenderPool,
   run: (render: AddonRenderer) => T,
   done: Map<string, RenderResult> = new Map(),
+  request: RenderRequestOptions = {},
 ): Promise<T> {
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const missing = new Map<string, RenderAddonInput>();
@@ -393,7 +584,7 @@ export async function withBoundedRenders<T>(
       return result as T;
     }
     const rendered = await Promise.all(
-      [...missing].map(async ([key, slim]) => [key, await pool.render(slim)] as const),
+      [...missing].map(async ([key, slim]) => [key, await pool.render(slim, request)] as const),
     );
     for (const [key, r] of rendered) done.set(key, r);
   }

@@ -1,6 +1,15 @@
 // Addon rendering: pure functions from a release tree, a stack and a Cluster to the files and
 // objects Flux applies into the workload cluster. See stacks/README.md for the author's view.
-export { RenderPool, type RenderPoolOptions, renderKey, slimInput, withBoundedRenders } from './bounded.ts';
+export {
+  DEFAULT_COOL_DOWN_AFTER,
+  DEFAULT_COOL_DOWN_MS,
+  RenderPool,
+  type RenderPoolOptions,
+  type RenderRequestOptions,
+  renderKey,
+  slimInput,
+  withBoundedRenders,
+} from './bounded.ts';
 export { cidrHost, cidrNetmask, cidrNetwork, cidrPrefix } from './cidr.ts';
 export { HELPERS } from './helpers.ts';
 export {

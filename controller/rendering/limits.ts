@@ -1,16 +1,20 @@
 // Resource limits of addon rendering (issue 11, defect 3). Templates come from release authors, so
 // a render must not be able to exhaust the controller: the pure renderer caps the size of what it
-// writes (per addon) and the size of what one helper call may produce; the bounded runner
-// (./bounded.ts) adds a time budget and a memory cap by rendering in a worker thread that is
-// terminated when it overruns. A breach is a RenderFailure with reason LimitExceeded whose message
+// returns (per addon: files and values, ./budget.ts) and the size of what one helper call may
+// produce; the bounded runner (./bounded.ts) adds a time budget and a memory cap by rendering in a
+// child process that is killed when it overruns. A breach is a RenderFailure with reason LimitExceeded whose message
 // names the file, the limit and the flag that sets it.
 
 export interface RenderLimits {
-  /** Total bytes (UTF-8) the files of one addon may render to. Flag: --render-max-output. */
+  /**
+   * Total bytes (UTF-8) one addon's render may return: its files, its merged values and a Helm
+   * addon's rendered values together; the objects parsed from its files on their own. Flag:
+   * --render-max-output.
+   */
   maxOutputBytes: number;
   /** Wall-clock budget of one addon's render in the worker. Flag: --render-timeout. */
   timeoutMs: number;
-  /** Heap of one render worker (MiB); a render that needs more is stopped. Flag: --render-max-memory. */
+  /** Heap of one render process (MiB); a render that needs more is stopped. Flag: --render-max-memory. */
   maxMemoryMb: number;
 }
 

@@ -1,7 +1,9 @@
 // Renders one addon of a release for one Cluster. Pure: inputs → files and objects.
 import { parse as parseYaml } from 'yaml';
 import { MAX_YAML_ALIASES, type StackAddon, type StackManifest } from '../api/release.ts';
-import { DEFAULT_RENDER_LIMITS, formatBytes } from './limits.ts';
+import { pathProblem } from '../releases/paths.ts';
+import { OutputBudget } from './budget.ts';
+import { DEFAULT_RENDER_LIMITS } from './limits.ts';
 import { OutputError, objectId, parseObjects } from './output.ts';
 import { renderTemplate, TemplateError } from './template.ts';
 import type {
@@ -102,9 +104,10 @@ function resolveValues(
 }
 
 /**
- * Renders addon `input.addon` for `input.cluster`. Never throws for bad input. The files it writes
- * are capped at `options.maxOutputBytes` in total (LimitExceeded naming the file that crossed it);
- * time and memory are bounded by running it in a worker (./bounded.ts).
+ * Renders addon `input.addon` for `input.cluster`. Never throws for bad input. What it returns
+ * (files, merged values, a Helm addon's values) is capped at `options.maxOutputBytes` in total
+ * (LimitExceeded naming what crossed it, ./budget.ts); time and memory are bounded by running it in
+ * a render process (./bounded.ts).
  */
 export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}): RenderResult {
   const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_RENDER_LIMITS.maxOutputBytes;
@@ -129,6 +132,10 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
   const resolved = resolveValues(input, files, base);
   if (!resolved.ok) return resolved;
   const mergedValues = resolved.values;
+  // Everything a render returns is sent back to the controller: the merged values too.
+  const budget = new OutputBudget(maxOutputBytes);
+  const valuesOver = budget.addValue(`merged values of addon "${input.addon}"`, mergedValues);
+  if (valuesOver !== undefined) return valuesOver;
 
   const context: Record<string, unknown> = {
     Cluster: input.cluster,
@@ -144,7 +151,7 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
   if (input.infraCluster !== undefined) context.InfraCluster = input.infraCluster;
 
   if (entry.chart !== undefined || chartText !== undefined) {
-    return renderHelmAddon(input.addon, base, files, context, mergedValues, entry);
+    return renderHelmAddon(input.addon, base, files, context, mergedValues, entry, budget, options);
   }
 
   // Decide the output name of every file first, so that clashes are reported before rendering.
@@ -159,6 +166,11 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
       }
       continue; // README.md and other non-manifests are not output
     }
+    // The output becomes the fleet file <addon>/<out>: a ".git" or ".." in it would make the
+    // Git host refuse the whole push, or name a file outside the addon's folder.
+    const unsafe = pathProblem(`${input.addon}/${out}`);
+    if (unsafe !== undefined)
+      return fail('InvalidOutput', `${base}${rel}: cannot be a fleet file: ${unsafe}`);
     if (out === 'kustomization.yaml' || out === 'kustomization.yml') {
       return fail(
         'InvalidOutput',
@@ -174,8 +186,8 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
 
   const result = new Map<string, string>();
   const objects: KubernetesObject[] = [];
+  const objectsBudget = new OutputBudget(maxOutputBytes);
   const seen = new Map<string, string>();
-  let outputBytes = 0;
   for (const out of [...outputs.keys()].sort(compareStrings)) {
     const spec = outputs.get(out);
     if (!spec) continue;
@@ -193,13 +205,8 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
       }
     }
     const label = spec.template ? `${base}${spec.source} (rendered)` : `${base}${spec.source}`;
-    outputBytes += Buffer.byteLength(text, 'utf8');
-    if (outputBytes > maxOutputBytes) {
-      return fail(
-        'LimitExceeded',
-        `${label}: the addon's output exceeds the limit of ${formatBytes(maxOutputBytes)} (--render-max-output)`,
-      );
-    }
+    const over = budget.addText(label, text);
+    if (over !== undefined) return over;
     let parsed: KubernetesObject[];
     try {
       parsed = parseObjects(label, text);
@@ -208,6 +215,9 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
       throw error;
     }
     if (parsed.length === 0) continue; // rendered to nothing, e.g. all inside a false {{#if}}
+    // The objects are returned too, and YAML aliases repeat a scalar without repeating its text.
+    const objectsOver = objectsBudget.addValue(`${label}: its objects`, parsed);
+    if (objectsOver !== undefined) return objectsOver;
     for (const object of parsed) {
       const id = objectId(object);
       const first = seen.get(id);
@@ -250,6 +260,8 @@ function renderHelmAddon(
   context: Record<string, unknown>,
   mergedValues: PlainObject,
   entry: StackAddon,
+  budget: OutputBudget,
+  options: RenderOptions,
 ): RenderResult {
   let chart: NonNullable<RenderSuccess['helm']>['chart'];
   if (entry.chart !== undefined) {
@@ -257,18 +269,24 @@ function renderHelmAddon(
   } else {
     const read = inTreeChart(base, files.get(CHART_FILE) ?? '');
     if (typeof read === 'string') return fail('InvalidOutput', read);
-    chart = { source: 'tree', path: `${ADDON_ROOT}/${addon}`, ...read };
+    const path = `${ADDON_ROOT}/${addon}`;
+    const unsafe = pathProblem(path);
+    if (unsafe !== undefined) return fail('InvalidOutput', `Helm chart folder: ${unsafe}`);
+    chart = { source: 'tree', path, ...read };
   }
   let values = mergedValues;
   const template = files.get(VALUES_TEMPLATE_FILE);
   if (template !== undefined) {
     const label = `${base}${VALUES_TEMPLATE_FILE}`;
     let parsed: unknown;
+    options.onTemplate?.(label);
     try {
-      parsed = parseYaml(renderTemplate(label, template, context), {
-        uniqueKeys: true,
-        maxAliasCount: MAX_YAML_ALIASES,
-      });
+      const text = renderTemplate(label, template, context);
+      // The rendered text counts before it is parsed (a huge scalar), the parsed values before
+      // they are returned (YAML aliases expand).
+      const over = budget.probeText(`${label} (rendered)`, text);
+      if (over !== undefined) return over;
+      parsed = parseYaml(text, { uniqueKeys: true, maxAliasCount: MAX_YAML_ALIASES });
     } catch (error) {
       if (error instanceof TemplateError) return fail('TemplateError', error.message);
       const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
@@ -278,6 +296,8 @@ function renderHelmAddon(
       return fail('InvalidValues', `${label} (rendered): must be a mapping of Helm values`);
     }
     values = parsed ?? {};
+    const over = budget.addValue(`${label} (rendered)`, values);
+    if (over !== undefined) return over;
   }
   return { ok: true, files: new Map(), objects: [], values: mergedValues, helm: { chart, values } };
 }

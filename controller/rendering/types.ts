@@ -59,7 +59,9 @@ export type RenderFailureReason =
   /** A rendered or copied file is not YAML Kubernetes objects. */
   | 'InvalidOutput'
   /** The render hit a resource limit: output size, time budget or memory (./limits.ts). */
-  | 'LimitExceeded';
+  | 'LimitExceeded'
+  /** Not rendered: the addon's renders hit a limit several times in a row and wait (./bounded.ts). */
+  | 'CoolingDown';
 
 export interface RenderSuccess {
   ok: true;

@@ -1,35 +1,52 @@
-// The render worker (worker_threads): renders one addon per message with the pure renderAddon and
-// tells the parent which template it is in, so a render stopped for its time or memory budget is
-// reported with the file that overran. Started and terminated by ./bounded.ts only.
-import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
+// The render process (child_process.fork with a heap cap): renders one addon per message with the
+// pure renderAddon and tells the parent which template it is in, so a render stopped for its time
+// or memory budget is reported with the file that overran. Started and killed by ./bounded.ts only.
+//
+// Every reply is bounded before it is sent (issue 22): a result's files and values count against
+// the output cap inside renderAddon, and the texts a reply carries besides (a failure's message, a
+// file name) are cut to a few KiB, so nothing a template does makes the controller receive more.
 import { renderAddon } from './render.ts';
-import type { RenderAddonInput } from './types.ts';
+import type { RenderAddonInput, RenderResult } from './types.ts';
 
-/** parent → worker */
+/** parent → render process */
 export interface RenderRequest {
   id: number;
   input: RenderAddonInput;
   maxOutputBytes: number;
 }
 
-/** worker → parent */
+/** render process → parent */
 export type RenderReply =
   | { id: 0; type: 'ready' }
   | { id: number; type: 'template'; file: string }
-  | { id: number; type: 'done'; result: ReturnType<typeof renderAddon> };
+  | { id: number; type: 'done'; result: RenderResult };
 
-const requests = parentPort;
-// Replies go to a port of their own, which the parent can read synchronously (receiveMessageOnPort).
-const replies = (workerData as { replyPort?: MessagePort } | null)?.replyPort;
-if (requests !== null && replies !== undefined) {
-  requests.on('message', (request: RenderRequest) => {
+/** Longest message or file name a reply carries (a helper's error may quote a huge value). */
+export const MAX_REPLY_TEXT = 4096;
+
+/** `text` cut to `max` UTF-16 units, saying so; never flattens a longer rope first. */
+export function capText(text: string, max = MAX_REPLY_TEXT): string {
+  if (text.length <= max) return text;
+  return `${text.slice(0, max)}… (${text.length - max} more characters cut)`;
+}
+
+/** The result as it may be sent: a failure's message capped. */
+export function boundedReply(result: RenderResult): RenderResult {
+  return result.ok ? result : { ...result, message: capText(result.message) };
+}
+
+const send = process.send?.bind(process);
+if (send !== undefined) {
+  process.on('message', (request: RenderRequest) => {
     const { id, input, maxOutputBytes } = request;
     const result = renderAddon(input, {
       maxOutputBytes,
-      onTemplate: (file) => replies.postMessage({ id, type: 'template', file } satisfies RenderReply),
+      onTemplate: (file) => send({ id, type: 'template', file: capText(file) } satisfies RenderReply),
     });
-    replies.postMessage({ id, type: 'done', result } satisfies RenderReply);
+    send({ id, type: 'done', result: boundedReply(result) } satisfies RenderReply);
   });
-  // Loaded: the parent starts the time budget of a render only now, not while the worker starts.
-  replies.postMessage({ id: 0, type: 'ready' } satisfies RenderReply);
+  // The controller went away (or closed the pool): nothing is left to render for.
+  process.on('disconnect', () => process.exit(0));
+  // Loaded: the parent starts the time budget of a render only now, not while the process starts.
+  send({ id: 0, type: 'ready' } satisfies RenderReply);
 }

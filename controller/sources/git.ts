@@ -20,6 +20,7 @@ import { dirname, join, posix } from 'node:path';
 import { simpleGit } from 'simple-git';
 import { REPO_URL_PATTERN } from '../api/clusterstack.ts';
 import type { ReleaseTree } from '../api/release.ts';
+import { pathProblem, resolveUnder } from '../releases/paths.ts';
 
 export interface GitCredentials {
   username?: string;
@@ -91,26 +92,84 @@ export function gitProcessTimeoutMs(): number {
   return gitNetwork.stallTimeoutMs + 15_000;
 }
 
-export function credentialEnv(creds: GitCredentials | undefined): Record<string, string> {
+/**
+ * The empty folder every git child of this process sees as HOME and XDG_CONFIG_HOME: private
+ * (mkdtemp makes it 0700), created once per process, never the release cache. Nothing a release
+ * can write is there, so no `.gitconfig`, `.netrc` or `git/config` of anyone else's reaches git.
+ */
+let isolatedHome: string | undefined;
+export function gitHome(): string {
+  if (isolatedHome === undefined || !existsSync(isolatedHome)) {
+    const home = mkdtempSync(join(tmpdir(), 'stackflux-git-home-'));
+    process.once('exit', () => rmSync(home, { recursive: true, force: true }));
+    isolatedHome = home;
+  }
+  return isolatedHome;
+}
+
+/** Git configuration every git child gets through GIT_CONFIG_COUNT/KEY/VALUE (config of this process, never of a file). */
+const ISOLATION_CONFIG: ReadonlyArray<readonly [string, string]> = [
+  // Only the transports a repository URL may use (validateRepoUrl): never ext::, file:// or git://.
+  ['protocol.allow', 'never'],
+  ['protocol.https.allow', 'always'],
+  ['protocol.http.allow', 'always'],
+  ['protocol.ssh.allow', 'always'],
+  // A redirect could take the credential to another host ("initial" still follows one on the
+  // first request, to any host); a repository that moved is configured with its new URL.
+  ['http.followRedirects', 'false'],
+];
+
+/** The scheme://host[:port] a credential is for, from an http(s) URL; undefined for ssh and anything else. */
+export function credentialScope(url: string): string | undefined {
+  const m = /^(https?):\/\/([^/?#@\s]+)/.exec(url);
+  return m === null ? undefined : `${m[1]}://${m[2]}`;
+}
+
+/**
+ * A credential helper that answers only when git asks for `scheme` and `host` (the lines git
+ * writes to its stdin): with credential.<scope>.helper git asks no other host anyway, and the
+ * helper refuses on its own should git ever ask it for another. The secret comes from this
+ * process's environment, never argv.
+ */
+const CREDENTIAL_HELPER =
+  '!f() { test "$1" = get || exit 0; ok=; while IFS= read -r l; do case "$l" in protocol=*|host=*) case "$l" in "protocol=$STACKFLUX_GIT_PROTOCOL"|"host=$STACKFLUX_GIT_HOST") ok="$ok+";; *) exit 0;; esac;; "") break;; esac; done; test "$ok" = "++" || exit 0; printf "username=%s\\npassword=%s\\n" "$STACKFLUX_GIT_USERNAME" "$STACKFLUX_GIT_PASSWORD"; }; f';
+
+/**
+ * The whole environment of every git child process of the controller (simple-git and spawned
+ * git alike): no terminal prompt, no system or global config (GIT_CONFIG_GLOBAL=/dev/null, HOME
+ * an empty private folder), only the https/http/ssh transports, no redirects, git's stall
+ * timeout, and with credentials a helper scoped to the scheme and host of `url`. Credentials for
+ * an ssh or unparsable URL are not handed to git at all.
+ */
+export function gitEnv(creds?: GitCredentials, url?: string): Record<string, string> {
+  const home = gitHome();
   const env: Record<string, string> = {
     GIT_TERMINAL_PROMPT: '0',
     GIT_ASKPASS: '/bin/false',
     SSH_ASKPASS: '/bin/false',
     GIT_CONFIG_NOSYSTEM: '1',
+    GIT_CONFIG_GLOBAL: '/dev/null',
     GIT_HTTP_LOW_SPEED_LIMIT: '1',
     GIT_HTTP_LOW_SPEED_TIME: String(Math.max(1, Math.round(gitNetwork.stallTimeoutMs / 1000))),
     PATH: process.env.PATH ?? '/usr/bin:/bin',
-    HOME: process.env.HOME ?? '/tmp',
+    HOME: home,
+    XDG_CONFIG_HOME: home,
   };
-  if (creds?.username !== undefined || creds?.password !== undefined) {
-    // A helper that answers from this process's environment, so the secret never appears in argv.
+  const config: Array<readonly [string, string]> = [...ISOLATION_CONFIG];
+  const scope = url === undefined ? undefined : credentialScope(url);
+  if ((creds?.username !== undefined || creds?.password !== undefined) && scope !== undefined) {
+    const [protocol, host] = scope.split('://') as [string, string];
     env.STACKFLUX_GIT_USERNAME = creds.username ?? 'git';
     env.STACKFLUX_GIT_PASSWORD = creds.password ?? '';
-    env.GIT_CONFIG_COUNT = '1';
-    env.GIT_CONFIG_KEY_0 = 'credential.helper';
-    env.GIT_CONFIG_VALUE_0 =
-      '!f() { test "$1" = get && printf "username=%s\\npassword=%s\\n" "$STACKFLUX_GIT_USERNAME" "$STACKFLUX_GIT_PASSWORD"; }; f';
+    env.STACKFLUX_GIT_PROTOCOL = protocol;
+    env.STACKFLUX_GIT_HOST = host;
+    config.push([`credential.${scope}.helper`, CREDENTIAL_HELPER]);
   }
+  env.GIT_CONFIG_COUNT = String(config.length);
+  config.forEach(([key, value], i) => {
+    env[`GIT_CONFIG_KEY_${i}`] = key;
+    env[`GIT_CONFIG_VALUE_${i}`] = value;
+  });
   return env;
 }
 
@@ -121,6 +180,16 @@ export function scrub(text: string, creds?: GitCredentials): string {
     if (secret && secret.length >= 3) out = out.split(secret).join('***');
   }
   return out.trim().split('\n').slice(-3).join(' ');
+}
+
+/**
+ * Git's message, plus what to do when the server answered with a redirect: git follows none
+ * (http.followRedirects=false in gitEnv), so the repository must be configured at its real URL.
+ */
+export function withRedirectHint(message: string): string {
+  return /returned error: 30[1278]\b/.test(message)
+    ? `${message} (stackflux follows no HTTP redirect, so credentials never go to another host: configure the URL the server redirects to)`
+    : message;
 }
 
 /**
@@ -150,22 +219,35 @@ export function classifyGitFailure(message: string): string {
   return 'SourceUnreachable';
 }
 
+/** The GIT_CONFIG_KEY_n/VALUE_n names gitEnv may set (isolation settings plus the credential helper). */
+const CONFIG_ENV_NAMES = Array.from({ length: ISOLATION_CONFIG.length + 1 }, (_, i) => [
+  `GIT_CONFIG_KEY_${i}`,
+  `GIT_CONFIG_VALUE_${i}`,
+]).flat();
+
 /**
- * simple-git (v4) refuses GIT_ASKPASS, an env-configured credential helper and unlisted GIT_*
- * variables unless allowed. credentialEnv sets exactly these itself (never from user input).
+ * simple-git (v4) refuses GIT_ASKPASS, GIT_CONFIG_GLOBAL, env-configured credential helpers and
+ * protocol settings, and unlisted GIT_* variables unless allowed. gitEnv sets exactly these
+ * itself (never from user input).
  */
 export const SIMPLE_GIT_GUARDS = {
-  unsafe: { allowUnsafeAskPass: true, allowUnsafeCredentialHelper: true, allowUnsafeConfigEnvCount: true },
+  unsafe: {
+    allowUnsafeAskPass: true,
+    allowUnsafeCredentialHelper: true,
+    allowUnsafeConfigEnvCount: true,
+    allowUnsafeConfigPaths: true,
+    allowUnsafeProtocolOverride: true,
+  },
   allowEnvironment: [
     'GIT_TERMINAL_PROMPT',
     'GIT_ASKPASS',
     'SSH_ASKPASS',
     'GIT_CONFIG_NOSYSTEM',
+    'GIT_CONFIG_GLOBAL',
     'GIT_HTTP_LOW_SPEED_LIMIT',
     'GIT_HTTP_LOW_SPEED_TIME',
     'GIT_CONFIG_COUNT',
-    'GIT_CONFIG_KEY_0',
-    'GIT_CONFIG_VALUE_0',
+    ...CONFIG_ENV_NAMES,
     'GIT_AUTHOR_NAME',
     'GIT_AUTHOR_EMAIL',
     'GIT_COMMITTER_NAME',
@@ -173,14 +255,14 @@ export const SIMPLE_GIT_GUARDS = {
   ],
 } as unknown as Partial<NonNullable<Parameters<typeof simpleGit>[0]>>;
 
-function git(creds?: GitCredentials, cwd?: string) {
+function git(creds: GitCredentials | undefined, url: string, cwd?: string) {
   // `block`: simple-git kills git once it has been silent this long (a stalled server).
   const timeout = { block: gitProcessTimeoutMs() };
   const g =
     cwd === undefined
       ? simpleGit({ ...SIMPLE_GIT_GUARDS, timeout })
       : simpleGit({ ...SIMPLE_GIT_GUARDS, baseDir: cwd, timeout });
-  return g.env(credentialEnv(creds));
+  return g.env(gitEnv(creds, url));
 }
 
 /** Parses `git ls-remote --tags` output: peeled `^{}` lines win over the tag object's own id. */
@@ -206,10 +288,10 @@ export async function listTags(url: string, creds?: GitCredentials): Promise<Rem
   validateRepoUrl(url);
   let tags: RemoteTag[];
   try {
-    const out = await git(creds).listRemote(['--tags', '--', url]);
+    const out = await git(creds, url).listRemote(['--tags', '--', url]);
     tags = parseLsRemoteTags(out);
   } catch (err) {
-    const message = scrub(err instanceof Error ? err.message : String(err), creds);
+    const message = withRedirectHint(scrub(err instanceof Error ? err.message : String(err), creds));
     throw new SourceError(classifyGitFailure(message), `listing tags of ${url}: ${message}`);
   }
   return withCommitTimes(url, tags, creds);
@@ -238,7 +320,7 @@ async function withCommitTimes(
     const tmp = mkdtempSync(join(tmpdir(), 'stackflux-times-'));
     try {
       await runLocalGit(tmp, ['init', '-q', '--bare', tmp]);
-      await git(creds, tmp).fetch([
+      await git(creds, url, tmp).fetch([
         '--depth=1',
         '--filter=tree:0',
         '--no-tags',
@@ -329,7 +411,7 @@ function runLocalGit(
 ): Promise<GitRun> {
   return new Promise((resolve, reject) => {
     const child = spawn('git', [`--git-dir=${gitDir}`, ...args], {
-      env: credentialEnv(undefined),
+      env: gitEnv(),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const chunks: Buffer[] = [];
@@ -438,6 +520,16 @@ export async function readTreeFromGit(
   });
   const entries = parseLsTree(listing.stdout);
   const where = (p: string): string => [...segments, p].join('/');
+  // Git's fsck only warns about names such as `..` or `.git`, and a fetch does not fsck: a
+  // crafted tree may hold them, and written to the cache they would land outside it.
+  const unsafe = entries.flatMap((e) => pathProblem(where(e.path)) ?? []);
+  if (unsafe.length > 0) {
+    const more = unsafe.length > 5 ? ` and ${unsafe.length - 5} more` : '';
+    throw new SourceError(
+      'InvalidRelease',
+      `${unsafe.slice(0, 5).join('; ')}${more}: every path of a release must be relative, without empty, ".", ".." or ".git" components, backslashes or NUL`,
+    );
+  }
   if (listing.truncated || entries.length > limits.maxFiles) {
     throw new SourceError(
       'InvalidRelease',
@@ -476,8 +568,11 @@ function readCachedTree(root: string): Map<string, string> {
   const files = new Map<string, string>();
   const walk = (dir: string, prefix: string) => {
     for (const entry of readdirSync(dir).sort()) {
-      const full = join(dir, entry);
       const rel = prefix === '' ? entry : `${prefix}/${entry}`;
+      // A cache written before paths were checked may hold a release that is invalid now.
+      const problem = pathProblem(rel);
+      if (problem !== undefined) throw new SourceError('InvalidRelease', problem);
+      const full = resolveUnder(root, rel);
       const st = lstatSync(full);
       if (st.isDirectory()) walk(full, rel);
       else if (st.isFile()) files.set(rel, readFileSync(full, 'utf8'));
@@ -496,7 +591,7 @@ const TREE_DIR = 'tree';
 function writeCachedTree(root: string, files: ReadonlyMap<string, string>): void {
   mkdirSync(root, { recursive: true });
   for (const [rel, text] of files) {
-    const full = join(root, ...rel.split('/'));
+    const full = resolveUnder(root, rel);
     mkdirSync(dirname(full), { recursive: true });
     writeFileSync(full, text);
   }
@@ -550,10 +645,11 @@ export function fetchReleaseTree(
   } catch (err) {
     return Promise.reject(err);
   }
-  const segments = posix
-    .normalize(path || '.')
-    .split('/')
-    .filter((p) => p !== '' && p !== '.' && p !== '..');
+  // The stack path: "" or "." is the root; anything else must be a plain relative path.
+  const stackPath = posix.normalize(path || '.').replace(/\/+$/, '');
+  const problem = stackPath === '.' ? undefined : pathProblem(stackPath);
+  if (problem !== undefined) return Promise.reject(new SourceError('InvalidPath', `stack ${problem}`));
+  const segments = stackPath === '.' ? [] : stackPath.split('/');
   const key = createHash('sha256')
     .update(`${url}\n${commit}\n${segments.join('/')}\n${limits.maxFiles}\n${limits.maxBytes}`)
     .digest('hex')
@@ -574,7 +670,7 @@ async function fetchCommit(
   what: string,
   creds: GitCredentials | undefined,
 ): Promise<string> {
-  await git(creds, gitDir).fetch(['--depth=1', '--no-tags', '--', url, what]);
+  await git(creds, url, gitDir).fetch(['--depth=1', '--no-tags', '--', url, what]);
   return (await runLocalGit(gitDir, ['rev-parse', '--verify', 'FETCH_HEAD^{commit}'])).stdout
     .toString('utf8')
     .trim();
@@ -625,7 +721,7 @@ async function fetchOnce(
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     if (err instanceof SourceError) throw err;
-    const message = scrub(err instanceof Error ? err.message : String(err), creds);
+    const message = withRedirectHint(scrub(err instanceof Error ? err.message : String(err), creds));
     throw new SourceError(classifyGitFailure(message), `fetching ${tag} of ${url}: ${message}`);
   }
   const published = readCacheEntry(dir);

@@ -12,8 +12,11 @@
 // nothing, so a captured request cannot be sent again to make the controller re-list. (GitHub
 // payloads carry no signed timestamp: after the window a replay costs one extra listing. A bearer
 // request carries the secret itself, so there is nothing to replay that the sender cannot forge.)
-// A body over MAX_BODY is answered 413 (read and discarded up to MAX_DRAIN, so the client gets
-// the answer instead of a reset connection).
+// Limits (WebhookLimits): what the headers alone decide is answered before any body byte is read
+// (no or a malformed signature, a wrong bearer token, not JSON, Content-Length over maxBody); the
+// rest of such a body is read and dropped up to MAX_DRAIN, so the client gets the answer instead
+// of a reset connection. A body is only held while the request fits the in-flight cap and the
+// byte budget (503 otherwise), and must arrive within bodyTimeoutMs (408, connection closed).
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -79,6 +82,8 @@ export interface WebhookOptions {
   logger?: Logger;
   /** Replay protection for signed requests (serveWebhook creates one when not given). */
   replayGuard?: ReplayGuard;
+  /** Limits of serveWebhook (DEFAULT_WEBHOOK_LIMITS where not given). */
+  limits?: Partial<WebhookLimits>;
 }
 
 /** "sha256=<hex>" for body under secret. */
@@ -104,7 +109,7 @@ export function verifySignature(secret: string, body: Buffer, header: string | u
   return constantTimeEqual(signBody(secret, body), header.trim());
 }
 
-function header(req: WebhookRequest, name: string): string | undefined {
+function header(req: Pick<WebhookRequest, 'headers'>, name: string): string | undefined {
   const v = req.headers[name.toLowerCase()];
   return Array.isArray(v) ? v[0] : v;
 }
@@ -166,67 +171,230 @@ export function handleWebhook(req: WebhookRequest, opts: WebhookOptions): Webhoo
   return { status: 202, body: { ok: true, sources: matched } };
 }
 
+/** Limits of the webhook server (none of them is reached by a sender that behaves). */
+export interface WebhookLimits {
+  /** Largest accepted body in bytes (a larger Content-Length is answered 413 unread). */
+  maxBody: number;
+  /** Bytes held across all requests being read; each reserves its Content-Length (else maxBody). */
+  bodyBudget: number;
+  /** Requests whose body is being read at once. */
+  maxInFlight: number;
+  /** Open connections; Node drops connections beyond it at once. */
+  maxConnections: number;
+  /** A body must have arrived this long after its headers, or the request is answered 408 and closed. */
+  bodyTimeoutMs: number;
+  /** The headers must have arrived within this (Node's headersTimeout). */
+  headersTimeoutMs: number;
+}
+
+export const DEFAULT_WEBHOOK_LIMITS: Readonly<WebhookLimits> = {
+  maxBody: MAX_BODY,
+  bodyBudget: 8 * MAX_BODY,
+  maxInFlight: 64,
+  maxConnections: 256,
+  bodyTimeoutMs: 10_000,
+  headersTimeoutMs: 10_000,
+};
+
+/**
+ * The share of maxInFlight and bodyBudget a request may take while its sender is unknown (a
+ * signature is only checked over the whole body); the rest stays free for requests whose bearer
+ * token the headers already proved, so a flood of unsigned bodies cannot shut out a real sender.
+ */
+const UNVERIFIED_SHARE = 0.75;
+
+const SIGNATURE_SHAPE = /^sha256=[0-9a-f]{64}$/i;
+
+export type WebhookAdmission =
+  | { admit: false; response: WebhookResponse }
+  | { admit: true; authenticated: boolean; reserve: number };
+
+function isJson(contentType: string | undefined): boolean {
+  const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+  return type === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(type);
+}
+
+/**
+ * What the method, path and headers alone decide, before any body byte is read: wrong path or
+ * method, no or a malformed signature, a wrong bearer token, a body that is not JSON or declared
+ * larger than maxBody. An admitted request reserves its declared length (maxBody when chunked).
+ */
+export function screenWebhook(
+  req: Omit<WebhookRequest, 'body'>,
+  secret: string,
+  maxBody: number = MAX_BODY,
+): WebhookAdmission {
+  const refuse = (status: number, error: string): WebhookAdmission => ({
+    admit: false,
+    response: { status, body: { error } },
+  });
+  if (req.path !== WEBHOOK_PATH) return refuse(404, 'not found');
+  if (req.method !== 'POST') return refuse(405, 'use POST');
+  const signature = header(req, 'x-hub-signature-256');
+  const authorization = header(req, 'authorization');
+  let authenticated = false;
+  if (secret === '') return refuse(401, 'invalid signature or token');
+  if (signature !== undefined) {
+    if (!SIGNATURE_SHAPE.test(signature.trim())) return refuse(401, 'invalid signature or token');
+  } else if (authorization !== undefined && /^Bearer\s+/i.test(authorization)) {
+    if (!constantTimeEqual(authorization.replace(/^Bearer\s+/i, '').trim(), secret))
+      return refuse(401, 'invalid signature or token');
+    authenticated = true;
+  } else return refuse(401, 'invalid signature or token');
+  if (!isJson(header(req, 'content-type'))) return refuse(415, 'content-type must be application/json');
+  const declared = header(req, 'content-length');
+  const length = declared === undefined ? undefined : Number(declared);
+  if (length !== undefined && !(length <= maxBody))
+    return refuse(413, `body too large: at most ${maxBody} bytes`);
+  return { admit: true, authenticated, reserve: length ?? maxBody };
+}
+
+export interface WebhookStats {
+  /** Requests whose body is being read. */
+  inFlight: number;
+  /** Body bytes held in memory now. */
+  bufferedBytes: number;
+  /** Bytes reserved by the requests being read (bufferedBytes never exceeds it). */
+  reservedBytes: number;
+}
+
 export interface WebhookServer {
   readonly url: string;
   readonly port: number;
+  /** What the server holds now (for tests and debugging). */
+  stats(): WebhookStats;
   close(): Promise<void>;
 }
 
 export async function serveWebhook(addr: string, opts: WebhookOptions): Promise<WebhookServer> {
   const log = (opts.logger ?? silentLogger()).child({ component: 'webhook' });
   const { host, port } = parseAddr(addr);
+  const limits: WebhookLimits = { ...DEFAULT_WEBHOOK_LIMITS, ...opts.limits };
   const options: WebhookOptions = { ...opts, replayGuard: opts.replayGuard ?? new ReplayGuard() };
-  const tooLargeBody = { error: `body too large: at most ${MAX_BODY} bytes` };
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let tooLarge = Number(req.headers['content-length'] ?? 0) > MAX_BODY;
-    let answered = false;
-    const answer = (out: WebhookResponse, close = false): void => {
-      if (answered) return;
-      answered = true;
-      log.info(
-        { status: out.status, event: req.headers['x-github-event'], sources: out.body.sources },
-        'webhook request',
+  const tooLargeBody = { error: `body too large: at most ${limits.maxBody} bytes` };
+  const held = { inFlight: 0, bufferedBytes: 0, reservedBytes: 0 };
+  const server: Server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.bodyTimeoutMs + limits.headersTimeoutMs,
+    },
+    (req, res) => {
+      let answered = false;
+      const answer = (out: WebhookResponse, close = false): void => {
+        if (answered) return;
+        answered = true;
+        // Refusals at debug: anyone who reaches the port could otherwise flood the log.
+        const level = out.status < 400 || out.status === 409 ? 'info' : 'debug';
+        log[level](
+          { status: out.status, event: req.headers['x-github-event'], sources: out.body.sources },
+          'webhook request',
+        );
+        res
+          .writeHead(out.status, {
+            'content-type': 'application/json',
+            ...(out.status === 503 ? { 'retry-after': '10' } : {}),
+            ...(close ? { connection: 'close' } : {}),
+          })
+          .end(`${JSON.stringify(out.body)}\n`);
+      };
+      // A stalled body (slowloris) is answered and its connection closed at the deadline, whether
+      // the request is read or only drained after an early answer.
+      const deadline = setTimeout(() => {
+        answer({ status: 408, body: { error: `body not received within ${limits.bodyTimeoutMs} ms` } }, true);
+        req.destroy();
+      }, limits.bodyTimeoutMs);
+      deadline.unref();
+      req.on('close', () => clearTimeout(deadline));
+      req.on('error', () => undefined);
+
+      /** Answers before reading the body; the rest is read and dropped (so the client sees the answer). */
+      const refuseUnread = (out: WebhookResponse): void => {
+        answer(out, true);
+        let drained = 0;
+        req.on('data', (c: Buffer) => {
+          drained += c.length;
+          if (drained > MAX_DRAIN) req.destroy();
+        });
+        req.on('end', () => clearTimeout(deadline));
+      };
+
+      const screened = screenWebhook(
+        { method: req.method ?? 'GET', path: (req.url ?? '/').split('?')[0] ?? '/', headers: req.headers },
+        opts.secret,
+        limits.maxBody,
       );
-      res
-        .writeHead(out.status, {
-          'content-type': 'application/json',
-          ...(close ? { connection: 'close' } : {}),
-        })
-        .end(`${JSON.stringify(out.body)}\n`);
-    };
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY) tooLarge = true;
-      if (!tooLarge) chunks.push(c);
-      else if (size > MAX_DRAIN) {
-        // Past what is worth reading: answer now and drop the connection once the answer is out.
-        answer({ status: 413, body: tooLargeBody }, true);
-        res.once('finish', () => req.destroy());
-      }
-    });
-    req.on('error', () => undefined);
-    req.on('end', () => {
-      let out: WebhookResponse;
-      if (tooLarge) out = { status: 413, body: tooLargeBody };
-      else {
+      if (!screened.admit) return refuseUnread(screened.response);
+      const share = screened.authenticated ? 1 : UNVERIFIED_SHARE;
+      if (
+        held.inFlight + 1 > limits.maxInFlight * share ||
+        held.reservedBytes + screened.reserve > limits.bodyBudget * share
+      )
+        return refuseUnread({
+          status: 503,
+          body: { error: 'too many webhook requests in flight; retry later' },
+        });
+
+      held.inFlight += 1;
+      held.reservedBytes += screened.reserve;
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let released = false;
+      const release = (): void => {
+        if (released) return;
+        released = true;
+        held.inFlight -= 1;
+        held.reservedBytes -= screened.reserve;
+        held.bufferedBytes -= size;
+        chunks.length = 0;
+      };
+      req.on('close', release);
+      req.on('data', (c: Buffer) => {
+        if (released) return;
+        if (size + c.length > screened.reserve) {
+          // More than declared, or a chunked body over maxBody: stop holding it.
+          release();
+          answer({ status: 413, body: tooLargeBody }, true);
+          res.once('finish', () => req.destroy());
+          return;
+        }
+        size += c.length;
+        held.bufferedBytes += c.length;
+        chunks.push(c);
+      });
+      req.on('end', () => {
+        clearTimeout(deadline);
+        if (released) return;
+        const body = Buffer.concat(chunks);
+        release();
+        let out: WebhookResponse;
         try {
           out = handleWebhook(
             {
               method: req.method ?? 'GET',
               path: (req.url ?? '/').split('?')[0] ?? '/',
               headers: req.headers,
-              body: Buffer.concat(chunks),
+              body,
             },
             options,
           );
         } catch (err) {
           out = { status: 500, body: { error: err instanceof Error ? err.message : String(err) } };
         }
-      }
-      answer(out, tooLarge);
-    });
+        answer(out);
+      });
+    },
+  );
+  server.maxConnections = limits.maxConnections;
+  // Expect: 100-continue: invite the body only when the headers admit it (else the answer comes
+  // without the client having sent a byte of it).
+  server.on('checkContinue', (req, res) => {
+    const screened = screenWebhook(
+      { method: req.method ?? 'GET', path: (req.url ?? '/').split('?')[0] ?? '/', headers: req.headers },
+      opts.secret,
+      limits.maxBody,
+    );
+    if (screened.admit) res.writeContinue();
+    server.emit('request', req, res);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -240,10 +408,11 @@ export async function serveWebhook(addr: string, opts: WebhookOptions): Promise<
   return {
     port: actual,
     url: `http://${shownHost}:${actual}`,
+    stats: () => ({ ...held }),
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        server.closeIdleConnections();
+        server.closeAllConnections();
       }),
   };
 }

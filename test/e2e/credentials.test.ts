@@ -14,7 +14,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { API_VERSION } from '../../controller/api/meta.ts';
+import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
 import {
@@ -61,10 +61,11 @@ async function step(fn: () => Promise<void>): Promise<void> {
   await controller.step(fn);
 }
 
-const secret = (name: string, data: Record<string, string>): KubeObject => ({
+/** A Secret; `source`: labelled for use as a ClusterStack's secretRef (issue 22). */
+const secret = (name: string, data: Record<string, string>, source = false): KubeObject => ({
   apiVersion: 'v1',
   kind: 'Secret',
-  metadata: { name, namespace: ns },
+  metadata: { name, namespace: ns, ...(source ? { labels: { [LABEL_SOURCE_CREDENTIALS]: 'true' } } : {}) },
   stringData: data,
 });
 
@@ -161,11 +162,11 @@ describe('credentials appear in no log line, Event, status, Flux object or fleet
     gh.token = GITHUB_TOKEN;
     gh.releases = [{ tag: 'docker-ghstack-1-30-v1', commit: 'a'.repeat(40) }];
     for (const s of [
-      secret('git-auth', { username: env.gitServerUser, password: env.gitServerPassword }),
-      secret('git-wrong', { username: env.gitServerUser, password: WRONG_PASSWORD }),
+      secret('git-auth', { username: env.gitServerUser, password: env.gitServerPassword }, true),
+      secret('git-wrong', { username: env.gitServerUser, password: WRONG_PASSWORD }, true),
       secret('fleet-auth', { username: env.gitServerUser, password: env.gitServerPassword }),
-      secret('github-token', { token: GITHUB_TOKEN }),
-      secret('github-bad', { token: BAD_GITHUB_TOKEN }),
+      secret('github-token', { token: GITHUB_TOKEN }, true),
+      secret('github-bad', { token: BAD_GITHUB_TOKEN }, true),
     ])
       await client.create(s);
     controller = await ControllerProcess.start({

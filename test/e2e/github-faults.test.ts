@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
-import { API_VERSION } from '../../controller/api/meta.ts';
+import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import {
   ControllerProcess,
@@ -94,7 +94,8 @@ describe('GitHub source faults: rate limits, 304, 5xx, truncated pages', { timeo
     await client.create({
       apiVersion: 'v1',
       kind: 'Secret',
-      metadata: { name: 'github-token', namespace: ns },
+      // Labelled: stackflux sends a ClusterStack's Secret only with its owner's consent (issue 22).
+      metadata: { name: 'github-token', namespace: ns, labels: { [LABEL_SOURCE_CREDENTIALS]: 'true' } },
       stringData: { token: TOKEN },
     });
     controller = await ControllerProcess.start({

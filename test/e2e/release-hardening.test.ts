@@ -1,17 +1,24 @@
 // Issue 11 end to end, release side: `stackflux run` as a subprocess against the real test
 // environment. A release tag force-moved after validation is never applied (defect 4), and a
 // release holding a symbolic link is InvalidRelease naming the path (defect 1). Steps run in order.
+// Issue 22: a release whose tree holds an entry named `..` is InvalidRelease naming the path and
+// makes the controller run nothing (the controller runs with HOME at its cache folder, as the
+// image did, where the `..` path planted a git config).
 import assert from 'node:assert/strict';
-import { rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
+import { CraftedRepo } from '../support/crafted-tree.ts';
 import {
+  assertEscalationForbidden,
   ControllerProcess,
   cond,
   controllerSteps,
+  createClusterClassOnlyServiceAccount,
   createTestNamespace,
+  cutEscalatingRelease,
   cutRelease,
   deleteTestNamespace,
   e2eSuite,
@@ -48,6 +55,8 @@ describe('release hardening: pinned commits and release trees from Git objects',
       kubeconfig: env.kubeconfig,
       namespace: ns,
       cacheDir: join(work, 'cache'),
+      // As the image had it before issue 22: HOME is the release cache.
+      env: { HOME: join(work, 'cache') },
     });
     await client.create(pinnedFerrolStack(ns, repoUrl, ['v1', 'v2']));
   });
@@ -155,42 +164,14 @@ describe('release hardening: pinned commits and release trees from Git objects',
   it("3. a release applied as a least-privilege ServiceAccount cannot create a ClusterRoleBinding; Flux's error is on the release", () =>
     step(async () => {
       const sa = 'release-applier';
-      await client.create({
-        apiVersion: 'v1',
-        kind: 'ServiceAccount',
-        metadata: { name: sa, namespace: ns },
-      });
-      await client.create({
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'Role',
-        metadata: { name: sa, namespace: ns },
-        rules: [{ apiGroups: ['cluster.x-k8s.io'], resources: ['clusterclasses'], verbs: ['*'] }],
-      });
-      await client.create({
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'RoleBinding',
-        metadata: { name: sa, namespace: ns },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: sa },
-        subjects: [{ kind: 'ServiceAccount', name: sa, namespace: ns }],
-      });
+      await createClusterClassOnlyServiceAccount(client, ns, sa);
       const escalate = `${ns}-escalate`;
-      const locked = cutRelease(repoDir, 'locked-1-30', {
-        example: 'docker-ferrol-1-30',
+      const locked = cutEscalatingRelease(repoDir, 'locked-1-30', {
         name: 'locked',
-        k8s: '1-30',
         version: 'v1',
-        edit: (dir) =>
-          writeFileSync(
-            join(dir, 'cluster-class', 'escalate.yaml'),
-            [
-              'apiVersion: rbac.authorization.k8s.io/v1',
-              'kind: ClusterRoleBinding',
-              `metadata: {name: ${escalate}}`,
-              'roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}',
-              `subjects: [{kind: ServiceAccount, name: ${sa}, namespace: ${ns}}]`,
-              '',
-            ].join('\n'),
-          ),
+        binding: escalate,
+        ns,
+        subject: sa,
       });
       push(repoDir, repoUrl, locked);
       const stack = pinnedFerrolStack(ns, repoUrl, ['v1']);
@@ -204,30 +185,60 @@ describe('release hardening: pinned commits and release trees from Git objects',
           source: { git: { url: repoUrl }, path: 'locked-1-30' },
         },
       });
-      const failed = await waitFor(
-        'the locked release reports the Kustomization failure',
-        async () => {
-          const r = await cskr(locked);
-          const ready = cond(r, 'Ready');
-          return ready?.reason === 'KustomizationNotReady' && /ClusterRoleBinding/.test(ready.message ?? '')
-            ? r
-            : undefined;
-        },
-        { timeoutMs: 180_000 },
+      await assertEscalationForbidden(client, ns, { tag: locked, sa, binding: escalate });
+    }));
+
+  // Issue 22 row 1: git's fsck only warns about a tree entry named `..`, and a fetch does not
+  // fsck; the entry chain below puts `.gitconfig` three folders above the stack folder, which
+  // was the cache folder (HOME) when the release cache was written unchecked.
+  it('4. a release tree with a ".." entry is InvalidRelease naming the path; no planted command runs; a later normal tag works', () =>
+    step(async () => {
+      const marker = join(work, 'planted-command-ran');
+      const payload = `[protocol "ext"]\n\tallow = always\n[url "ext::sh -c touch% ${marker}% #"]\n\tinsteadOf = http://\n\tinsteadOf = https://\n`;
+      const hostile = cutRelease(repoDir, 'hostile-1-30', {
+        example: 'docker-ferrol-1-30',
+        name: 'hostile',
+        k8s: '1-30',
+        version: 'v1',
+      });
+      const crafted = new CraftedRepo(repoDir);
+      const up = (entries: ReturnType<CraftedRepo['file']>[]) => crafted.dir('..', entries);
+      crafted.withExtra(
+        git(repoDir, 'rev-parse', 'HEAD'),
+        'hostile-1-30',
+        [up([up([up([crafted.file('.gitconfig', payload)])])])],
+        hostile,
       );
-      const message = cond(failed, 'Ready')?.message ?? '';
-      assert.match(message, /forbidden/i);
-      assert.match(message, new RegExp(`system:serviceaccount:${ns}:${sa}`));
-      const ks = await client.get<Flux & { spec: { serviceAccountName?: string } }>(
-        'kustomize.toolkit.fluxcd.io/v1',
-        'Kustomization',
-        locked,
-        ns,
+      git(repoDir, 'push', '-q', '-f', repoUrl, `refs/tags/${hostile}`);
+      const stack = pinnedFerrolStack(ns, repoUrl, ['v1', 'v2']);
+      await client.create({
+        ...stack,
+        metadata: { name: 'hostile', namespace: ns },
+        spec: { ...stack.spec, name: 'hostile', source: { git: { url: repoUrl }, path: 'hostile-1-30' } },
+      });
+      const invalid = await waitFor('the crafted release reports InvalidRelease', async () => {
+        const r = await cskr(hostile);
+        return cond(r, 'Ready')?.status === 'False' ? r : undefined;
+      });
+      assert.equal(cond(invalid, 'Ready')?.reason, 'InvalidRelease', cond(invalid, 'Ready')?.message);
+      assert.match(
+        cond(invalid, 'Ready')?.message ?? '',
+        /path "hostile-1-30\/\.\.\/\.\.\/\.\.\/\.gitconfig" has a "\.\." component/,
       );
-      assert.equal(ks?.spec.serviceAccountName, sa);
-      assert.equal(
-        await client.get('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding', escalate),
-        undefined,
+
+      // A normal later tag: listed, fetched and applied by the same controller's git.
+      const next = cutRelease(repoDir, 'hostile-1-30', {
+        example: 'docker-ferrol-1-30',
+        name: 'hostile',
+        k8s: '1-30',
+        version: 'v2',
+      });
+      push(repoDir, repoUrl, next);
+      await waitFor('the next normal release is Ready', () => releaseReady(next));
+      assert.equal(existsSync(marker), false, 'the planted command never ran');
+      const planted = readdirSync(work, { recursive: true, encoding: 'utf8' }).filter((p) =>
+        p.endsWith('.gitconfig'),
       );
+      assert.deepEqual(planted, [], 'no .gitconfig was written anywhere');
     }));
 });

@@ -7,7 +7,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
-import { API_VERSION } from '../../controller/api/meta.ts';
+import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import type { KubeObject } from '../../controller/runtime/client.ts';
 import { signBody } from '../../controller/sources/webhook.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
@@ -292,7 +292,8 @@ describe('release pipeline: ClusterStack → ClusterStackRelease → Flux', { ti
       const secret = (password: string) => ({
         apiVersion: 'v1',
         kind: 'Secret',
-        metadata: { name: 'git-auth', namespace: ns },
+        // Labelled: stackflux sends a ClusterStack's Secret only with its owner's consent (issue 22).
+        metadata: { name: 'git-auth', namespace: ns, labels: { [LABEL_SOURCE_CREDENTIALS]: 'true' } },
         stringData: { username: env.gitServerUser, password },
       });
       await client.apply(secret(env.gitServerPassword), { force: true, fieldManager: 'e2e' });

@@ -1,7 +1,8 @@
 // Issue 11 defect 3 end to end: `stackflux run` as a subprocess while one Cluster's values turn a
 // template of the release into four nested #each over 100 items (10^8 iterations, ~half a minute of
 // blocked event loop before). The render runs in a worker with a 2 s budget: that Cluster's
-// ClusterAddon ends Ready=False RenderFailed naming the file and the limit, another Cluster of the
+// ClusterAddon ends Ready=False RenderFailed naming the file and the limit (then, the template
+// cooling down after one hit, RenderCoolingDown naming it too), another Cluster of the
 // same release gets its fleet commit meanwhile, and /healthz answers every probe.
 // The controller's Flux objects point at no workload kubeconfig (nothing is applied there).
 import assert from 'node:assert/strict';
@@ -94,6 +95,8 @@ describe('render limits: a hostile template does not hold up the controller', {
         '--fleet-batch-window=1s',
         '--render-timeout=2s',
         '--render-workers=2',
+        // One hit cools the template down (issue 22 row 10), so the next reconcile shows it.
+        '--render-cooldown-after=1',
       ],
     });
     await client.create(
@@ -121,7 +124,7 @@ describe('render limits: a hostile template does not hold up the controller', {
     rmSync(work, { recursive: true, force: true });
   });
 
-  it('stops the hostile render with RenderFailed naming the limit, renders the other Cluster, /healthz stays OK', async () => {
+  it('stops the hostile render with RenderFailed (then RenderCoolingDown) naming the limit, renders the other Cluster, /healthz stays OK', async () => {
     const c = controller as ControllerProcess;
     await c.step(async () => {
       const healthz = c.readyzUrl.replace(/\/readyz$/, '/healthz');
@@ -144,10 +147,12 @@ describe('render limits: a hostile template does not hold up the controller', {
         );
         await client.create(cluster('good', []));
         const hostile = await eventually(
-          'hostile ClusterAddon RenderFailed',
+          'hostile ClusterAddon RenderFailed or RenderCoolingDown',
           async () => {
             const ca = await client.get<CA>(API_VERSION, 'ClusterAddon', 'hostile', ns);
-            return cond(ca, 'Ready')?.reason === 'RenderFailed' ? ca : undefined;
+            // It is reconciled again at once; one hit has cooled its template down by then.
+            const reason = cond(ca, 'Ready')?.reason;
+            return reason === 'RenderFailed' || reason === 'RenderCoolingDown' ? ca : undefined;
           },
           { timeoutMs: 180_000 },
         );
@@ -155,7 +160,7 @@ describe('render limits: a hostile template does not hold up the controller', {
         assert.equal(ready?.status, 'False');
         assert.match(
           ready?.message ?? '',
-          /addon cloud-config: cluster-addon\/cloud-config\/cloud-config\.yaml\.hbs: rendering took longer than the time budget of 2s \(--render-timeout\) and was stopped/,
+          /addon cloud-config: (cluster-addon\/cloud-config\/: not rendered until \S+: its renders hit a limit 1 times in a row, last: )?cluster-addon\/cloud-config\/cloud-config\.yaml\.hbs: rendering took longer than the time budget of 2s \(--render-timeout\) and was stopped/,
         );
         assert.equal(hostile.status?.fleetCommit, undefined, 'nothing of the hostile Cluster was committed');
         const good = await eventually(
@@ -177,6 +182,39 @@ describe('render limits: a hostile template does not hold up the controller', {
         [],
         'every /healthz probe answered 200 while the hostile template rendered',
       );
+      assert.ok(c.running, 'the controller did not restart');
+    });
+  });
+
+  it('does not render the hostile template again while it cools down: RenderCoolingDown naming the limit (issue 22)', async () => {
+    const c = controller as ControllerProcess;
+    await c.step(async () => {
+      // A change of the Cluster that the template does not read: the ClusterAddon is reconciled.
+      await client.mergePatch(CAPI, 'Cluster', 'hostile', ns, { metadata: { labels: { poke: '1' } } });
+      const hostile = await eventually(
+        'hostile ClusterAddon RenderCoolingDown',
+        async () => {
+          const ca = await client.get<CA>(API_VERSION, 'ClusterAddon', 'hostile', ns);
+          return cond(ca, 'Ready')?.reason === 'RenderCoolingDown' ? ca : undefined;
+        },
+        { timeoutMs: 120_000 },
+      );
+      const ready = cond(hostile, 'Ready');
+      assert.equal(ready?.status, 'False');
+      assert.match(
+        ready?.message ?? '',
+        /addon cloud-config: cluster-addon\/cloud-config\/: not rendered until \S+: its renders hit a limit \d+ times in a row, last: cluster-addon\/cloud-config\/cloud-config\.yaml\.hbs: rendering took longer than the time budget of 2s \(--render-timeout\)/,
+      );
+      assert.equal(
+        hostile.status?.fleetCommit,
+        undefined,
+        'still nothing of the hostile Cluster was committed',
+      );
+      // The other Cluster renders the same template with its own values: not cooling down.
+      await client.mergePatch(CAPI, 'Cluster', 'good', ns, { metadata: { labels: { poke: '1' } } });
+      const good = await client.get<CA>(API_VERSION, 'ClusterAddon', 'good', ns);
+      assert.notEqual(cond(good, 'Ready')?.reason, 'RenderCoolingDown');
+      assert.match(good?.status?.fleetCommit ?? '', /^[0-9a-f]{40}$/);
       assert.ok(c.running, 'the controller did not restart');
     });
   });

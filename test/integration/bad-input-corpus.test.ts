@@ -14,13 +14,21 @@ import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import type { Condition } from '../../controller/api/meta.ts';
+import { fleetBackoffMs, refusedBranchFailure } from '../../controller/controllers/clusteraddon.ts';
+import { narrowingBudget, pushNarrowing } from '../../controller/gitops/narrow.ts';
 import { FINALIZER_FLEET_CLEANUP, reconcileClusterAddon } from '../../controller/reconcilers/clusteraddon.ts';
 import { reconcileClusterStack, type SourceListing } from '../../controller/reconcilers/clusterstack.ts';
 import { reconcileClusterStackRelease } from '../../controller/reconcilers/clusterstackrelease.ts';
+import { healthCheckProblem } from '../../controller/reconcilers/healthcheck.ts';
 import { loadFluxTemplates } from '../../controller/releases/flux-templates.ts';
 import { readRelease } from '../../controller/releases/stack.ts';
 import { parseReleaseTag } from '../../controller/releases/tags.ts';
+import { RenderPool, type RenderPoolOptions, withBoundedRenders } from '../../controller/rendering/index.ts';
 import { readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
+import { MAX_BODY } from '../../controller/sources/webhook.ts';
+import { nestedAll } from '../support/cel.ts';
+import { type CraftedEntry, CraftedRepo } from '../support/crafted-tree.ts';
+import { untilInFlight, unverifiedHeaders, webhookOutcome } from '../support/webhook.ts';
 
 const templates = loadFluxTemplates();
 const now = new Date('2026-01-02T03:04:05Z');
@@ -707,7 +715,356 @@ const corpus: Case[] = [
     reason: 'InvalidRelease',
     message: /more than the limit of 100000 bytes/,
   },
+
+  // ---- celhook (issue 22 rows 5 and 9): costly CEL health checks; the webhook before its body --
+  {
+    name: 'rollout: six nested .all over 20 items in the health check',
+    run: async () => healthCheckProblem(nestedAll(6)) ?? { reason: '(none)', message: '' },
+    reason: 'HealthCheckTooCostly',
+    message: /healthCheck\.expression .*more than the limit of 1000000/,
+  },
+  {
+    name: 'rollout: a backtracking regular expression in the health check',
+    run: async () =>
+      healthCheckProblem('cluster.metadata.name.matches("^(a+)+$")') ?? { reason: '(none)', message: '' },
+    reason: 'InvalidHealthCheck',
+    message: /matches\(\) is not allowed/,
+  },
+  {
+    name: 'webhook: no signature and no token, body never sent',
+    run: () =>
+      webhookOutcome({}, (post) =>
+        post({ 'content-type': 'application/json', 'content-length': String(MAX_BODY) }),
+      ),
+    reason: 'HTTP 401',
+    message: /invalid signature or token/,
+  },
+  {
+    name: 'webhook: a malformed signature header, body never sent',
+    run: () =>
+      webhookOutcome({}, (post) =>
+        post({ ...unverifiedHeaders(MAX_BODY), 'x-hub-signature-256': 'sha1=abc' }),
+      ),
+    reason: 'HTTP 401',
+    message: /invalid signature or token/,
+  },
+  {
+    name: 'webhook: a body that is not JSON, never sent',
+    run: () =>
+      webhookOutcome({}, (post) => post({ ...unverifiedHeaders(MAX_BODY), 'content-type': 'text/plain' })),
+    reason: 'HTTP 415',
+    message: /application\/json/,
+  },
+  {
+    name: 'webhook: Content-Length over 1 MiB, body never sent',
+    run: () => webhookOutcome({}, (post) => post(unverifiedHeaders(64 * MAX_BODY))),
+    reason: 'HTTP 413',
+    message: /body too large/,
+  },
+  {
+    name: 'webhook: a body that stalls (slowloris)',
+    run: () => webhookOutcome({ bodyTimeoutMs: 500 }, (post) => post(unverifiedHeaders(1000), '{"url":')),
+    reason: 'HTTP 408',
+    message: /body not received within 500 ms/,
+  },
+  {
+    name: 'webhook: unverified bodies past the in-flight cap',
+    run: () =>
+      webhookOutcome({ maxInFlight: 4 }, async (post, server) => {
+        // Three stall (the unverified share of 4); their answers only come at the body deadline.
+        for (let i = 0; i < 3; i++) void post(unverifiedHeaders(1000), '{');
+        await untilInFlight(server, 3);
+        return post(unverifiedHeaders(1000), '{');
+      }),
+    reason: 'HTTP 503',
+    message: /too many webhook requests/,
+  },
+  // ---- issue 22 row 6 (task "fleet"): rendered content the fleet host refuses ----
+  {
+    name: 'fleet: the host refuses one Cluster branch of a batch (pre-receive hook)',
+    run: () => fleetRefusedOutcome(),
+    reason: 'FleetPushRejected',
+    message:
+      /fleet branch stackflux\/team\/alpha failed.*pre-receive hook declined: push rule: refs\/heads\/stackflux\/team\/alpha holds refused-by-host.*stays at its previous commit/,
+  },
+  // ---- issue 22, task "render": huge values and heap bombs (rows 4, 8, 10) ----
+  ...(() => {
+    const MiB = 1024 * 1024;
+    /** cni as a Helm addon whose values.yaml.hbs writes `chunk` once per item (no schema). */
+    const helmTree = treeWith({
+      'cluster-addon/cni/config.yaml.hbs': undefined,
+      'cluster-addon/cni/values.schema.json': undefined,
+      'cluster-addon/cni/Chart.yaml': 'apiVersion: v2\nname: cni\nversion: 1.0.0\n',
+      'cluster-addon/cni/values.yaml.hbs': 'big: "{{#each Values.items}}{{@root.Values.chunk}}{{/each}}"\n',
+    });
+    /** Central values of cni: `items` copies of a value just under the helper limit. */
+    const copies = (items: number) => ({
+      values: { cni: { items: Array.from({ length: items }, (_, i) => i), chunk: 'x'.repeat(4 * MiB - 16) } },
+    });
+    /** The ClusterAddon reconcile with its renders in `pool`, as the controller runs it. */
+    const pooled = async (
+      pool: RenderPool,
+      tree: ReadonlyMap<string, string>,
+      stack: Partial<ClusterStack['spec']> = {},
+    ) => {
+      const r = await withBoundedRenders(
+        pool,
+        (render) =>
+          reconcileClusterAddon({
+            cluster: cluster(),
+            namespace: NS,
+            name: 'alpha',
+            clusterAddon,
+            release: release(),
+            tree,
+            treeCommit: 'c'.repeat(40),
+            clusterStack: clusterStack(stack),
+            kustomizations: [],
+            branch: undefined,
+            fleetSettings: { url: 'https://git.example.com/fleet.git', branchPrefix: 'stackflux/' },
+            templates,
+            now,
+            render,
+          }),
+        new Map(),
+        { namespace: NS },
+      );
+      const ready = find(r?.status.conditions, 'Ready');
+      return { reason: ready?.reason ?? '', message: ready?.message ?? '' };
+    };
+    const withPool = async <T>(opts: RenderPoolOptions, fn: (pool: RenderPool) => Promise<T>) => {
+      const pool = new RenderPool(opts);
+      try {
+        return await fn(pool);
+      } finally {
+        await pool.close();
+      }
+    };
+    const cases: Case[] = [
+      {
+        name: 'render: a Helm values.yaml.hbs rendering a 343 MB scalar',
+        run: () => addonOutcome({ tree: helmTree, stack: copies(86) }),
+        reason: 'RenderFailed',
+        message:
+          /cluster-addon\/cni\/values\.yaml\.hbs \(rendered\): the addon's output exceeds the limit of 8 MiB \(--render-max-output\)/,
+      },
+      {
+        name: 'render: central values over the output cap',
+        run: () =>
+          addonOutcome({
+            tree: treeWith({ 'cluster-addon/cni/values.schema.json': undefined }),
+            stack: { values: { cni: { mtu: 1450, blob: 'b'.repeat(9 * MiB) } } },
+          }),
+        reason: 'RenderFailed',
+        message: /merged values of addon "cni": the addon's output exceeds the limit of 8 MiB/,
+      },
+      {
+        name: 'render: a heap bomb (a 480 MB rope flattened) in the render pool',
+        run: () =>
+          withPool({ workers: 1, maxMemoryMb: 128, maxOutputBytes: 1024 * MiB }, (pool) =>
+            pooled(pool, helmTree, copies(120)),
+          ),
+        reason: 'RenderFailed',
+        message:
+          /cluster-addon\/cni\/values\.yaml\.hbs: rendering needs more than the memory limit of 128 MiB \(--render-max-memory\)/,
+      },
+      {
+        name: 'render: a template that keeps hitting the time budget cools down',
+        run: () =>
+          withPool({ workers: 1, timeoutMs: 200, coolDownAfter: 1 }, async (pool) => {
+            const each = '{{#each Values.items}}';
+            const tree = treeWith({
+              'cluster-addon/cni/values.schema.json': undefined,
+              'cluster-addon/cni/values.yaml': `mtu: 1450\nitems: [${Array.from({ length: 100 }, (_, i) => i).join(',')}]\n`,
+              'cluster-addon/cni/loop.yaml.hbs': `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: loop\ndata:\n  x: "${each.repeat(4).replaceAll('Values.', '@root.Values.')}{{/each}}{{/each}}{{/each}}{{/each}}"\n`,
+            });
+            const first = await pooled(pool, tree);
+            assert.match(first.message, /time budget of 200ms \(--render-timeout\)/);
+            return pooled(pool, tree);
+          }),
+        reason: 'RenderCoolingDown',
+        message: /not rendered until .*: its renders hit a limit 1 times in a row, last: .*--render-timeout/,
+      },
+    ];
+    return cases;
+  })(),
+  // ---- issue 22 (rights): remote Helm charts a release author points anywhere ----
+  ...chartCases(),
+  // ---- issue 22, task "tree": hostile release tree paths (built with git mktree; git add refuses them)
+  ...(
+    [
+      [
+        'an entry named ".." (would write outside the cache)',
+        (r) => [r.dir('..', [r.dir('..', [r.file('.gitconfig', '[x]\n')])])],
+        /"\.\.\/\.\.\/\.gitconfig" has a "\.\." component/,
+      ],
+      [
+        'a ".git" folder',
+        (r) => [r.dir('cluster-addon', [r.dir('cni', [r.dir('.git', [r.file('config', 'x')])])])],
+        /"cluster-addon\/cni\/\.git\/config" has a "\.git" component/,
+      ],
+      [
+        'a ".GIT" folder (any case)',
+        (r) => [r.dir('.GIT', [r.file('hooks.yaml', 'x')])],
+        /"\.GIT\/hooks\.yaml" has a "\.GIT" component/,
+      ],
+      [
+        'an entry named "."',
+        (r) => [r.dir('.', [r.file('stack.yaml', 'x')])],
+        /"\.\/stack\.yaml" has a "\." component/,
+      ],
+      ['a backslash in a name', (r) => [r.file('..\\..\\x.yaml', 'x')], /backslash/],
+    ] as Array<[string, (r: CraftedRepo) => CraftedEntry[], RegExp]>
+  ).map(
+    ([name, build, message], i): Case => ({
+      name: `tree: ${name}`,
+      run: () => {
+        const repo = new CraftedRepo(join(work, `crafted-${i}`));
+        return repo.readOutcome([repo.file('stack.yaml', STACK), ...build(repo)]);
+      },
+      reason: 'InvalidRelease',
+      message,
+    }),
+  ),
+  {
+    name: 'ClusterAddon: an addon file under .GIT (a fleet path a fsck-ing Git host refuses)',
+    run: () =>
+      addonOutcome({ tree: treeWith({ 'cluster-addon/cni/.GIT/config.yaml': 'kind: ConfigMap\n' }) }),
+    reason: 'RenderFailed',
+    message:
+      /cluster-addon\/cni\/\.GIT\/config\.yaml: cannot be a fleet file: path "cni\/\.GIT\/config\.yaml" has a "\.GIT" component/,
+  },
 ];
+
+/**
+ * A batch of 12 branches whose push the host refuses as a whole while it holds alpha's branch
+ * (the answer of receive-pack behind a pre-receive hook): the narrowing singles alpha out, and
+ * alpha's ClusterAddon gets the refusal with the host's words. The others must all have landed.
+ */
+async function fleetRefusedOutcome(): Promise<{ reason: string; message: string }> {
+  const bad = 'stackflux/team/alpha';
+  const batch = [...Array.from({ length: 11 }, (_, i) => `stackflux/team/c${i}`), bad];
+  const landed: string[] = [];
+  const narrowed = await pushNarrowing(
+    [batch],
+    async (branches) => {
+      if (!branches.includes(bad)) {
+        landed.push(...branches);
+        return { results: new Map(branches.map((b) => [b, undefined])), message: '' };
+      }
+      return {
+        results: new Map(branches.map((b) => [b, 'pre-receive hook declined'])),
+        message: `push rule: refs/heads/${bad} holds refused-by-host`,
+      };
+    },
+    narrowingBudget(batch.length),
+  );
+  assert.deepEqual(landed.sort(), batch.filter((b) => b !== bad).sort(), 'the other branches landed');
+  const hostReason = narrowed.refused.get(bad);
+  assert.ok(hostReason !== undefined && narrowed.refused.size === 1 && narrowed.deferred.length === 0);
+  const r = reconcileClusterAddon({
+    cluster: cluster(),
+    namespace: NS,
+    name: 'alpha',
+    clusterAddon,
+    release: release(),
+    tree: treeWith(),
+    treeCommit: 'c'.repeat(40),
+    clusterStack: clusterStack(),
+    kustomizations: [],
+    branch: undefined,
+    fleetSettings: { url: 'https://git.example.com/fleet.git', branchPrefix: 'stackflux/' },
+    fleetFailure: refusedBranchFailure(hostReason, fleetBackoffMs(2_000, 1)),
+    templates,
+    now,
+  });
+  const ready = find(r?.status.conditions, 'Ready');
+  return { reason: ready?.reason ?? '(none)', message: ready?.message ?? '' };
+}
+
+/** Issue 22 (rights): a stack.yaml whose one addon is a remote chart `chart` from `repository`. */
+function chartTree(chart: string, repository: string): Map<string, string> {
+  return treeWith({
+    'stack.yaml': `${STACK}  - name: web\n    chart: ${JSON.stringify(chart)}\n    version: 1.0.0\n    repository: ${JSON.stringify(repository)}\n`,
+  });
+}
+
+function chartCases(): Case[] {
+  const allowlisted = (tree: ReadonlyMap<string, string>): Condition | undefined => {
+    const parsed = parseReleaseTag(TAG);
+    assert.ok(parsed.ok);
+    const r = reconcileClusterStackRelease({
+      release: release(),
+      stack: readRelease(tree, parsed.value),
+      commit: 'c'.repeat(40),
+      clusters: [],
+      tenancy: { allowedChartHosts: ['charts.example.com'] },
+      templates,
+      now,
+    });
+    return find(r.status.conditions, 'Ready');
+  };
+  const repositoryError =
+    /addons\[1\] \(web\)\.repository .* must be an https:\/\/ \(Helm repository\) or oci:\/\//;
+  return [
+    {
+      name: 'chart: an OCI repository path walking to the registry catalog',
+      run: () =>
+        releaseOutcome(chartTree('web', 'oci://registry.kube-system.svc:5000/charts/../../v2/_catalog')),
+      reason: 'InvalidRelease',
+      message: repositoryError,
+    },
+    {
+      name: 'chart: a chart name walking up the OCI path',
+      run: () => releaseOutcome(chartTree('../../v2/_catalog', 'oci://registry.example.com/charts')),
+      reason: 'InvalidRelease',
+      message: /addons\[1\] \(web\)\.chart "\.\.\/\.\.\/v2\/_catalog" must be a DNS-1123 label/,
+    },
+    {
+      name: 'chart: a plain http:// Helm repository',
+      run: () => releaseOutcome(chartTree('web', 'http://charts.example.com')),
+      reason: 'InvalidRelease',
+      message: repositoryError,
+    },
+    {
+      name: 'chart: credentials in the repository URL',
+      run: () => releaseOutcome(chartTree('web', 'https://admin:pw@charts.example.com')),
+      reason: 'InvalidRelease',
+      message: repositoryError,
+    },
+    {
+      name: 'chart: an internal host outside --allowed-chart-hosts (release)',
+      run: () => allowlisted(chartTree('web', 'oci://registry.kube-system.svc:5000/charts')),
+      reason: 'InvalidRelease',
+      message: /host registry\.kube-system\.svc is not in --allowed-chart-hosts \(charts\.example\.com\)/,
+    },
+    {
+      name: 'chart: an internal host outside --allowed-chart-hosts (ClusterAddon)',
+      run: () => {
+        const r = reconcileClusterAddon({
+          cluster: cluster(),
+          namespace: NS,
+          name: 'alpha',
+          clusterAddon,
+          release: release(),
+          tree: chartTree('web', 'https://10.0.0.1/charts'),
+          treeCommit: 'c'.repeat(40),
+          clusterStack: clusterStack(),
+          kustomizations: [],
+          branch: undefined,
+          fleetSettings: { url: 'https://git.example.com/fleet.git', branchPrefix: 'stackflux/' },
+          tenancy: { allowedChartHosts: ['charts.example.com'] },
+          templates,
+          now,
+        });
+        return find(r?.status.conditions, 'Ready');
+      },
+      reason: 'InvalidRelease',
+      message:
+        /addons\[1\] \(web\)\.repository "https:\/\/10\.0\.0\.1\/charts": host 10\.0\.0\.1 is not in --allowed-chart-hosts/,
+    },
+  ];
+}
 
 describe('bad-input corpus: every case ends in its condition reason, none throws', () => {
   it('has at least 40 cases with distinct names', () => {

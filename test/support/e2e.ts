@@ -1,5 +1,6 @@
 // Shared helpers of the end-to-end tests: `stackflux run` as a subprocess, release repositories
 // cut from stacks/<example>, and polling with room for a busy shared test environment.
+import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -571,6 +572,11 @@ export class ControllerProcess {
     return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
   }
 
+  /** The controller's pid (NODE is the node binary itself, so this is the stackflux process). */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   logTail(n = 80): string {
     return this.logLines.slice(-n).join('\n');
   }
@@ -617,4 +623,97 @@ export class ControllerProcess {
     await Promise.race([exited, sleep(graceMs)]);
     if (this.running) child.kill('SIGKILL');
   }
+}
+
+// --- least privilege (issue 11 defect 5, issue 22) ---------------------------------------------
+/** A ServiceAccount of `ns` that may manage only ClusterClasses there (a Role, not a ClusterRole). */
+export async function createClusterClassOnlyServiceAccount(
+  client: KubeClient,
+  ns: string,
+  name: string,
+): Promise<void> {
+  await client.create({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace: ns } });
+  await client.create({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: { name, namespace: ns },
+    rules: [{ apiGroups: ['cluster.x-k8s.io'], resources: ['clusterclasses'], verbs: ['*'] }],
+  });
+  await client.create({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name, namespace: ns },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+    subjects: [{ kind: 'ServiceAccount', name, namespace: ns }],
+  });
+}
+
+/**
+ * Cuts a release of stacks/docker-ferrol-1-30 into `folder` whose cluster-class/ also binds
+ * ServiceAccount `ns/subject` to cluster-admin with ClusterRoleBinding `binding`; returns the tag.
+ */
+export function cutEscalatingRelease(
+  dir: string,
+  folder: string,
+  o: { name?: string; version: string; binding: string; ns: string; subject: string },
+): string {
+  return cutRelease(dir, folder, {
+    example: 'docker-ferrol-1-30',
+    ...(o.name !== undefined ? { name: o.name } : {}),
+    k8s: '1-30',
+    version: o.version,
+    edit: (d) =>
+      writeFileSync(
+        join(d, 'cluster-class', 'escalate.yaml'),
+        [
+          'apiVersion: rbac.authorization.k8s.io/v1',
+          'kind: ClusterRoleBinding',
+          `metadata: {name: ${o.binding}}`,
+          'roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}',
+          `subjects: [{kind: ServiceAccount, name: ${o.subject}, namespace: ${o.ns}}]`,
+          '',
+        ].join('\n'),
+      ),
+  });
+}
+
+/**
+ * Waits until release `tag` reports Flux's forbidden error for the ClusterRoleBinding its
+ * cluster-class/ holds, applied as ServiceAccount `ns/sa`, and checks that its Kustomization names
+ * `sa` and that ClusterRoleBinding `binding` does not exist.
+ */
+export async function assertEscalationForbidden(
+  client: KubeClient,
+  ns: string,
+  o: { tag: string; sa: string; binding: string },
+): Promise<void> {
+  const { cskr } = releaseReaders(client, ns);
+  const failed = await waitFor(
+    `release ${o.tag} reports the forbidden ClusterRoleBinding`,
+    async () => {
+      const r = await cskr(o.tag);
+      const ready = cond(r, 'Ready');
+      return ready?.status === 'False' &&
+        ready.reason === 'KustomizationNotReady' &&
+        /ClusterRoleBinding/.test(ready.message ?? '')
+        ? r
+        : undefined;
+    },
+    { timeoutMs: 180_000 },
+  );
+  const message = cond(failed, 'Ready')?.message ?? '';
+  assert.match(message, /forbidden/i);
+  assert.match(message, new RegExp(`system:serviceaccount:${ns}:${o.sa}`));
+  const ks = await client.get<KubeObject & { spec: { serviceAccountName?: string } }>(
+    KUSTOMIZE_API,
+    'Kustomization',
+    o.tag,
+    ns,
+  );
+  assert.equal(ks?.spec.serviceAccountName, o.sa, 'the Kustomization names the ServiceAccount');
+  assert.equal(
+    await client.get('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding', o.binding),
+    undefined,
+    'no ClusterRoleBinding was created',
+  );
 }

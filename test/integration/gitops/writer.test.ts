@@ -4,7 +4,7 @@
 // the writer under test.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -89,6 +89,45 @@ async function newRepo(): Promise<string> {
   return createRepo({ gitServerUrl } as Endpoints, uniqueName('fleetw'));
 }
 
+/**
+ * Installs a server hook in a repository of the test environment's Git server (its bare
+ * repositories are under <state dir>/git), as a host's push rules or server hooks would refuse.
+ */
+function installHook(repo: string, hook: 'pre-receive' | 'update', script: string): void {
+  const file = join(required('STACKFLUX_TESTENV_DIR'), 'git', `${repo}.git`, 'hooks', hook);
+  writeFileSync(file, script);
+  chmodSync(file, 0o755);
+}
+
+/** Refuses a whole push when any pushed tree holds a file named `refused-by-host`. */
+const PRE_RECEIVE_REFUSING = `#!/bin/sh
+status=0
+while read old new ref; do
+  case "$new" in 0000000000000000000000000000000000000000) continue ;; esac
+  if git ls-tree -r --name-only "$new" | grep -q 'refused-by-host'; then
+    echo "policy: $ref holds a file named refused-by-host" >&2
+    status=1
+  fi
+done
+exit $status
+`;
+
+/** Refuses one ref (and so, atomically, the push) when its tree holds `refused-by-host`. */
+const UPDATE_REFUSING = `#!/bin/sh
+if git ls-tree -r --name-only "$3" | grep -q 'refused-by-host'; then
+  echo "policy: $1 holds a file named refused-by-host" >&2
+  exit 1
+fi
+exit 0
+`;
+
+/** A Cluster's files with one the host refuses. */
+function refusedChange(cluster: string): BranchChange {
+  const files = clusterFiles(cluster, 9);
+  files.set('cni/refused-by-host', 'the host refuses this\n');
+  return { branch: `${PREFIX}default/${cluster}`, files, message: `render ${cluster} refused` };
+}
+
 for (const transport of ['smart-http', 'git'] as const) {
   describe(`GitFleetWriter against the real git server, pushing with ${transport}`, () => {
     function writer(url: string, cache: string, extra: Partial<GitFleetWriterConfig> = {}): GitFleetWriter {
@@ -137,6 +176,86 @@ for (const transport of ['smart-http', 'git'] as const) {
         git(['--git-dir', m, 'log', '-1', '--format=%an <%ae>|%cn|%s|%P', `refs/heads/${PREFIX}default/c3`]),
         'stackflux <stackflux@example.invalid>|stackflux|render c3 rev 1|',
       );
+      await w.close();
+    });
+
+    it('the host refuses one branch of a batch (pre-receive hook): that branch stays, the others land', async () => {
+      const name = uniqueName('fleetw-refuse');
+      const url = await createRepo({ gitServerUrl } as Endpoints, name);
+      const w = writer(url, 'refuse');
+      const clusters = Array.from({ length: 9 }, (_, i) => `r${i}`);
+      await w.write(clusters.map((c) => change(c)));
+      installHook(name, 'pre-receive', PRE_RECEIVE_REFUSING);
+      const before = remoteTips(url);
+
+      const batch = [...clusters.map((c) => (c === 'r5' ? refusedChange(c) : change(c, 2))), change('fresh')];
+      const res = await w.write(batch);
+      const bad = `${PREFIX}default/r5`;
+      assert.deepEqual([...res.refused.keys()], [bad]);
+      assert.match(
+        res.refused.get(bad) ?? '',
+        /^pre-receive hook declined: .*policy: refs\/heads\/stackflux\/default\/r5 holds a file named refused-by-host/,
+      );
+      assert.deepEqual(res.deferred, []);
+      assert.equal(res.branches.has(bad), false, 'no state claimed for the refused branch');
+      assert.deepEqual(
+        [...res.changed].sort(),
+        batch
+          .map((c) => c.branch)
+          .filter((b) => b !== bad)
+          .sort(),
+      );
+      // Bisection: one bad branch among 10 costs at most 2·⌈log2 10⌉ pushes beyond the first.
+      assert.ok(res.pushes <= 1 + 2 * 4, `${res.pushes} pushes`);
+
+      const after = remoteTips(url);
+      assert.equal(after.get(bad), before.get(bad), 'the refused branch keeps its previous commit');
+      assert.equal(after.size, clusters.length + 1, 'nothing deleted, the new branch created');
+      const m = mirror(url);
+      for (const c of batch.filter((b) => b.branch !== bad))
+        assert.equal(
+          git(['--git-dir', m, 'rev-parse', `refs/heads/${c.branch}^{tree}`]),
+          branchTreeIds(c.files as Map<string, string>).tree,
+        );
+      assert.equal((await w.branch(bad))?.commit, before.get(bad), 'the local cache agrees');
+
+      // Fixed content lands through the same writer.
+      const fixed = await w.write([change('r5', 3, 'fixed')]);
+      assert.deepEqual(fixed.changed, [bad]);
+      assert.equal(fixed.refused.size, 0);
+      assert.deepEqual(subjects(url, bad), ['fixed', 'render r5 rev 1']);
+      await w.close();
+    });
+
+    it('the host names the refused ref (update hook): one more push, no bisection', async () => {
+      const name = uniqueName('fleetw-named');
+      const url = await createRepo({ gitServerUrl } as Endpoints, name);
+      installHook(name, 'update', UPDATE_REFUSING);
+      const w = writer(url, 'named');
+      const batch = [change('n0'), refusedChange('n1'), change('n2'), change('n3')];
+      const res = await w.write(batch);
+      assert.deepEqual([...res.refused.keys()], [`${PREFIX}default/n1`]);
+      assert.match(res.refused.get(`${PREFIX}default/n1`) ?? '', /^hook declined/);
+      assert.equal(res.pushes, 2, 'the refused push and the push of the rest');
+      assert.deepEqual([...remoteTips(url).keys()].sort(), [
+        `${PREFIX}default/n0`,
+        `${PREFIX}default/n2`,
+        `${PREFIX}default/n3`,
+      ]);
+      await w.close();
+    });
+
+    it('a host that refuses everything: the narrowing stops at its budget and defers the rest', async () => {
+      const name = uniqueName('fleetw-all');
+      const url = await createRepo({ gitServerUrl } as Endpoints, name);
+      installHook(name, 'pre-receive', '#!/bin/sh\necho "pushes are disabled" >&2\nexit 1\n');
+      const w = writer(url, 'all', { maxNarrowingPushes: 3 });
+      const res = await w.write(Array.from({ length: 8 }, (_, i) => change(`a${i}`)));
+      assert.equal(res.pushes, 4, 'the first push and the budget of 3');
+      assert.equal(res.refused.size + res.deferred.length, 8);
+      assert.ok(res.deferred.length > 0);
+      assert.match(res.deferredReason ?? '', /pre-receive hook declined: .*pushes are disabled/);
+      assert.equal(remoteTips(url).size, 0);
       await w.close();
     });
 

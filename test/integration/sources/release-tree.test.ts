@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fetchReleaseTree, listTags, SourceError } from '../../../controller/sources/git.ts';
 import { createRepo, type Endpoints } from '../../../hack/lib/testenv.ts';
+import { assertInvalid } from '../../support/crafted-tree.ts';
 import { git, initRepo, required } from '../../support/e2e.ts';
 import { uniqueName } from '../../support/env.ts';
 
@@ -50,16 +51,6 @@ function fetch(tag: string, cacheDir: string, path = 's', limits?: { maxFiles: n
   const commit = commits.get(tag);
   if (commit === undefined) throw new Error(`no release ${tag}`);
   return fetchReleaseTree(url, tag, commit, path, cacheDir, undefined, limits);
-}
-
-/** Asserts the fetch fails as an invalid release whose message matches `names`. */
-async function assertInvalid(p: Promise<unknown>, names: RegExp): Promise<void> {
-  await assert.rejects(p, (err: unknown) => {
-    assert.ok(err instanceof SourceError, `expected a SourceError, got ${String(err)}`);
-    assert.equal(err.reason, 'InvalidRelease', err.message);
-    assert.match(err.message, names);
-    return true;
-  });
 }
 
 /** Every file below dir (the cache), to show that no secret content was written anywhere. */

@@ -77,4 +77,10 @@ describe('git object ids', () => {
       assert.throws(() => treeId(new Map([[bad, 'x']])), /invalid fleet file path/);
     }
   });
+
+  it('rejects a .git component in any case, a backslash and NUL: a fsck-ing Git host would refuse the whole push (issue 22)', () => {
+    for (const bad of ['cni/.git/config', 'cni/.GIT/x.yaml', '.Git/hooks', 'cni/a\\b.yaml', 'cni/a\0b']) {
+      assert.throws(() => branchTreeIds(new Map([[bad, 'x']])), /invalid fleet file path/, bad);
+    }
+  });
 });

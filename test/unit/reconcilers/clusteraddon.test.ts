@@ -25,6 +25,7 @@ import {
 } from '../../../controller/reconcilers/clusteraddon.ts';
 import type { FluxTemplates } from '../../../controller/releases/flux.ts';
 import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
+import { renderAddon } from '../../../controller/rendering/index.ts';
 
 // The templates are the product under test; reading them is the one fixture read here.
 const templates: FluxTemplates = loadFluxTemplates();
@@ -934,6 +935,29 @@ describe('reconcileClusterAddon: failures keep what runs', () => {
     assert.match(cond(r, 'Ready')?.message ?? '', /cluster-addon\/csi\/csidriver\.yaml/);
   });
 
+  it('an addon whose renders are cooling down → Ready=False RenderCoolingDown, no changes (issue 22)', () => {
+    const w = running();
+    w.cluster = cluster({ release: V2 });
+    const message =
+      'cluster-addon/dns/: not rendered until 2030-01-01T00:00:00.000Z: its renders hit a limit 3 times in a row, last: the time budget of 5s (--render-timeout)';
+    const r = must(
+      reconcileClusterAddon({
+        ...worldInput(w, 'alpha'),
+        render: (i) => (i.addon === 'dns' ? { ok: false, reason: 'CoolingDown', message } : renderAddon(i)),
+      }),
+    );
+    assertNoChanges(r);
+    const ready = cond(r, 'Ready');
+    assert.equal(ready?.status, 'False');
+    assert.equal(ready?.reason, Reason.RenderCoolingDown);
+    assert.match(
+      ready?.message ?? '',
+      /addon dns: cluster-addon\/dns\/: not rendered until .*--render-timeout/,
+    );
+    assert.equal(r.status.release, V1, 'the status still says what runs');
+    assert.equal(r.status.addons?.find((a) => a.name === 'dns')?.reason, Reason.RenderCoolingDown);
+  });
+
   it('an invalid release → InvalidRelease, no changes', () => {
     const broken = new Map(treeV1);
     broken.set('stack.yaml', stackYaml('v7', '  - name: cni\n'));
@@ -1514,5 +1538,50 @@ describe('what of a ClusterAddon requeues its Cluster', () => {
       addon({ annotations: { 'reconcile.fluxcd.io/requestedAt': 'now' } }),
     ])
       assert.ok(!same(inputs, clusterAddonReconcileInputs(changed)));
+  });
+});
+
+// Issue 22 rows 3 and 12: the tenancy policy (controller flags) is an input of the reconcile.
+describe('reconcileClusterAddon: tenancy policy (issue 22)', () => {
+  it('--default-service-account: only the Kustomizations applying to the management cluster (Helm addons) impersonate it', () => {
+    const tenancy = { defaultServiceAccount: 'tenant-applier' };
+    const w = newWorld(cluster({ release: V3 }));
+    converge(w, 'alpha', { tenancy });
+    // Helm addons: their folder (HelmRelease + chart source) is applied to the management cluster.
+    assert.equal(w.kustomizations.get('alpha.info')?.spec.serviceAccountName, 'tenant-applier');
+    assert.equal(w.kustomizations.get('alpha.web')?.spec.serviceAccountName, 'tenant-applier');
+    // A manifest addon applies through the Cluster's kubeconfig: Flux would impersonate the
+    // ServiceAccount inside the workload cluster, which has none; so it names none.
+    const cni = w.kustomizations.get('alpha.cni');
+    assert.ok(cni?.spec.kubeConfig);
+    assert.equal(cni?.spec.serviceAccountName, undefined);
+    // The HelmRelease installs through the kubeconfig too: no ServiceAccount either.
+    for (const addon of ['info', 'web']) {
+      const hr = parseYaml(w.files?.get(`${addon}/helmrelease.yaml`) ?? '') as Doc;
+      assert.ok(hr.spec.kubeConfig);
+      assert.equal(hr.spec.serviceAccountName, undefined);
+    }
+    const unset = newWorld(cluster({ release: V3 }));
+    converge(unset, 'alpha');
+    assert.equal(unset.kustomizations.get('alpha.info')?.spec.serviceAccountName, undefined);
+  });
+
+  it('--allowed-chart-hosts: a chart from another host is InvalidRelease naming the field; nothing changes', () => {
+    const r = must(
+      reconcileClusterAddon(
+        baseInput({ release: V3 }, { tenancy: { allowedChartHosts: ['charts.example.com'] } }),
+      ),
+    );
+    assert.equal(r.branch, undefined);
+    assert.equal(r.kustomizations, undefined);
+    assert.equal(cond(r, 'Ready')?.reason, Reason.InvalidRelease);
+    assert.match(
+      cond(r, 'Ready')?.message ?? '',
+      /addons\[2\] \(web\)\.repository "https:\/\/stefanprodan\.github\.io\/podinfo": host stefanprodan\.github\.io is not in --allowed-chart-hosts \(charts\.example\.com\)/,
+    );
+    const allowed = must(
+      reconcileClusterAddon(baseInput({ release: V3 }, { tenancy: { allowedChartHosts: ['*.github.io'] } })),
+    );
+    assert.ok(allowed.branch, 'an allowed host renders');
   });
 });

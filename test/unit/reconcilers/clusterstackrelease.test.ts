@@ -385,3 +385,44 @@ describe('commitOfRevision', () => {
     assert.equal(commitOfRevision(undefined, TAG), undefined);
   });
 });
+
+// Issue 22 row 3 and 12: the tenancy policy (controller flags) is an input of the reconcile.
+describe('reconcileClusterStackRelease: tenancy policy (issue 22)', () => {
+  const chartManifest: StackManifest = {
+    ...manifest,
+    addons: [
+      { name: 'csi', chart: { name: 'csi', version: '1.0.0', repository: 'oci://registry.internal/c' } },
+    ],
+  };
+
+  it('--default-service-account: the Kustomization impersonates it when the ClusterStack names none', () => {
+    const tenancy = { defaultServiceAccount: 'tenant-applier' };
+    assert.equal(
+      run({ stack: valid, commit: C1, tenancy }).kustomization?.spec.serviceAccountName,
+      'tenant-applier',
+    );
+    const withSa = { ...release, spec: { ...release.spec, serviceAccountName: 'release-applier' } };
+    assert.equal(
+      run({ release: withSa, stack: valid, commit: C1, tenancy }).kustomization?.spec.serviceAccountName,
+      'release-applier',
+      "the ClusterStack's own serviceAccountName wins",
+    );
+  });
+
+  it('--allowed-chart-hosts: a chart from another host makes the release InvalidRelease naming the field; nothing applied', () => {
+    const stack: ValidationResult<StackManifest> = { ok: true, value: chartManifest };
+    const r = run({ stack, commit: C1, tenancy: { allowedChartHosts: ['ghcr.io'] } });
+    assert.equal(r.kustomization, undefined);
+    const ready = cond(r, 'Ready');
+    assert.equal(ready?.status, 'False');
+    assert.equal(ready?.reason, 'InvalidRelease');
+    assert.match(
+      ready?.message ?? '',
+      /addons\[0\] \(csi\)\.repository "oci:\/\/registry\.internal\/c": host registry\.internal is not in --allowed-chart-hosts \(ghcr\.io\)/,
+    );
+    assert.ok(
+      run({ stack, commit: C1, tenancy: { allowedChartHosts: ['registry.internal'] } }).kustomization,
+    );
+    assert.ok(run({ stack, commit: C1 }).kustomization, 'no allowlist: any host');
+  });
+});

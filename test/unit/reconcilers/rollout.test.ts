@@ -17,6 +17,7 @@ import {
   resolveCount,
   windowState,
 } from '../../../controller/reconcilers/rollout.ts';
+import { nestedAll } from '../../support/cel.ts';
 
 const T0 = Date.parse('2026-11-23T10:00:00Z');
 const NS = 'fleet';
@@ -391,8 +392,63 @@ describe('progressive rollout', () => {
     assert.match(r.status?.message ?? '', /healthCheck.expression is false/);
     assert.deepEqual(f.moveOrder, ['c00'], 'nothing beyond the canary while its check fails');
     const bad = twelve({ ...WAVES, healthCheck: { expression: 'cluster.' } }).step();
-    assert.equal(bad.condition?.reason, 'InvalidSpec');
+    assert.equal(bad.condition?.reason, 'InvalidHealthCheck');
     assert.match(bad.condition?.message ?? '', /healthCheck.expression/);
+  });
+
+  it('a health check over the cost limit holds the rollout before any Cluster moves (celhook)', () => {
+    // Six nested .all over a 20-item list: 64 million steps if it were evaluated.
+    const costly = nestedAll(6);
+    const f = twelve({ ...WAVES, healthCheck: { expression: costly } });
+    const r = f.step();
+    assert.equal(r.condition?.status, 'False');
+    assert.equal(r.condition?.reason, 'HealthCheckTooCostly');
+    assert.match(r.condition?.message ?? '', /healthCheck\.expression .*more than the limit of 1000000/);
+    assert.equal(r.status?.phase, 'Stalled');
+    assert.deepEqual(r.changes, [], 'no Cluster moves');
+    assert.deepEqual(f.moveOrder, []);
+  });
+
+  it('a health check too costly for a moved Cluster holds the rollout and keeps its state (celhook)', () => {
+    // Cheap over maps of 20 keys; over the Cluster's 2,000 annotations it is 4 million steps.
+    const expression = 'cluster.metadata.annotations.all(a, cluster.metadata.annotations.exists(b, a == b))';
+    const f = twelve({ ...WAVES, healthCheck: { expression }, rollbackOnFailure: true });
+    for (const c of f.clusters.values())
+      c.metadata.annotations = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`a${i}`, 'x']));
+    const first = f.step();
+    assert.deepEqual(f.moveOrder, ['c00'], 'the canary moves (no health check runs before a move)');
+    assert.equal(first.status?.phase, 'Progressing');
+    f.settle();
+    const annotations = structuredClone(f.clusters.get('c00')?.metadata.annotations);
+    f.now += 20_000;
+    const held = f.step();
+    assert.equal(held.condition?.reason, 'HealthCheckTooCostly');
+    assert.match(held.condition?.message ?? '', /Cluster c00: .*lists up to 20\d\d items/);
+    assert.equal(held.status?.phase, 'Stalled');
+    assert.equal(held.status?.targetRelease, 'docker-ferrol-1-30-v2', 'the last status is kept');
+    assert.deepEqual(held.changes, []);
+    // Past the progress deadline the Cluster is neither failed nor rolled back by a refused check.
+    f.now += 120_000;
+    const later = f.step();
+    assert.equal(later.condition?.reason, 'HealthCheckTooCostly');
+    assert.deepEqual(later.changes, []);
+    assert.deepEqual(f.clusters.get('c00')?.metadata.annotations, annotations);
+    assert.equal(f.classOf('c00'), 'docker-ferrol-1-30-v2');
+  });
+
+  it('a health check with matches() or over the length limit is refused (celhook)', () => {
+    const regex = twelve({
+      ...WAVES,
+      healthCheck: { expression: 'cluster.metadata.name.matches("(a+)+$")' },
+    });
+    const r = regex.step();
+    assert.equal(r.condition?.reason, 'InvalidHealthCheck');
+    assert.match(r.condition?.message ?? '', /matches\(\) is not allowed/);
+    const long = twelve({ ...WAVES, healthCheck: { expression: `${'true && '.repeat(128)}true` } });
+    const l = long.step();
+    assert.equal(l.condition?.reason, 'InvalidHealthCheck');
+    assert.match(l.condition?.message ?? '', /more than the limit of 1024/);
+    assert.deepEqual([...r.changes, ...l.changes], []);
   });
 
   it('an invalid schedule is reported, naming the field', () => {

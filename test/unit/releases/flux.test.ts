@@ -77,6 +77,26 @@ describe('flux templates', () => {
     assert.equal(k.spec.deletionPolicy, 'Orphan');
   });
 
+  it('addon Kustomization: a ServiceAccount only where it applies to the management cluster (issue 22)', () => {
+    const input = {
+      cluster: 'c',
+      namespace: 'n',
+      addon: 'web',
+      path: 'web',
+      sourceName: 'fleet',
+      dependsOn: [],
+      serviceAccountName: 'tenant-applier',
+      ownerReferences: [],
+    };
+    const helm = addonKustomization(templates, { ...input, helm: true });
+    assert.equal(helm.spec.kubeConfig, undefined);
+    assert.equal(helm.spec.serviceAccountName, 'tenant-applier');
+    // Through the Cluster's kubeconfig Flux would impersonate it inside the workload cluster.
+    const manifests = addonKustomization(templates, input);
+    assert.ok(manifests.spec.kubeConfig);
+    assert.equal(manifests.spec.serviceAccountName, undefined);
+  });
+
   it("a Cluster's fleet GitRepository tracks its branch, labelled with the Cluster (and a shard)", () => {
     const g = fleetGitRepository(templates, {
       name: 'c1-addons',

@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   addonDependencies,
+  chartHostAllowed,
+  chartHostErrors,
   parseStackManifest,
   readRelease,
   validateReleaseTree,
@@ -139,7 +141,7 @@ describe('parseStackManifest', () => {
         '  - name: csi',
         '  - name: csi\n    chart: csi\n    version: 1.0.0\n    repository: file:///charts',
       ),
-      /repository "file:\/\/\/charts" must be an https:\/\/ or http:\/\/ \(Helm repository\) or oci:\/\//,
+      /repository "file:\/\/\/charts" must be an https:\/\/ \(Helm repository\) or oci:\/\//,
     ],
     [
       'remote chart version not a string',
@@ -268,5 +270,71 @@ describe('stack.yaml: Helm charts from a repository', () => {
       chart: { name: 'csi-driver', version: '>=1.2.0 <2', repository: 'oci://ghcr.io/example/charts' },
     });
     assert.equal(r.value.addons[0]?.chart, undefined);
+  });
+});
+
+// Issue 22 row 12: chart repositories are https:// or oci:// URLs whose path no chart name or
+// segment can walk, chart names are DNS labels, and --allowed-chart-hosts limits the hosts.
+describe('stack.yaml: remote chart repository and name (issue 22)', () => {
+  const withChart = (chart: string, repository: string) =>
+    good.replace(
+      '  - name: csi',
+      `  - name: csi\n    chart: ${JSON.stringify(chart)}\n    version: 1.0.0\n    repository: ${JSON.stringify(repository)}`,
+    );
+  const repositoryError =
+    /addons\[2\] \(csi\)\.repository ".*" must be an https:\/\/ \(Helm repository\) or oci:\/\//;
+  const rejected: Array<[string, string, string, RegExp]> = [
+    [
+      'an OCI path walking out of the charts folder',
+      'csi',
+      'oci://registry.kube-system.svc:5000/charts/../../v2/_catalog',
+      repositoryError,
+    ],
+    ['a plain http:// Helm repository', 'csi', 'http://charts.example.com', repositoryError],
+    ['a "." segment', 'csi', 'oci://ghcr.io/./charts', repositoryError],
+    ['percent escapes (an escaped ..)', 'csi', 'oci://ghcr.io/charts/%2e%2e/x', repositoryError],
+    ['credentials in the URL', 'csi', 'https://user:pw@charts.example.com', repositoryError],
+    ['a query', 'csi', 'https://charts.example.com/?x=1', repositoryError],
+    ['a fragment', 'csi', 'https://charts.example.com/#x', repositoryError],
+    [
+      'a chart name with ..',
+      '..',
+      'oci://ghcr.io/charts',
+      /addons\[2\] \(csi\)\.chart "\.\." must be a DNS-1123 label/,
+    ],
+    [
+      'a chart name with a slash',
+      '../../v2/_catalog',
+      'oci://ghcr.io/charts',
+      /addons\[2\] \(csi\)\.chart "\.\.\/\.\.\/v2\/_catalog" must be a DNS-1123 label/,
+    ],
+    ['an upper-case chart name', 'CSI', 'oci://ghcr.io/charts', /\.chart "CSI" must be a DNS-1123 label/],
+  ];
+  for (const [name, chart, repository, re] of rejected) {
+    it(`rejects ${name}`, () => assertError(withChart(chart, repository), re));
+  }
+
+  it('accepts https:// and oci:// repositories with a port and a trailing slash', () => {
+    for (const repository of ['https://helm.cilium.io', 'oci://registry.example.com:5000/charts/']) {
+      const r = parseStackManifest(withChart('cilium', repository));
+      assert.ok(r.ok, r.ok ? '' : r.errors.join('; '));
+    }
+  });
+
+  it('--allowed-chart-hosts: exact hosts and *.domain, case-insensitive; unset allows any host', () => {
+    assert.equal(chartHostAllowed('helm.cilium.io', ['helm.cilium.io']), true);
+    assert.equal(chartHostAllowed('HELM.cilium.io', ['helm.cilium.io']), true);
+    assert.equal(chartHostAllowed('ghcr.io', ['*.ghcr.io']), false);
+    assert.equal(chartHostAllowed('eu.ghcr.io', ['*.ghcr.io']), true);
+    assert.equal(chartHostAllowed('evilghcr.io', ['*.ghcr.io']), false);
+    assert.equal(chartHostAllowed('registry.kube-system.svc', ['helm.cilium.io']), false);
+
+    const parsed = parseStackManifest(withChart('csi', 'oci://registry.kube-system.svc:5000/charts'));
+    assert.ok(parsed.ok);
+    assert.deepEqual(chartHostErrors(parsed.value, undefined), []);
+    assert.deepEqual(chartHostErrors(parsed.value, ['registry.kube-system.svc']), []);
+    assert.deepEqual(chartHostErrors(parsed.value, ['helm.cilium.io', '*.ghcr.io']), [
+      'stack.yaml: addons[2] (csi).repository "oci://registry.kube-system.svc:5000/charts": host registry.kube-system.svc is not in --allowed-chart-hosts (helm.cilium.io, *.ghcr.io)',
+    ]);
   });
 });

@@ -4,34 +4,12 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import {
-  type RenderAddonInput,
   RenderPool,
-  type RenderPoolOptions,
   type RenderResult,
   renderAddon,
   withBoundedRenders,
 } from '../../../controller/rendering/index.ts';
-import { configMap, sampleCluster, stackOf, treeOf } from './fixtures.ts';
-
-function input(files: Record<string, string>, values?: Record<string, unknown>): RenderAddonInput {
-  return {
-    tree: treeOf(files),
-    stack: stackOf([{ name: 'a' }]),
-    addon: 'a',
-    cluster: sampleCluster(),
-    ...(values !== undefined ? { centralValues: { a: values } } : {}),
-  };
-}
-
-/** Runs fn with a pool of its own, closed afterwards. */
-async function withPool(opts: RenderPoolOptions, fn: (pool: RenderPool) => Promise<void>): Promise<void> {
-  const pool = new RenderPool(opts);
-  try {
-    await fn(pool);
-  } finally {
-    await pool.close();
-  }
-}
+import { configMap, addonInput as input, withPool } from './fixtures.ts';
 
 function failed(result: RenderResult) {
   if (result.ok) assert.fail('expected a failure');
@@ -68,21 +46,25 @@ describe('render limits in the pure renderer', () => {
   });
 
   it('caps the output of an addon, naming the file that crossed the limit and the flag', () => {
+    // The merged values count too (issue 22): they are small here, the file writes them 6 times.
     const files = {
       'a.yaml': configMap(`  x: "${'a'.repeat(600)}"`, 'one'),
-      'b.yaml.hbs': configMap(`  x: "{{Values.text}}"`, 'two'),
+      'b.yaml.hbs': configMap(`  x: "{{#each Values.six}}{{@root.Values.text}}{{/each}}"`, 'two'),
     };
-    const result = failed(renderAddon(input(files, { text: 'b'.repeat(600) }), { maxOutputBytes: 1024 }));
+    const six = [1, 2, 3, 4, 5, 6];
+    const result = failed(
+      renderAddon(input(files, { text: 'b'.repeat(100), six }), { maxOutputBytes: 1024 }),
+    );
     assert.equal(result.reason, 'LimitExceeded');
     assert.equal(
       result.message,
       "cluster-addon/a/b.yaml.hbs (rendered): the addon's output exceeds the limit of 1 KiB (--render-max-output)",
     );
-    assert.equal(renderAddon(input(files, { text: 'b' }), { maxOutputBytes: 1024 }).ok, true);
+    assert.equal(renderAddon(input(files, { text: 'b', six }), { maxOutputBytes: 1024 }).ok, true);
   });
 });
 
-describe('RenderPool: time budget and memory cap in worker threads', () => {
+describe('RenderPool: time budget and memory cap in render processes', () => {
   // A spare worker after 200 ms (default 1 s), well inside the 4 s budget of the hostile render:
   // with both cores busy a worker takes about 1 s to load, so at 1.5 s the good render finished
   // only 0.1-0.3 s before the hostile one was stopped, and sometimes after.

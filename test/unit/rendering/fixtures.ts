@@ -1,5 +1,10 @@
 // Shared inputs for the rendering unit tests: a v1beta2 Cluster and a release tree built in memory.
 import type { ReleaseTree, StackManifest } from '../../../controller/api/release.ts';
+import {
+  type RenderAddonInput,
+  RenderPool,
+  type RenderPoolOptions,
+} from '../../../controller/rendering/index.ts';
 
 export function sampleCluster(
   overrides: { name?: string; podCidr?: string; host?: string; port?: number } = {},
@@ -60,4 +65,31 @@ export function treeOf(files: Record<string, string>, addon = 'a'): ReleaseTree 
 /** A ConfigMap template whose data is `body` (already indented by two spaces). */
 export function configMap(body: string, name = 'cm'): string {
   return `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\ndata:\n${body}\n`;
+}
+
+/** Addon `a` of a one-addon stack with the given files and central values, for sampleCluster(). */
+export function addonInput(
+  files: Record<string, string>,
+  values?: Record<string, unknown>,
+): RenderAddonInput {
+  return {
+    tree: treeOf(files),
+    stack: stackOf([{ name: 'a' }]),
+    addon: 'a',
+    cluster: sampleCluster(),
+    ...(values !== undefined ? { centralValues: { a: values } } : {}),
+  };
+}
+
+/** Runs fn with a render pool of its own, closed afterwards. */
+export async function withPool(
+  opts: RenderPoolOptions,
+  fn: (pool: RenderPool) => Promise<void>,
+): Promise<void> {
+  const pool = new RenderPool(opts);
+  try {
+    await fn(pool);
+  } finally {
+    await pool.close();
+  }
 }

@@ -318,3 +318,20 @@ describe('addonOrder', () => {
     ]);
   });
 });
+
+describe('renderAddon: fleet file names (issue 22)', () => {
+  it('an addon file under a .git folder (any case) is InvalidOutput naming it, not a fleet file', () => {
+    for (const folder of ['.git', '.GIT']) {
+      const result = failed(
+        renderAddon(
+          input({ 'ok.yaml': configMap('  k: v'), [`${folder}/config.yaml`]: configMap('  k: v', 'g') }),
+        ),
+      );
+      assert.equal(result.reason, 'InvalidOutput');
+      assert.match(
+        result.message,
+        new RegExp(`cluster-addon/a/${folder.replace('.', '\\.')}/config\\.yaml: cannot be a fleet file`),
+      );
+    }
+  });
+});

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import {
   classifyGitFailure,
   configureGitNetwork,
-  credentialEnv,
+  gitEnv,
   gitNetwork,
   gitProcessTimeoutMs,
   parseCatFileBatch,
@@ -136,7 +138,7 @@ describe('git network timeouts (--git-timeout)', () => {
     const before = gitNetwork.stallTimeoutMs;
     try {
       configureGitNetwork({ stallTimeoutMs: 5_000 });
-      const env = credentialEnv(undefined);
+      const env = gitEnv();
       assert.equal(env.GIT_HTTP_LOW_SPEED_LIMIT, '1');
       assert.equal(env.GIT_HTTP_LOW_SPEED_TIME, '5');
       assert.ok(gitProcessTimeoutMs() > 5_000);
@@ -144,5 +146,62 @@ describe('git network timeouts (--git-timeout)', () => {
     } finally {
       configureGitNetwork({ stallTimeoutMs: before });
     }
+  });
+});
+
+describe('gitEnv: git runs isolated from anything a release could write (issue 22)', () => {
+  const config = (env: Record<string, string>): Map<string, string> => {
+    const out = new Map<string, string>();
+    for (let i = 0; i < Number(env.GIT_CONFIG_COUNT ?? '0'); i++)
+      out.set(env[`GIT_CONFIG_KEY_${i}`] ?? '', env[`GIT_CONFIG_VALUE_${i}`] ?? '');
+    return out;
+  };
+
+  it('no global or system config; HOME and XDG_CONFIG_HOME an empty private folder that is not the cache', () => {
+    const env = gitEnv();
+    assert.equal(env.GIT_CONFIG_GLOBAL, '/dev/null');
+    assert.equal(env.GIT_CONFIG_NOSYSTEM, '1');
+    const home = env.HOME ?? '';
+    assert.notEqual(home, process.env.HOME);
+    assert.equal(env.XDG_CONFIG_HOME, home);
+    assert.ok(!home.includes('stackflux/trees') && !home.endsWith('/stackflux'), home);
+    assert.equal(statSync(home).mode & 0o777, 0o700);
+    assert.deepEqual(readdirSync(home), []);
+    assert.equal(gitEnv().HOME, home, 'one folder per process');
+  });
+
+  it('only the https, http and ssh transports, and no redirects', () => {
+    const c = config(gitEnv());
+    assert.equal(c.get('protocol.allow'), 'never');
+    assert.equal(c.get('protocol.https.allow'), 'always');
+    assert.equal(c.get('protocol.http.allow'), 'always');
+    assert.equal(c.get('protocol.ssh.allow'), 'always');
+    assert.equal(c.get('protocol.ext.allow'), undefined);
+    assert.equal(c.get('protocol.file.allow'), undefined);
+    assert.equal(c.get('http.followRedirects'), 'false');
+  });
+
+  it('the credential helper is scoped to the scheme and host of the URL, never global', () => {
+    const env = gitEnv({ username: 'u', password: 's3cret' }, 'https://git.example.com:8443/org/repo.git');
+    const c = config(env);
+    assert.equal(c.get('credential.helper'), undefined);
+    assert.ok(c.get('credential.https://git.example.com:8443.helper')?.startsWith('!'));
+    assert.equal(env.STACKFLUX_GIT_PROTOCOL, 'https');
+    assert.equal(env.STACKFLUX_GIT_HOST, 'git.example.com:8443');
+    assert.ok(![...c.values()].some((v) => v.includes('s3cret')), 'the secret is not in the config');
+    // ssh: git's credential helpers are for HTTP only; nothing is handed over.
+    const ssh = gitEnv({ username: 'u', password: 'p' }, 'ssh://git@example.com/r.git');
+    assert.equal(ssh.STACKFLUX_GIT_PASSWORD, undefined);
+  });
+
+  it('the helper answers only for its own protocol and host', () => {
+    const env = gitEnv({ username: 'user1', password: 's3cret' }, 'http://127.0.0.1:8080/r.git');
+    const helper = (config(env).get('credential.http://127.0.0.1:8080.helper') ?? '').slice(1);
+    // `f get`: git appends the action to the helper's shell text.
+    const run = (input: string) =>
+      execFileSync('sh', ['-c', `${helper} get`], { env, input, encoding: 'utf8' });
+    assert.equal(run('protocol=http\nhost=127.0.0.1:8080\n\n'), 'username=user1\npassword=s3cret\n');
+    assert.equal(run('protocol=http\nhost=127.0.0.2:8080\n\n'), '');
+    assert.equal(run('protocol=https\nhost=127.0.0.1:8080\n\n'), '');
   });
 });

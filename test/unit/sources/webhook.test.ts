@@ -123,13 +123,17 @@ describe('handleWebhook', () => {
     try {
       const ok = await fetch(`${server.url}${WEBHOOK_PATH}`, {
         method: 'POST',
-        headers: { 'x-hub-signature-256': signBody(SECRET, payload), 'x-github-event': 'push' },
+        headers: {
+          'x-hub-signature-256': signBody(SECRET, payload),
+          'x-github-event': 'push',
+          'content-type': 'application/json',
+        },
         body: payload,
       });
       assert.equal(ok.status, 202);
       const bad = await fetch(`${server.url}${WEBHOOK_PATH}`, {
         method: 'POST',
-        headers: { 'x-hub-signature-256': signBody('nope', payload) },
+        headers: { 'x-hub-signature-256': signBody('nope', payload), 'content-type': 'application/json' },
         body: payload,
       });
       assert.equal(bad.status, 401);
@@ -193,7 +197,11 @@ describe('webhook hardening', () => {
     const server = await serveWebhook('127.0.0.1:0', { secret: SECRET, trigger: r.trigger });
     try {
       const post = (body: string | Buffer, headers: Record<string, string>) =>
-        fetch(`${server.url}${WEBHOOK_PATH}`, { method: 'POST', headers, body });
+        fetch(`${server.url}${WEBHOOK_PATH}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body,
+        });
       const headers = { 'x-hub-signature-256': signBody(SECRET, payload), 'x-github-delivery': 'abc' };
       assert.equal((await post(payload, headers)).status, 202);
       assert.equal((await post(payload, headers)).status, 409);

@@ -1,0 +1,39 @@
+// Flags of the tenancy policy, shared by `stackflux run`, `render` and `diff` (offline = live) and
+// exposed by `install`: whose rights Flux applies with, where remote Helm charts may come from.
+import { parseAllowedChartHosts, serviceAccountNameError, type TenancyPolicy } from '../releases/tenancy.ts';
+import { type Command, type FlagValues, UsageError } from './command.ts';
+
+export const tenancyFlags: Command['flags'] = {
+  'default-service-account': {
+    type: 'string',
+    description:
+      "ServiceAccount (in each object's namespace) Flux impersonates to apply a release's cluster-class/ when its ClusterStack sets no serviceAccountName, and a Helm addon's HelmRelease; Flux's flag of the same name (default: Flux's own rights)",
+  },
+  'allowed-chart-hosts': {
+    type: 'string',
+    description:
+      'comma-separated hosts (or *.domain) a remote Helm chart of stack.yaml may come from; another host makes the release InvalidRelease (default: any host)',
+  },
+};
+
+function str(v: string | boolean | undefined): string {
+  return typeof v === 'string' ? v : '';
+}
+
+/** The tenancy policy of the flags; usage errors name the flag. */
+export function tenancyPolicy(flags: FlagValues): TenancyPolicy {
+  const policy: TenancyPolicy = {};
+  const sa = str(flags['default-service-account']);
+  if (sa !== '') {
+    const error = serviceAccountNameError(sa);
+    if (error !== undefined) throw new UsageError(`--default-service-account ${error}`);
+    policy.defaultServiceAccount = sa;
+  }
+  try {
+    const hosts = parseAllowedChartHosts(str(flags['allowed-chart-hosts']));
+    if (hosts !== undefined) policy.allowedChartHosts = hosts;
+  } catch (err) {
+    throw new UsageError(`--allowed-chart-hosts: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return policy;
+}

@@ -1,0 +1,140 @@
+// Issue 22 row 10: renders are queued per namespace and taken round-robin, so one tenant's slow
+// renders do not hold up another's; a template that keeps hitting limits cools down.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { type RenderResult, withBoundedRenders } from '../../../controller/rendering/index.ts';
+import { configMap, addonInput as input, sampleCluster, withPool } from './fixtures.ts';
+
+/** Three nested #each over `n` items, writing nothing: slow in proportion to n³, in constant memory. */
+const SLOW = configMap(
+  '  x: "{{#each Values.items}}{{#each @root.Values.items}}{{#each @root.Values.items}}{{/each}}{{/each}}{{/each}}"',
+  'slow',
+);
+const GOOD = configMap('  name: {{Cluster.metadata.name}}', 'good');
+const items = (n: number) => ({ items: Array.from({ length: n }, (_, i) => i) });
+/** Four nested #each over 100 items: 10^8 iterations, far beyond a short time budget. */
+const STUCK = configMap(
+  '  x: "{{#each Values.items}}{{#each @root.Values.items}}{{#each @root.Values.items}}{{#each @root.Values.items}}{{/each}}{{/each}}{{/each}}{{/each}}"',
+  'stuck',
+);
+
+describe('RenderPool: fair across namespaces', () => {
+  it("a render of another namespace completes before one tenant's queued slow renders drain", async () => {
+    // One process and no spare: the queue's order alone decides.
+    await withPool({ workers: 1, spareAfterMs: 600_000 }, async (pool) => {
+      const done: string[] = [];
+      const track = (label: string, p: Promise<RenderResult>) =>
+        p.then((r) => {
+          done.push(label);
+          return r;
+        });
+      const slow = [1, 2, 3, 4].map((i) =>
+        track(
+          `slow-${i}`,
+          pool.render(input({ 'slow.yaml.hbs': SLOW }, items(150 + i)), { namespace: 'tenant-slow' }),
+        ),
+      );
+      const quick = track(
+        'quick',
+        pool.render(input({ 'good.yaml.hbs': GOOD }), { namespace: 'tenant-quick' }),
+      );
+      const results = await Promise.all([...slow, quick]);
+      assert.ok(
+        results.every((r) => r.ok),
+        JSON.stringify(results.filter((r) => !r.ok)),
+      );
+      // The first slow render was running; the quick one is served next, not after the others.
+      assert.deepEqual(done, ['slow-1', 'quick', 'slow-2', 'slow-3', 'slow-4']);
+    });
+  });
+
+  it('withBoundedRenders queues its renders in the namespace it is given', async () => {
+    await withPool({ workers: 1, spareAfterMs: 600_000 }, async (pool) => {
+      const done: string[] = [];
+      const slow = [1, 2, 3].map((i) =>
+        withBoundedRenders(
+          pool,
+          (render) => render(input({ 'slow.yaml.hbs': SLOW }, items(150 + i))),
+          new Map(),
+          {
+            namespace: 'tenant-slow',
+          },
+        ).then(() => done.push(`slow-${i}`)),
+      );
+      const quick = withBoundedRenders(
+        pool,
+        (render) => render(input({ 'good.yaml.hbs': GOOD })),
+        new Map(),
+        {
+          namespace: 'tenant-quick',
+        },
+      ).then(() => done.push('quick'));
+      await Promise.all([...slow, quick]);
+      assert.deepEqual(done, ['slow-1', 'quick', 'slow-2', 'slow-3']);
+    });
+  });
+});
+
+describe('RenderPool: a template that keeps hitting limits cools down', () => {
+  it('after K limit hits in a row it is not rendered for the back-off, naming the limit; other values, namespaces and templates still render', async () => {
+    await withPool({ workers: 1, timeoutMs: 300, coolDownAfter: 2, coolDownMs: 600_000 }, async (pool) => {
+      const stuck = input({ 'stuck.yaml.hbs': STUCK }, items(100));
+      const opts = { namespace: 'tenant-a' };
+      for (let i = 0; i < 2; i++) {
+        const r = await pool.render(stuck, opts);
+        assert.equal(r.ok ? 'ok' : r.reason, 'LimitExceeded');
+      }
+      assert.equal(pool.stopped.timeout, 2);
+      const cooling = await pool.render(stuck, opts);
+      if (cooling.ok) assert.fail('rendered while cooling down');
+      assert.equal(cooling.reason, 'CoolingDown');
+      assert.match(
+        cooling.message,
+        /^cluster-addon\/a\/: not rendered until \d{4}-\d\d-\d\dT[\d:.]+Z: its renders hit a limit 2 times in a row, last: cluster-addon\/a\/stuck\.yaml\.hbs: rendering took longer than the time budget of 300ms \(--render-timeout\) and was stopped$/,
+      );
+      assert.equal(pool.stopped.timeout, 2, 'the cooling template was not rendered');
+      assert.equal(pool.workerStats.coolingDown, 1);
+      // Another Cluster of the namespace rendering it with the same values: cooling too.
+      const beta = await pool.render({ ...stuck, cluster: sampleCluster({ name: 'beta' }) }, opts);
+      assert.equal(beta.ok ? 'ok' : beta.reason, 'CoolingDown');
+      // With other values (another Cluster's per-cluster values) it renders.
+      const other = await pool.render(input({ 'stuck.yaml.hbs': STUCK }, items(3)), opts);
+      assert.equal(other.ok, true, JSON.stringify(other));
+      // Another namespace's render of the same template and values is that tenant's: rendered.
+      const elsewhere = await pool.render(stuck, { namespace: 'tenant-b' });
+      assert.equal(elsewhere.ok ? 'ok' : elsewhere.reason, 'LimitExceeded');
+      assert.equal(pool.stopped.timeout, 3);
+      // Another template of the namespace renders.
+      assert.equal((await pool.render(input({ 'good.yaml.hbs': GOOD }), opts)).ok, true);
+    });
+  });
+
+  it('a render within the limits ends the streak: only hits in a row count', async () => {
+    await withPool({ workers: 1, timeoutMs: 300, coolDownAfter: 2, coolDownMs: 600_000 }, async (pool) => {
+      const opts = { namespace: 'tenant-a' };
+      // The loop runs over a field of the Cluster: the template and values stay the same.
+      const each = '{{#each @root.Cluster.spec.loop}}';
+      const loop = configMap(`  x: "${each.repeat(4)}{{/each}}{{/each}}{{/each}}{{/each}}"`, 'loop');
+      const stuck = (n: number) => {
+        const cluster = sampleCluster();
+        return {
+          ...input({ 'loop.yaml.hbs': loop }),
+          cluster: { ...cluster, spec: { ...cluster.spec, loop: items(n).items } },
+        };
+      };
+      assert.equal((await pool.render(stuck(100), opts)).ok, false);
+      assert.equal((await pool.render(stuck(2), opts)).ok, true);
+      const again = await pool.render(stuck(100), opts);
+      assert.equal(
+        again.ok ? 'ok' : again.reason,
+        'LimitExceeded',
+        'one hit after a good render does not cool down',
+      );
+      // The second hit in a row does.
+      assert.equal((await pool.render(stuck(100), opts)).ok, false);
+      const cooling = await pool.render(stuck(2), opts);
+      assert.equal(cooling.ok ? 'ok' : cooling.reason, 'CoolingDown');
+      assert.equal(pool.stopped.timeout, 3);
+    });
+  });
+});
