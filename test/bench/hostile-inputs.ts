@@ -9,7 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { API_VERSION } from '../../controller/api/meta.ts';
+import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts';
 import type { Endpoints } from '../../hack/lib/testenv.ts';
 import { CAPI, cutRelease, ferrolClusterStack, git } from '../support/e2e.ts';
@@ -826,8 +826,13 @@ export function redirectForCredentials(): HostileInput {
     async setup(h) {
       await other.start();
       await first.start();
+      // The tenant's own credentials for its own repository: opted in as source credentials.
       await stackWithCredentials(h, name, first.port, {
-        metadata: { name: 'redirect-creds', namespace: h.ns.hostile },
+        metadata: {
+          name: 'redirect-creds',
+          namespace: h.ns.hostile,
+          labels: { [LABEL_SOURCE_CREDENTIALS]: 'true' },
+        },
         stringData: { username: 'tenant', password },
       });
     },

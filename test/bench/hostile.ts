@@ -22,7 +22,7 @@
 // than the lease duration, every benign change applied within the batch window + 10 s, the process
 // never exited. Printed as a table and written to bench-results/hostile-<date>.json.
 
-import type { ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -196,6 +196,33 @@ function options(argv: string[]): Options | undefined {
     stackflux: values.stackflux,
     out: values.out || join(ROOT, 'bench-results', `hostile-${date}.json`),
   };
+}
+
+/** `stackflux run --help` of the measured build (which flags it has). */
+function runFlags(bin: string): string {
+  return execFileSync(process.execPath, [bin, 'run', '--help'], { cwd: ROOT, encoding: 'utf8' });
+}
+
+/** The ServiceAccount Flux applies a tenant's releases with: every right on Cluster API objects of its namespace. */
+const APPLIER = 'hostile-bench-applier';
+function applier(ns: string): KubeObject[] {
+  const meta = { name: APPLIER, namespace: ns };
+  return [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: meta,
+      rules: [{ apiGroups: ['cluster.x-k8s.io'], resources: ['*'], verbs: ['*'] }],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: meta,
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: APPLIER },
+      subjects: [{ kind: 'ServiceAccount', name: APPLIER, namespace: ns }],
+    },
+  ];
 }
 
 // --- samples ----------------------------------------------------------------------------------
@@ -475,8 +502,10 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     log(
       `setting up: ${benignClusters} benign Clusters, ${inputs.length} hostile inputs (${inputs.some((i) => i.name === 'slow') ? h.slowClusters : 0} slow-tenant Clusters)`,
     );
-    for (const ns of Object.values(h.ns))
+    for (const ns of Object.values(h.ns)) {
       await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+      for (const o of applier(ns)) await client.create(o);
+    }
     h.releaseUrl = await createRepo(e, `${h.ns.benign}-release`);
     const fleetRepo = `${h.ns.benign}-fleet`;
     const fleetUrl = await createRepo(e, fleetRepo);
@@ -560,6 +589,10 @@ export async function runHostileBench(argv: string[]): Promise<number> {
       `--webhook-secret=${randomBytes(16).toString('hex')}`,
     ];
     if (supportsQpsFlags(o.stackflux)) args.push('--kube-api-qps=50', '--kube-api-burst=300');
+    // Locked down as a platform admin would run it, where this stackflux has the flag: Flux applies
+    // each tenant's releases with the tenant's ServiceAccount (APPLIER, namespaced rights only).
+    if (runFlags(o.stackflux).includes('--default-service-account'))
+      args.push(`--default-service-account=${APPLIER}`);
     const dockerfile = join(o.source, 'Dockerfile');
     const image = existsSync(dockerfile) ? readFileSync(dockerfile, 'utf8') : '';
     const logFile = join(h.work, 'stackflux.log');

@@ -25,6 +25,8 @@ if (scenario === 'runtime') {
   const { runHostileBench } = await import('./hostile.ts');
   process.exitCode = await runHostileBench(args);
 } else {
-  process.stderr.write(`unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, render, hostile)\n`);
+  process.stderr.write(
+    `unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, render, hostile)\n`,
+  );
   process.exitCode = 2;
 }
