@@ -203,7 +203,7 @@ function runFlags(bin: string): string {
   return execFileSync(process.execPath, [bin, 'run', '--help'], { cwd: ROOT, encoding: 'utf8' });
 }
 
-/** The ServiceAccount Flux applies a tenant's releases with: every right on Cluster API objects of its namespace. */
+/** The ServiceAccount Flux applies a tenant's releases with: rights in its own namespace only. */
 const APPLIER = 'hostile-bench-applier';
 function applier(ns: string): KubeObject[] {
   const meta = { name: APPLIER, namespace: ns };
@@ -213,7 +213,14 @@ function applier(ns: string): KubeObject[] {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'Role',
       metadata: meta,
-      rules: [{ apiGroups: ['cluster.x-k8s.io'], resources: ['*'], verbs: ['*'] }],
+      // Cluster API objects of cluster-class/, and the HelmRelease and chart source of a Helm addon.
+      rules: [
+        {
+          apiGroups: ['cluster.x-k8s.io', 'helm.toolkit.fluxcd.io', 'source.toolkit.fluxcd.io'],
+          resources: ['*'],
+          verbs: ['*'],
+        },
+      ],
     },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
