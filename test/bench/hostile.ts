@@ -7,8 +7,9 @@
 // `stackflux run` child process compiled like the container image (fleet.ts's buildApp, the
 // image's node flags and malloc settings), --shard=<run key> so that it reconciles only this run's
 // objects in a shared environment (every ClusterStack and Cluster of the run carries the key), with
-// leader election, the push webhook and a fleet repository whose pre-receive hook refuses one
-// Cluster's content. Cluster API's status of each Cluster is written by the bench (no CAPI
+// leader election, the push webhook, --default-service-account where the build has it (each tenant
+// namespace gets a ServiceAccount with rights in its namespace only) and a fleet repository whose
+// pre-receive hook refuses one Cluster's content. Cluster API's status of each Cluster is written by the bench (no CAPI
 // controllers), as the fleet bench does.
 //
 // Sampled every second: stackflux's RSS (VmRSS; VmHWM at the end), /healthz latency (its
