@@ -256,6 +256,8 @@ export function imageMallocEnv(dockerfile: string): Record<string, string> {
 export class StackfluxProcess {
   child: ChildProcess | undefined;
   metricsUrl = '';
+  /** /healthz of the running process (its --health-addr). */
+  healthUrl = '';
   startedAt = 0;
   readyMs = 0;
 
@@ -291,6 +293,7 @@ export class StackfluxProcess {
   async start(): Promise<void> {
     const [metrics, health] = [await freePort(), await freePort()];
     this.metricsUrl = `http://127.0.0.1:${metrics}/metrics`;
+    this.healthUrl = `http://127.0.0.1:${health}/healthz`;
     const fd = openSync(this.logFile, 'a');
     this.startedAt = now();
     const child = spawn(
@@ -307,8 +310,9 @@ export class StackfluxProcess {
     );
     this.child = child;
     for (;;) {
-      if (child.exitCode !== null)
-        throw new Error(`stackflux exited (${child.exitCode}); see ${this.logFile}`);
+      // A process killed by a signal has no exit code, only a signal code.
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(`stackflux exited (${child.exitCode ?? child.signalCode}); see ${this.logFile}`);
       const ok = await fetch(`http://127.0.0.1:${health}/readyz`)
         .then((r) => r.ok)
         .catch(() => false);
@@ -402,11 +406,11 @@ export class StackfluxProcess {
     if (this.sampler !== undefined) clearInterval(this.sampler);
     this.sampler = undefined;
     const child = this.child;
-    if (child === undefined || child.exitCode !== null) return;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
     child.kill('SIGTERM');
     await Promise.race([exited, sleep(35_000)]);
-    if (child.exitCode === null) child.kill('SIGKILL');
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
 }
 
@@ -484,7 +488,7 @@ function pushesTo(e: Endpoints, repo: string): number {
   return n;
 }
 
-async function waitUntil(
+export async function waitUntil(
   what: string,
   timeoutMs: number,
   check: () => Promise<boolean> | boolean,
@@ -498,9 +502,9 @@ async function waitUntil(
 }
 
 // --- what the bench watches -------------------------------------------------------------------
-type Obj = KubeObject & { spec?: Record<string, unknown>; status?: Record<string, unknown> };
+export type Obj = KubeObject & { spec?: Record<string, unknown>; status?: Record<string, unknown> };
 
-class Watch {
+export class Watch {
   readonly addons: Informer<Obj>;
   readonly kustomizations: Informer<Obj>;
   readonly gitRepositories: Informer<Obj>;
@@ -558,7 +562,7 @@ class Watch {
 }
 
 // --- the fleet repository as the bench reads it -----------------------------------------------
-class FleetReader {
+export class FleetReader {
   private readonly url: string;
   private readonly dir: string;
 
@@ -629,6 +633,15 @@ class FleetReader {
     return result;
   }
 
+  /** The tip commit of a fetched branch, or undefined. */
+  tip(branch: string): string | undefined {
+    try {
+      return git(this.dir, 'rev-parse', `refs/heads/${branch}`);
+    } catch {
+      return undefined;
+    }
+  }
+
   branches(): number {
     const out = git(this.dir, 'for-each-ref', '--format=%(refname)', 'refs/heads/');
     return out === '' ? 0 : out.split('\n').length;
@@ -671,7 +684,7 @@ interface Fleet {
   layout: string;
 }
 
-function supportsQpsFlags(bin: string): boolean {
+export function supportsQpsFlags(bin: string): boolean {
   const help = execFileSync(process.execPath, [bin, 'run', '--help'], { cwd: ROOT, encoding: 'utf8' });
   return help.includes('--kube-api-qps');
 }
@@ -1206,7 +1219,7 @@ function writerReport(writer: Record<string, unknown>): string[] {
   return lines;
 }
 
-function table(rows: Array<Array<string | number | undefined>>): string {
+export function table(rows: Array<Array<string | number | undefined>>): string {
   const text = rows.map((r) => r.map((c) => (c === undefined ? '–' : String(c))));
   const widths = (text[0] ?? []).map((_, i) => Math.max(...text.map((r) => (r[i] ?? '').length)));
   return text.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ')).join('\n');

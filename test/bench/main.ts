@@ -5,6 +5,7 @@
 //   soak               stackflux under churn for --minutes (default 30), RSS slope (soak.ts; --help)
 //   heap               the informer caches' heap per Cluster, no API server (heap.ts; --help)
 //   render             the render pool at fan-out: ms per Cluster and RSS, no API server (render.ts)
+//   hostile            issue 22's hostile inputs at once while a benign tenant changes values (hostile.ts; --help)
 const [scenario = 'runtime', ...args] = process.argv.slice(2);
 if (scenario === 'runtime') {
   await import('./runtime.ts');
@@ -20,7 +21,12 @@ if (scenario === 'runtime') {
 } else if (scenario === 'render') {
   const { runRenderBench } = await import('./render.ts');
   process.exitCode = await runRenderBench(args);
+} else if (scenario === 'hostile') {
+  const { runHostileBench } = await import('./hostile.ts');
+  process.exitCode = await runHostileBench(args);
 } else {
-  process.stderr.write(`unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, render)\n`);
+  process.stderr.write(
+    `unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, render, hostile)\n`,
+  );
   process.exitCode = 2;
 }

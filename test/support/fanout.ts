@@ -108,22 +108,29 @@ export function clusterStatus(ns: string, i: number): KubeObject {
   };
 }
 
-/** Creates Clusters 0..n-1 of class `classTag` in ns, their status and kubeconfig Secrets. */
+/**
+ * Creates Clusters first..first+n-1 (default 0..n-1) of class `classTag` in ns, their status and
+ * kubeconfig Secrets; `labels` are added to each Cluster's (a shard key, say).
+ */
 export async function createClusters(
   client: KubeClient,
   ns: string,
   n: number,
   classTag: string,
   workloadKubeconfig: string,
+  o: { first?: number; labels?: Record<string, string> } = {},
 ): Promise<void> {
+  const first = o.first ?? 0;
   await pool(
-    Array.from({ length: n }, (_, i) => i),
+    Array.from({ length: n }, (_, i) => first + i),
     32,
     async (i) => {
       await created(() =>
         client.create(workloadKubeconfigSecret(ns, clusterName(i), workloadKubeconfig) as KubeObject),
       );
-      await created(() => client.create(clusterObject(ns, i, classTag)));
+      const cluster = clusterObject(ns, i, classTag);
+      cluster.metadata.labels = { ...cluster.metadata.labels, ...o.labels };
+      await created(() => client.create(cluster));
       await created(() =>
         client.applyStatus(clusterStatus(ns, i), { fieldManager: 'capi-controller', force: true }),
       );
