@@ -65,9 +65,13 @@ import type { ReleaseTree, StackManifest } from '../api/release.ts';
 import type { BranchChange, BranchState } from '../gitops/branches.ts';
 import { branchTreeIds } from '../gitops/objects.ts';
 import {
+  addonFolder,
   addonHelmObjects,
+  addonHelmReleaseName,
   addonKustomization,
   addonKustomizationName,
+  addonKustomizationTarget,
+  addonOfFolder,
   clusterGitRepositoryName,
   FLUX_SHARD_LABEL,
   type FluxTemplates,
@@ -778,10 +782,11 @@ function helmAddonFiles(
     ...(interval !== undefined ? { interval } : {}),
     ...(timeout !== undefined ? { timeout } : {}),
   });
-  const out: [string, string][] = [[`${entry.name}/helmrelease.yaml`, stringifyYaml(objects.helmRelease)]];
+  const folder = addonFolder(entry.name, true);
+  const out: [string, string][] = [[`${folder}/helmrelease.yaml`, stringifyYaml(objects.helmRelease)]];
   if (objects.source !== undefined) {
     const kind = String(objects.source.kind).toLowerCase();
-    out.push([`${entry.name}/${kind}.yaml`, stringifyYaml(objects.source)]);
+    out.push([`${folder}/${kind}.yaml`, stringifyYaml(objects.source)]);
   }
   return out;
 }
@@ -853,8 +858,8 @@ function changeReason(
   if (before !== undefined && before !== target.releaseName)
     return `release ${before} → ${target.releaseName}`;
   const list = (xs: string[]) => xs.sort(compareStrings).join(', ');
-  const disabled = removed.filter((a) => selection.disabled.has(a));
-  const dropped = removed.filter((a) => !selection.disabled.has(a));
+  const disabled = removed.filter((a) => selection.disabled.has(addonOfFolder(a)));
+  const dropped = removed.filter((a) => !selection.disabled.has(addonOfFolder(a)));
   const added = rendered.filter((a) => !branch.addons.has(a));
   const changed = rendered.filter((a) => branch.addons.has(a));
   return (
@@ -913,7 +918,7 @@ function fluxObjects(
   helm: ReadonlyMap<string, HelmAddon>,
 ): Pick<
   ClusterAddonResult,
-  'gitRepository' | 'deleteGitRepository' | 'kustomizations' | 'deleteKustomizations'
+  'gitRepository' | 'deleteGitRepository' | 'kustomizations' | 'deleteKustomizations' | 'patches'
 > {
   const { input, namespace, name } = ctx;
   const settings = input.fleetSettings;
@@ -936,37 +941,77 @@ function fluxObjects(
           labels: shardLabels,
           ownerReferences: owner,
         });
-  const existing = new Set(ctx.ownKustomizations.map((k) => k.metadata.name));
+  const existing = new Map(ctx.ownKustomizations.map((k) => [k.metadata.name, k]));
   const interval = addonIntervalOf(ctx, target);
+  const helmAddons = new Set(helm.keys());
   const kustomizations: Kustomization[] = [];
   for (const entry of selection.order) {
-    const kname = addonKustomizationName(name, entry.name);
-    // Created once its folder is on the branch; kept (updated) once it exists.
-    if (branch?.addons.has(entry.name) !== true && !existing.has(kname)) continue;
-    kustomizations.push(
-      addonKustomization(input.templates, {
-        cluster: name,
-        namespace,
-        addon: entry.name,
-        path: entry.name,
-        sourceName,
-        extraLabels: shardLabels,
-        dependsOn: selection.dependencies.get(entry.name) ?? [],
-        ...(helm.has(entry.name) ? { helm: true } : {}),
-        ...(entry.targetNamespace !== undefined ? { targetNamespace: entry.targetNamespace } : {}),
-        ...(interval !== undefined ? { interval } : {}),
-        ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),
-        ownerReferences: owner,
-      }),
-    );
+    const isHelm = helm.has(entry.name);
+    const kname = addonKustomizationName(name, entry.name, isHelm);
+    const desired = addonKustomization(input.templates, {
+      cluster: name,
+      namespace,
+      addon: entry.name,
+      sourceName,
+      extraLabels: shardLabels,
+      dependsOn: selection.dependencies.get(entry.name) ?? [],
+      helmAddons,
+      ...(isHelm ? { helm: true } : {}),
+      ...(entry.targetNamespace !== undefined ? { targetNamespace: entry.targetNamespace } : {}),
+      ...(interval !== undefined ? { interval } : {}),
+      ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),
+      ownerReferences: owner,
+    });
+    const have = existing.get(kname);
+    if (have !== undefined) {
+      // Never pointed elsewhere: an object whose target differs (a targetNamespace that changed
+      // between releases, a Kustomization of the old naming) is deleted and created anew once gone.
+      if (addonKustomizationTarget(have) === addonKustomizationTarget(desired)) kustomizations.push(desired);
+      continue;
+    }
+    // Created once its folder is on the branch, and once the other kind's Kustomization of the addon
+    // is gone: that one still prunes what it applied (helm-controller uninstalling a release that
+    // the manifests now create, or the reverse).
+    const otherKind = addonKustomizationName(name, entry.name, !isHelm);
+    if (branch?.addons.has(addonFolder(entry.name, isHelm)) !== true || existing.has(otherKind)) continue;
+    kustomizations.push(desired);
   }
-  const wanted = new Set(selection.order.map((e) => addonKustomizationName(name, e.name)));
-  const deleteKustomizations = [...existing].filter((n) => !wanted.has(n));
+  const wanted = new Set(kustomizations.map((k) => k.metadata.name));
+  const deleteKustomizations = [...existing.keys()].filter((n) => !wanted.has(n));
   return {
     ...(gitRepository !== undefined ? { gitRepository } : { deleteGitRepository: sourceName }),
     kustomizations,
     deleteKustomizations,
+    patches: deleteKustomizations.flatMap((n) => {
+      const k = existing.get(n);
+      return k === undefined ? [] : legacyHelmOrphan(ctx, k, helmAddons);
+    }),
   };
+}
+
+/**
+ * A Helm addon's Kustomization of the old naming (`<cluster>.<addon>`, applying to the management
+ * cluster) whose addon is still a Helm addon: deleted with deletionPolicy Orphan, so its HelmRelease
+ * (same name) stays installed and the `<cluster>.<addon>.helm` Kustomization adopts it instead of
+ * helm-controller uninstalling and installing again.
+ */
+function legacyHelmOrphan(ctx: Context, k: Kustomization, helmAddons: ReadonlySet<string>): MergePatch[] {
+  const addon = k.metadata.labels?.[LABEL_ADDON];
+  const legacy =
+    addon !== undefined &&
+    helmAddons.has(addon) &&
+    k.metadata.name === addonKustomizationName(ctx.name, addon, false) &&
+    k.spec.kubeConfig === undefined;
+  if (!legacy || k.spec.deletionPolicy === 'Orphan') return [];
+  return [
+    {
+      apiVersion: k.apiVersion,
+      kind: 'Kustomization',
+      namespace: k.metadata.namespace ?? ctx.namespace,
+      name: k.metadata.name,
+      patch: { spec: { deletionPolicy: 'Orphan' } },
+    },
+  ];
 }
 
 type AddonReadiness = {
@@ -981,7 +1026,7 @@ type AddonReadiness = {
  * helm-controller's reason and message instead of the Kustomization's health-check wait.
  */
 function withHelmRelease(ctx: Context, entry: AddonOrderEntry, r: AddonReadiness): AddonReadiness {
-  const name = addonKustomizationName(ctx.name, entry.name);
+  const name = addonHelmReleaseName(ctx.name, entry.name);
   const hr = ctx.ownHelmReleases.find((h) => h.metadata.name === name);
   const last = hr?.status?.history?.[0];
   const status = {
@@ -1008,8 +1053,9 @@ function addonReadiness(
   entry: AddonOrderEntry,
   expected: string | undefined,
   pending: boolean,
+  helm: boolean,
 ): AddonReadiness {
-  const kname = addonKustomizationName(ctx.name, entry.name);
+  const kname = addonKustomizationName(ctx.name, entry.name, helm);
   const k = ctx.input.kustomizations.find((x) => x.metadata.name === kname);
   const ready = fluxReady(k);
   const applied = k?.status?.lastAppliedRevision;
@@ -1081,7 +1127,7 @@ function addonStatus(
   const pending = update !== undefined;
   const expected = branch !== undefined ? branchRevision(branchName, branch.commit) : undefined;
   const readiness = order.map((entry) => {
-    const r = addonReadiness(ctx, target, entry, expected, pending);
+    const r = addonReadiness(ctx, target, entry, expected, pending, helm.has(entry.name));
     return helm.has(entry.name) ? withHelmRelease(ctx, entry, r) : r;
   });
   const waitingFor = readiness.flatMap((r) => (r.waiting !== undefined ? [r.waiting] : []));
@@ -1174,6 +1220,5 @@ function reconcilePhases(input: ClusterAddonInput): ClusterAddonResult | undefin
     status: addonStatus(ctx, target.value, selection.value, update, helm),
     ...(update !== undefined ? { branch: update } : {}),
     ...fluxObjects(ctx, target.value, selection.value, helm),
-    patches: [],
   };
 }
