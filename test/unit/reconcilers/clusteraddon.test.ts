@@ -1677,7 +1677,9 @@ describe('reconcileClusterAddon: an addon Kustomization keeps its target (issue 
     const pushed = step(w, 'push', { push: true });
     assert.ok(pushed.deleteKustomizations.includes('alpha.x.helm'));
     // The delete is under way: Flux's finalizer keeps the object until helm-controller uninstalled.
-    const deleting = structuredClone(must(w.kustomizations.get('alpha.cni')));
+    const cni = w.kustomizations.get('alpha.cni');
+    assert.ok(cni);
+    const deleting = structuredClone(cni);
     deleting.metadata = {
       ...deleting.metadata,
       name: 'alpha.x.helm',
@@ -1711,7 +1713,8 @@ describe('reconcileClusterAddon: an addon Kustomization keeps its target (issue 
   it("a Helm addon's Kustomization of the old naming is deleted with deletionPolicy Orphan (its HelmRelease is adopted, not reinstalled)", () => {
     const w = newWorld(cluster({ release: V5 }));
     converge(w, 'alpha');
-    const current = must(w.kustomizations.get('alpha.x.helm'));
+    const current = w.kustomizations.get('alpha.x.helm');
+    assert.ok(current);
     // What the previous version emitted: `<cluster>.<addon>` applying ./x to the management cluster.
     const legacy = structuredClone(current);
     legacy.metadata = { ...legacy.metadata, name: 'alpha.x' };
