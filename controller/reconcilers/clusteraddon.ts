@@ -102,6 +102,12 @@ import {
 import { clusterUse } from './clusterstack.ts';
 import { ProviderReason, releaseProviderBlock } from './provider.ts';
 import { acknowledgeReconcileRequest } from './reconcilerequest.ts';
+import {
+  CLUSTER_CLASS_NOT_SHARED,
+  type NamespaceLabels,
+  notSharedMessage,
+  servesNamespace,
+} from './sharing.ts';
 
 /** Finalizer on the ClusterAddon: its fleet branch must be removed before it goes. */
 export const FINALIZER_FLEET_CLEANUP = 'stackflux.io/fleet-cleanup';
@@ -127,6 +133,8 @@ export const Reason = {
   Progressing: 'Progressing',
   AddonNotReady: 'AddonNotReady',
   NotAStackfluxClass: 'NotAStackfluxClass',
+  ClusterClassNotShared: CLUSTER_CLASS_NOT_SHARED,
+  NamespaceNotKnown: 'NamespaceNotKnown',
   Deleting: 'Deleting',
   Deleted: 'Deleted',
 } as const;
@@ -165,6 +173,11 @@ export interface ClusterAddonInput {
   treeCommit?: string;
   /** The ClusterStack owning the release. */
   clusterStack?: ClusterStack;
+  /**
+   * Labels of the Cluster's Namespace when its ClusterClass is in another namespace (the
+   * ClusterStack's clusterNamespaceSelector decides); undefined: not known yet.
+   */
+  namespaceLabels?: NamespaceLabels;
   /** Kustomizations labelled stackflux.io/cluster=<cluster> in the namespace, as they are. */
   kustomizations: readonly Kustomization[];
   /** HelmReleases labelled stackflux.io/cluster=<cluster> in the namespace, as they are (Helm addons). */
@@ -656,6 +669,18 @@ function resolveTarget(ctx: Context): Step<Target> {
   const { release, tree, clusterStack } = input;
   if (release === undefined)
     return waiting(Reason.ReleaseNotFound, `waiting for ClusterStackRelease ${releaseName}`);
+  // Before anything of the release is read: a ClusterStack serves another namespace only by opt-in.
+  const served =
+    clusterStack === undefined ? true : servesNamespace(clusterStack, namespace, input.namespaceLabels);
+  if (served === false && clusterStack !== undefined) {
+    return failed(
+      Reason.ClusterClassNotShared,
+      `${notSharedMessage(clusterStack, namespace)}; nothing of release ${releaseName} is rendered for this Cluster`,
+    );
+  }
+  if (served === undefined) {
+    return waiting(Reason.NamespaceNotKnown, `waiting for the labels of Namespace ${namespace}`);
+  }
   const providerBlock = releaseProviderBlock(release);
   if (providerBlock !== undefined) return waiting(ProviderReason.WaitingForProvider, providerBlock);
   if (tree === undefined) {

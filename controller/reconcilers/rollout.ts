@@ -19,7 +19,6 @@ import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import { parseDurationOrZero } from '../api/duration.ts';
 import type { Condition } from '../api/meta.ts';
 import {
-  type LabelSelector,
   type MaintenanceWindow,
   ROLLOUT_ANNOTATIONS,
   type RolloutSpec,

@@ -23,6 +23,8 @@ import {
   reconcileClusterAddon,
   releaseAddonInputs,
 } from '../../../controller/reconcilers/clusteraddon.ts';
+import { reconcileClusterStack } from '../../../controller/reconcilers/clusterstack.ts';
+import { servedClusterNames } from '../../../controller/reconcilers/sharing.ts';
 import type { FluxTemplates } from '../../../controller/releases/flux.ts';
 import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
 
@@ -1728,5 +1730,147 @@ describe('reconcileClusterAddon: an addon Kustomization keeps its target (issue 
       [['alpha.x', { spec: { deletionPolicy: 'Orphan' } }]],
     );
     assert.ok(!(r.kustomizations ?? []).some((k) => k.metadata.name.startsWith('alpha.x')));
+  });
+});
+
+// ---- Issue 22 row 7: a ClusterStack serves Clusters of other namespaces only when it opts in.
+
+const TENANT = 'tenant-b';
+const SECRET_TOKEN = 'token-of-team-a-do-not-share';
+
+/** A Cluster of namespace tenant-b naming team's ClusterClass (v1beta2 classRef.namespace). */
+function foreignCluster(release = V1): Record<string, unknown> {
+  const c = cluster({ release });
+  const meta = c.metadata as Record<string, unknown>;
+  meta.namespace = TENANT;
+  const topology = (c.spec as { topology: { classRef: Record<string, unknown> } }).topology;
+  topology.classRef.namespace = NS;
+  return c;
+}
+
+/** team's ClusterStack, with central values holding a token and an optional namespace selector. */
+function sharingStack(selector?: ClusterStack['spec']['clusterNamespaceSelector']): ClusterStack {
+  return clusterStack({
+    noProvider: true,
+    values: { cni: { backend: SECRET_TOKEN } },
+    ...(selector !== undefined ? { clusterNamespaceSelector: selector } : {}),
+  });
+}
+
+function foreignInput(stack: ClusterStack, labels?: Record<string, string>): ClusterAddonInput {
+  return baseInput(
+    {},
+    {
+      cluster: foreignCluster(),
+      namespace: TENANT,
+      clusterAddon: { ...existingAddon(), metadata: { ...existingAddon().metadata, namespace: TENANT } },
+      clusterStack: stack,
+      ...(labels !== undefined ? { namespaceLabels: new Map([[TENANT, labels]]) } : {}),
+    },
+  );
+}
+
+function branchText(r: ClusterAddonResult): string {
+  return [...(r.branch?.files?.values() ?? [])].join('\n');
+}
+
+describe("reconcileClusterAddon: another namespace's ClusterClass (issue 22)", () => {
+  it('is refused without an opt-in: no branch, no Flux objects, a condition naming the ClusterStack and the selector', () => {
+    const r = must(reconcileClusterAddon(foreignInput(sharingStack(), { 'team-a/shared': 'yes' })));
+    assert.equal(r.branch, undefined);
+    assert.equal(r.kustomizations, undefined);
+    assert.equal(r.gitRepository, undefined);
+    const ready = cond(r, 'Ready');
+    assert.equal(ready?.status, 'False');
+    assert.equal(ready?.reason, 'ClusterClassNotShared');
+    assert.match(
+      ready?.message ?? '',
+      /ClusterStack team\/ferrol .*tenant-b.*spec\.clusterNamespaceSelector/,
+    );
+    assert.ok(!JSON.stringify(r).includes(SECRET_TOKEN), 'the central values are nowhere in the result');
+  });
+
+  it("is refused when the selector does not select the Namespace's labels (or the Namespace is gone)", () => {
+    const stack = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
+    for (const labels of [{ 'stackflux.io/tenant': 'other' }, {}] as Record<string, string>[]) {
+      const r = must(reconcileClusterAddon(foreignInput(stack, labels)));
+      assert.equal(cond(r, 'Ready')?.reason, 'ClusterClassNotShared');
+      assert.match(cond(r, 'Ready')?.message ?? '', /does not select/);
+      assert.equal(r.branch, undefined);
+    }
+    const gone = must(reconcileClusterAddon({ ...foreignInput(stack), namespaceLabels: new Map() }));
+    assert.equal(cond(gone, 'Ready')?.reason, 'ClusterClassNotShared');
+  });
+
+  it('waits (renders nothing) while the Namespace labels are not known', () => {
+    const r = must(reconcileClusterAddon(foreignInput(sharingStack({ matchLabels: { a: 'b' } }))));
+    assert.equal(cond(r, 'Reconciling')?.reason, 'NamespaceNotKnown');
+    assert.equal(r.branch, undefined);
+  });
+
+  it('is served once the ClusterStack selects its Namespace', () => {
+    const stack = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
+    const r = must(reconcileClusterAddon(foreignInput(stack, { 'stackflux.io/tenant': 'shared' })));
+    assert.ok(r.branch !== undefined, 'rendered');
+    assert.equal(r.branch.branch, 'stackflux/tenant-b/alpha');
+    assert.ok(branchText(r).includes(SECRET_TOKEN), "the ClusterStack's central values apply, as it agreed");
+    assert.notEqual(cond(r, 'Ready')?.reason, 'ClusterClassNotShared');
+  });
+
+  it("a Cluster of the ClusterStack's own namespace never needs the selector", () => {
+    const r = must(reconcileClusterAddon(baseInput({}, { clusterStack: sharingStack() })));
+    assert.ok(r.branch !== undefined);
+  });
+});
+
+describe('garbage collection: a foreign Cluster keeps a release only where it is served (issue 22)', () => {
+  const ready = (tag: string): ClusterStackRelease => ({
+    ...releaseObject(tag),
+    status: {
+      conditions: [
+        {
+          type: 'Ready',
+          status: 'True',
+          reason: 'Succeeded',
+          message: 'ok',
+          lastTransitionTime: '2025-01-01T00:00:00Z',
+        },
+      ],
+    },
+  });
+  const gc = (stack: ClusterStack, labels?: Record<string, string>) =>
+    reconcileClusterStack({
+      clusterStack: stack,
+      listing: { ok: true, tags: [V1, V2], listedAt: '2025-01-01T00:00:00Z' },
+      releases: [ready(V1), ready(V2)],
+      clusters: [{ name: `${TENANT}/alpha`, className: V1, classNamespace: NS, clusterNamespace: TENANT }],
+      ...(labels !== undefined ? { namespaceLabels: new Map([[TENANT, labels]]) } : {}),
+      now,
+    });
+
+  it('a Cluster of a namespace the ClusterStack does not serve does not pin its release', () => {
+    assert.deepEqual(gc(sharingStack(), {}).delete, [V1]);
+    const selective = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
+    assert.deepEqual(gc(selective, { 'stackflux.io/tenant': 'other' }).delete, [V1]);
+  });
+
+  it('a served one does; while the Namespace labels are unknown it does too (nothing deleted on a guess)', () => {
+    const selective = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
+    const served = gc(selective, { 'stackflux.io/tenant': 'shared' });
+    assert.deepEqual(served.delete, []);
+    assert.equal(served.status.summary?.find((s) => s.name === V1)?.inUse, true);
+    assert.deepEqual(gc(selective).delete, []);
+  });
+
+  it("the release's in-use finalizer counts the same Clusters", () => {
+    const users = ['own', `${TENANT}/alpha`, 'tenant-c/beta'];
+    const labels = new Map<string, Record<string, string>>([
+      [TENANT, { 'stackflux.io/tenant': 'shared' }],
+      ['tenant-c', {}],
+    ]);
+    assert.deepEqual(servedClusterNames(users, sharingStack(), labels), ['own']);
+    const selective = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
+    assert.deepEqual(servedClusterNames(users, selective, labels), ['own', `${TENANT}/alpha`]);
+    assert.deepEqual(servedClusterNames(users, selective, undefined), users, 'unknown labels: kept');
   });
 });
