@@ -47,6 +47,7 @@ import {
 } from '../reconcilers/clusteraddon.ts';
 import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { reconcileRequested } from '../reconcilers/reconcilerequest.ts';
+import { clusterStackOfTag } from '../reconcilers/sharing.ts';
 import { clusterGitRepositoryName, type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { tagForClusterClassName } from '../releases/tags.ts';
 import {
@@ -77,6 +78,7 @@ const REF_INDEX = 'clusteraddon/ref';
 /** Clusters naming a ClusterClass of another namespace: by their own namespace, and by the class's. */
 const FOREIGN_BY_NS_INDEX = 'clusteraddon/foreign-by-namespace';
 const FOREIGN_BY_CLASS_NS_INDEX = 'clusteraddon/foreign-by-class-namespace';
+const NS_BY_STACK_INDEX = 'clusteraddon/clusterstack-namespace';
 /** Concurrent requestedAt patches after a write. */
 const FETCH_REQUEST_CONCURRENCY = 8;
 /** Backoff of a Cluster waiting for the objects its refs point at: 2 s doubling to 5 min. */
@@ -275,6 +277,7 @@ export async function setupClusterAddonController(
     const ns = foreignClassNs(c);
     return ns !== undefined ? [ns] : [];
   });
+  clusterStacks.addIndexer(NS_BY_STACK_INDEX, (cs) => [nsOf(cs)]);
   // Labels of the namespaces of such Clusters: a ClusterStack serves them only when it opts in.
   const namespaces = namespaceInformer(manager);
   clusters.addIndexer(REF_INDEX, (c) =>
@@ -689,7 +692,11 @@ export async function setupClusterAddonController(
     const releaseNs = use?.classNamespace ?? namespace;
     const release = tag !== undefined ? releases.get(`${releaseNs}/${tag.tag}`) : undefined;
     const clusterStack =
-      release !== undefined ? clusterStacks.get(`${releaseNs}/${release.spec.clusterStack}`) : undefined;
+      release !== undefined
+        ? clusterStacks.get(`${releaseNs}/${release.spec.clusterStack}`)
+        : releaseNs !== namespace && tag !== undefined
+          ? clusterStackOfTag(clusterStacks.byIndex(NS_BY_STACK_INDEX, releaseNs), tag)
+          : undefined;
     const namespaceLabels = releaseNs !== namespace ? namespaceLabelsOf(namespaces, [namespace]) : undefined;
     let tree: ReleaseTree | undefined;
     let fetchError: unknown;

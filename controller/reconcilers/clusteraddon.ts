@@ -667,9 +667,8 @@ function resolveTarget(ctx: Context): Step<Target> {
     return waiting(Reason.Creating, `creating ClusterAddon ${namespace}/${name} for release ${releaseName}`);
   }
   const { release, tree, clusterStack } = input;
-  if (release === undefined)
-    return waiting(Reason.ReleaseNotFound, `waiting for ClusterStackRelease ${releaseName}`);
   // Before anything of the release is read: a ClusterStack serves another namespace only by opt-in.
+  // (Checked without the release too: a release a Cluster may not use may well be collected.)
   const served =
     clusterStack === undefined ? true : servesNamespace(clusterStack, namespace, input.namespaceLabels);
   if (served === false && clusterStack !== undefined) {
@@ -681,6 +680,8 @@ function resolveTarget(ctx: Context): Step<Target> {
   if (served === undefined) {
     return waiting(Reason.NamespaceNotKnown, `waiting for the labels of Namespace ${namespace}`);
   }
+  if (release === undefined)
+    return waiting(Reason.ReleaseNotFound, `waiting for ClusterStackRelease ${releaseName}`);
   const providerBlock = releaseProviderBlock(release);
   if (providerBlock !== undefined) return waiting(ProviderReason.WaitingForProvider, providerBlock);
   if (tree === undefined) {

@@ -4,6 +4,7 @@
 // collected. So a ClusterStack serves the Clusters of its own namespace, and those of other
 // namespaces only when it opts in: spec.clusterNamespaceSelector selects their Namespace's labels.
 import type { ClusterStack } from '../api/clusterstack.ts';
+import type { ReleaseTag } from '../releases/tags.ts';
 import { selects } from './labelselector.ts';
 
 /**
@@ -59,4 +60,24 @@ export function servedClusterNames(
     const slash = n.indexOf('/');
     return slash < 0 || servesNamespace(cs, n.slice(0, slash), namespaces) !== false;
   });
+}
+
+/**
+ * The ClusterStack of a namespace whose releases this tag would be (provider, name, Kubernetes
+ * version, channel): for a Cluster of another namespace whose release does not exist (never created
+ * for it, or collected because that ClusterStack does not serve it), so the refusal still names it.
+ */
+export function clusterStackOfTag<T extends Pick<ClusterStack, 'metadata' | 'spec'>>(
+  stacks: readonly T[],
+  tag: Pick<ReleaseTag, 'provider' | 'name' | 'kubernetesVersion' | 'channel'>,
+): T | undefined {
+  return [...stacks]
+    .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0))
+    .find(
+      (cs) =>
+        cs.spec.provider === tag.provider &&
+        cs.spec.name === tag.name &&
+        cs.spec.kubernetesVersion === tag.kubernetesVersion &&
+        (cs.spec.channel ?? 'stable') === tag.channel,
+    );
 }

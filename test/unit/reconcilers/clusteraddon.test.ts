@@ -1802,6 +1802,13 @@ describe("reconcileClusterAddon: another namespace's ClusterClass (issue 22)", (
     assert.equal(cond(gone, 'Ready')?.reason, 'ClusterClassNotShared');
   });
 
+  it('is refused by name also once the release is gone (collected because it does not serve the Cluster)', () => {
+    const r = must(
+      reconcileClusterAddon({ ...foreignInput(sharingStack(), {}), release: undefined, tree: undefined }),
+    );
+    assert.equal(cond(r, 'Ready')?.reason, 'ClusterClassNotShared');
+  });
+
   it('waits (renders nothing) while the Namespace labels are not known', () => {
     const r = must(reconcileClusterAddon(foreignInput(sharingStack({ matchLabels: { a: 'b' } }))));
     assert.equal(cond(r, 'Reconciling')?.reason, 'NamespaceNotKnown');
