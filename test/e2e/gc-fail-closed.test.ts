@@ -110,8 +110,12 @@ describe('garbage collection counts every Cluster, in every shard and namespace'
       await stillThere(v('1-30', 'v1'));
     }));
 
-  it('3. a Cluster of another namespace naming the class here keeps it; without Clusters it goes', () =>
+  it('3. a Cluster of another namespace naming the class here keeps it (where the ClusterStack shares with it); without Clusters it goes', () =>
     step(async () => {
+      // Issue 22: another namespace's Cluster counts only where the ClusterStack serves it.
+      await patchStack({
+        clusterNamespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': otherNs } },
+      });
       await client.create(cluster('elsewhere', otherNs, v('1-30', 'v1')));
       await waitFor('v1 counts both Clusters', async () =>
         (await cskr(v('1-30', 'v1')))?.status?.clusters === 2 ? true : undefined,
