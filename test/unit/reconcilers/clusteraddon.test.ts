@@ -1775,7 +1775,7 @@ function branchText(r: ClusterAddonResult): string {
 }
 
 describe("reconcileClusterAddon: another namespace's ClusterClass (issue 22)", () => {
-  it('is refused without an opt-in: no branch, no Flux objects, a condition naming the ClusterStack and the selector', () => {
+  it('is refused without an opt-in (no branch, no Flux objects, a condition naming the ClusterStack and the selector), served with one', () => {
     const r = must(reconcileClusterAddon(foreignInput(sharingStack(), { 'team-a/shared': 'yes' })));
     assert.equal(r.branch, undefined);
     assert.equal(r.kustomizations, undefined);
@@ -1788,6 +1788,18 @@ describe("reconcileClusterAddon: another namespace's ClusterClass (issue 22)", (
       /ClusterStack team\/ferrol .*tenant-b.*spec\.clusterNamespaceSelector/,
     );
     assert.ok(!JSON.stringify(r).includes(SECRET_TOKEN), 'the central values are nowhere in the result');
+
+    // Opted in: served, with the central values the ClusterStack agreed to share.
+    const stack = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
+    const served = must(reconcileClusterAddon(foreignInput(stack, { 'stackflux.io/tenant': 'shared' })));
+    assert.ok(served.branch !== undefined, 'rendered');
+    assert.equal(served.branch.branch, 'stackflux/tenant-b/alpha');
+    assert.ok(branchText(served).includes(SECRET_TOKEN));
+    assert.notEqual(cond(served, 'Ready')?.reason, 'ClusterClassNotShared');
+    // A Cluster of the ClusterStack's own namespace never needs the selector.
+    assert.ok(
+      must(reconcileClusterAddon(baseInput({}, { clusterStack: sharingStack() }))).branch !== undefined,
+    );
   });
 
   it("is refused when the selector does not select the Namespace's labels (or the Namespace is gone)", () => {
@@ -1813,20 +1825,6 @@ describe("reconcileClusterAddon: another namespace's ClusterClass (issue 22)", (
     const r = must(reconcileClusterAddon(foreignInput(sharingStack({ matchLabels: { a: 'b' } }))));
     assert.equal(cond(r, 'Reconciling')?.reason, 'NamespaceNotKnown');
     assert.equal(r.branch, undefined);
-  });
-
-  it('is served once the ClusterStack selects its Namespace', () => {
-    const stack = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
-    const r = must(reconcileClusterAddon(foreignInput(stack, { 'stackflux.io/tenant': 'shared' })));
-    assert.ok(r.branch !== undefined, 'rendered');
-    assert.equal(r.branch.branch, 'stackflux/tenant-b/alpha');
-    assert.ok(branchText(r).includes(SECRET_TOKEN), "the ClusterStack's central values apply, as it agreed");
-    assert.notEqual(cond(r, 'Ready')?.reason, 'ClusterClassNotShared');
-  });
-
-  it("a Cluster of the ClusterStack's own namespace never needs the selector", () => {
-    const r = must(reconcileClusterAddon(baseInput({}, { clusterStack: sharingStack() })));
-    assert.ok(r.branch !== undefined);
   });
 });
 
@@ -1855,17 +1853,14 @@ describe('garbage collection: a foreign Cluster keeps a release only where it is
       now,
     });
 
-  it('a Cluster of a namespace the ClusterStack does not serve does not pin its release', () => {
+  it('a Cluster of a namespace the ClusterStack does not serve does not pin its release; a served one does', () => {
     assert.deepEqual(gc(sharingStack(), {}).delete, [V1]);
     const selective = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
     assert.deepEqual(gc(selective, { 'stackflux.io/tenant': 'other' }).delete, [V1]);
-  });
-
-  it('a served one does; while the Namespace labels are unknown it does too (nothing deleted on a guess)', () => {
-    const selective = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
     const served = gc(selective, { 'stackflux.io/tenant': 'shared' });
     assert.deepEqual(served.delete, []);
     assert.equal(served.status.summary?.find((s) => s.name === V1)?.inUse, true);
+    // Namespace labels not known yet: kept (nothing deleted on a guess).
     assert.deepEqual(gc(selective).delete, []);
   });
 
