@@ -1003,7 +1003,10 @@ function fluxObjects(
     kustomizations.push(desired);
   }
   const wanted = new Set(kustomizations.map((k) => k.metadata.name));
-  const deleteKustomizations = [...existing.keys()].filter((n) => !wanted.has(n));
+  // One delete per object: one already being deleted (Flux pruning) is only waited for.
+  const deleteKustomizations = [...existing]
+    .filter(([n, k]) => !wanted.has(n) && k.metadata.deletionTimestamp === undefined)
+    .map(([n]) => n);
   return {
     ...(gitRepository !== undefined ? { gitRepository } : { deleteGitRepository: sourceName }),
     kustomizations,
