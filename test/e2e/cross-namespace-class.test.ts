@@ -28,6 +28,7 @@ import {
   initRepo,
   releaseAddonNamespace,
   releaseFerrol130,
+  setClusterNamespaceSelector,
   waitFor,
 } from '../support/e2e.ts';
 
@@ -132,10 +133,9 @@ describe("a Cluster naming another namespace's ClusterClass is served only by op
       await client.mergePatch('v1', 'Namespace', nsB, undefined, {
         metadata: { labels: { [SHARE_LABEL]: nsA } },
       });
-      await client.mergePatch(API_VERSION, 'ClusterStack', 'ferrol', nsA, {
-        spec: { clusterNamespaceSelector: { matchLabels: { [SHARE_LABEL]: nsA } } },
-      });
+      const selector = { matchLabels: { [SHARE_LABEL]: nsA } };
       await waitFor('v1 back, in use by the served Cluster', async () => {
+        if (!(await setClusterNamespaceSelector(client, nsA, 'ferrol', selector))) return undefined;
         const r = await cskr(ferrolTag('v1'));
         return r?.status?.clusters === 1 ? r : undefined;
       });
