@@ -12,7 +12,7 @@ import {
   readyPrinterColumns,
   suspendedPrinterColumn,
 } from './meta.ts';
-import { rolloutSpecSchema, rolloutStatusSchema } from './rollout.ts';
+import { labelSelectorSchema, rolloutSpecSchema, rolloutStatusSchema } from './rollout.ts';
 import { type FromSchema, schema } from './schema.ts';
 
 /** provider and name are single tag segments: lower-case alphanumerics, no dashes. */
@@ -192,6 +192,15 @@ export const clusterStackSpecSchema = schema({
       'x-kubernetes-preserve-unknown-fields': true,
     },
     rollout: rolloutSpecSchema,
+    clusterNamespaceSelector: {
+      ...labelSelectorSchema,
+      description:
+        'Namespaces whose Clusters may use the releases of this ClusterStack (a Cluster names a ClusterClass ' +
+        "of another namespace with classRef.namespace): their addons are rendered with this stack's central " +
+        'values, and they keep its releases from being garbage-collected. Clusters of this namespace always ' +
+        'may; unset: no other namespace; {} (empty): every namespace. Selects on Namespace labels ' +
+        '(kubernetes.io/metadata.name is the name).',
+    },
   },
 });
 export type ClusterStackSpec = FromSchema<typeof clusterStackSpecSchema>;

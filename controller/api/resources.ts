@@ -172,6 +172,14 @@ export const INPUT_RESOURCES: readonly ResourceDeclaration[] = [
   {
     group: '',
     version: 'v1',
+    resource: 'namespaces',
+    verbs: ['get', 'list', 'watch'],
+    purpose:
+      "Namespace labels: a ClusterStack's clusterNamespaceSelector decides which other namespaces' Clusters it serves",
+  },
+  {
+    group: '',
+    version: 'v1',
     resource: 'secrets',
     verbs: ['get'],
     purpose: 'credentials of release sources and the fleet repository (read directly, not cached)',

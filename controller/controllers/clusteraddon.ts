@@ -48,6 +48,7 @@ import {
 } from '../reconcilers/clusteraddon.ts';
 import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { reconcileRequested } from '../reconcilers/reconcilerequest.ts';
+import { clusterStackOfTag } from '../reconcilers/sharing.ts';
 import { clusterGitRepositoryName, type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { tagForClusterClassName } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
@@ -68,6 +69,7 @@ import type { Manager } from '../runtime/manager.ts';
 import { fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials, sourceSecretCredentials } from './common.ts';
 import { FleetBatch } from './fleetbatch.ts';
+import { namespaceInformer, namespaceLabelsChanged, namespaceLabelsOf } from './namespaces.ts';
 import { requestFluxSourcesFetch } from './reconcilerequest.ts';
 import { servedClusterApiVersion } from './releasepipeline.ts';
 
@@ -75,6 +77,10 @@ const CLUSTER_INDEX = 'clusteraddon/cluster';
 const CLASS_INDEX = 'clusteraddon/class';
 const NS_INDEX = 'clusteraddon/namespace';
 const REF_INDEX = 'clusteraddon/ref';
+/** Clusters naming a ClusterClass of another namespace: by their own namespace, and by the class's. */
+const FOREIGN_BY_NS_INDEX = 'clusteraddon/foreign-by-namespace';
+const FOREIGN_BY_CLASS_NS_INDEX = 'clusteraddon/foreign-by-class-namespace';
+const NS_BY_STACK_INDEX = 'clusteraddon/clusterstack-namespace';
 /** Concurrent requestedAt patches after a write. */
 const FETCH_REQUEST_CONCURRENCY = 8;
 /** Backoff of a Cluster waiting for the objects its refs point at: 2 s doubling to 5 min. */
@@ -278,6 +284,18 @@ export async function setupClusterAddonController(
     const use = clusterUse(c);
     return use === undefined ? [] : [`${use.classNamespace ?? nsOf(c)}/${use.className}`];
   });
+  const foreignClassNs = (c: Obj): string | undefined => {
+    const ns = clusterUse(c)?.classNamespace;
+    return ns !== undefined && ns !== nsOf(c) ? ns : undefined;
+  };
+  clusters.addIndexer(FOREIGN_BY_NS_INDEX, (c) => (foreignClassNs(c) !== undefined ? [nsOf(c)] : []));
+  clusters.addIndexer(FOREIGN_BY_CLASS_NS_INDEX, (c) => {
+    const ns = foreignClassNs(c);
+    return ns !== undefined ? [ns] : [];
+  });
+  clusterStacks.addIndexer(NS_BY_STACK_INDEX, (cs) => [nsOf(cs)]);
+  // Labels of the namespaces of such Clusters: a ClusterStack serves them only when it opts in.
+  const namespaces = namespaceInformer(manager);
   clusters.addIndexer(REF_INDEX, (c) =>
     (['controlPlaneRef', 'infrastructureRef'] as const).flatMap((f) => {
       const r = refOf(c, f);
@@ -744,7 +762,12 @@ export async function setupClusterAddonController(
     const releaseNs = use?.classNamespace ?? namespace;
     const release = tag !== undefined ? releases.get(`${releaseNs}/${tag.tag}`) : undefined;
     const clusterStack =
-      release !== undefined ? clusterStacks.get(`${releaseNs}/${release.spec.clusterStack}`) : undefined;
+      release !== undefined
+        ? clusterStacks.get(`${releaseNs}/${release.spec.clusterStack}`)
+        : releaseNs !== namespace && tag !== undefined
+          ? clusterStackOfTag(clusterStacks.byIndex(NS_BY_STACK_INDEX, releaseNs), tag)
+          : undefined;
+    const namespaceLabels = releaseNs !== namespace ? namespaceLabelsOf(namespaces, [namespace]) : undefined;
     let tree: ReleaseTree | undefined;
     let fetchError: unknown;
     const deleting = cluster === undefined || cluster.metadata.deletionTimestamp !== undefined;
@@ -782,6 +805,7 @@ export async function setupClusterAddonController(
       ...(tree !== undefined ? { tree } : {}),
       ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
       ...(clusterStack !== undefined ? { clusterStack } : {}),
+      ...(namespaceLabels !== undefined ? { namespaceLabels } : {}),
       kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
       ...(helmReleases !== undefined ? { helmReleases: helmReleases.byIndex(CLUSTER_INDEX, key) } : {}),
       branch,
@@ -1054,8 +1078,18 @@ export async function setupClusterAddonController(
   manager.watch(
     c,
     clusterStacks,
-    (cs) => clusters.byIndex(NS_INDEX, nsOf(cs)).map(keyOf),
+    (cs) =>
+      [...clusters.byIndex(NS_INDEX, nsOf(cs)), ...clusters.byIndex(FOREIGN_BY_CLASS_NS_INDEX, nsOf(cs))].map(
+        keyOf,
+      ),
     (o, n) => !sameJson(clusterStackAddonInputs(o), clusterStackAddonInputs(n)),
+  );
+  // A Namespace's labels decide whether its Clusters of another namespace's ClusterClass are served.
+  manager.watch(
+    c,
+    namespaces,
+    (n) => clusters.byIndex(FOREIGN_BY_NS_INDEX, n.metadata.name ?? '').map(keyOf),
+    namespaceLabelsChanged,
   );
   void manager.done.then(() => {
     pending.stop();

@@ -16,6 +16,7 @@ import type { SourcePollers, SourceRef } from '../sources/poller.ts';
 import type { ClusterUseView } from './clusterview.ts';
 import { needsApply, sameJson } from './common.ts';
 import { parseDuration } from './duration.ts';
+import { namespaceLabelsOf } from './namespaces.ts';
 import type { ProviderKinds } from './provider.ts';
 import { listSourceOnRequest } from './reconcilerequest.ts';
 
@@ -37,6 +38,8 @@ export interface ClusterStackDeps {
   withShardLabel?: <T extends KubeObject>(obj: T) => T;
   /** Caches of provider kinds (providerRef); without it a providerRef stays "looking up". */
   providers?: ProviderKinds;
+  /** Namespaces (labels): whether a Cluster of another namespace is served (clusterNamespaceSelector). */
+  namespaces?: Informer<KubeObject>;
 }
 
 export function sourceRefOf(cs: ClusterStack): SourceRef {
@@ -129,6 +132,13 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
     const releases = deps.releases.byIndex(NAMESPACE_INDEX, namespace);
     const clusters = deps.clusterView.usingNamespace(namespace);
     const gap = deps.clusterView.gap();
+    const foreign = new Set(
+      (clusters ?? []).flatMap((c) => (c.clusterNamespace !== undefined ? [c.clusterNamespace] : [])),
+    );
+    const namespaceLabels =
+      deps.namespaces !== undefined && foreign.size > 0
+        ? namespaceLabelsOf(deps.namespaces, foreign)
+        : undefined;
     const provider = providerConfig(cs);
     const providerTemplate =
       provider.mode === 'ref' && deps.providers !== undefined
@@ -140,6 +150,7 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
       releases,
       clusters: clusters ?? [],
       ...(clusters === undefined && gap !== undefined ? { inUseUnknown: gap } : {}),
+      ...(namespaceLabels !== undefined ? { namespaceLabels } : {}),
       ...(providerTemplate !== undefined ? { providerTemplate } : {}),
       now: new Date(deps.clock.now()),
     });

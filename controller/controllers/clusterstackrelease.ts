@@ -4,12 +4,14 @@
 // memory), passes where the tag points now (moved-tag detection), calls reconcileClusterStackRelease with `now`,
 // and applies what it returns: the in-use finalizer, the owned GitRepository + Kustomization
 // (server-side apply; owner references let Kubernetes GC remove them with the release), status.
+import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import type { GitRepository, Kustomization } from '../api/flux.ts';
 import { API_VERSION } from '../api/meta.ts';
 import type { StackManifest } from '../api/release.ts';
 import { reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
 import { providerObjectRef, type ReleaseProviderInput } from '../reconcilers/provider.ts';
+import { servedClusterNames } from '../reconcilers/sharing.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readRelease, type ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, type ReleaseTag } from '../releases/tags.ts';
@@ -23,6 +25,7 @@ import { type fetchReleaseTree, type GitCredentials, SourceError } from '../sour
 import type { SourcePollers, SourceRef, TagLister } from '../sources/poller.ts';
 import type { ClusterUseView } from './clusterview.ts';
 import { needsApply, readyCondition, sameJson } from './common.ts';
+import { namespaceLabelsOf } from './namespaces.ts';
 import type { ProviderKinds } from './provider.ts';
 
 export interface ClusterStackReleaseDeps {
@@ -47,6 +50,11 @@ export interface ClusterStackReleaseDeps {
   withShardLabel?: <T extends KubeObject>(obj: T) => T;
   /** Caches of provider kinds (spec.providerRef). */
   providers?: ProviderKinds;
+  /**
+   * The ClusterStacks and Namespaces (labels): a Cluster of another namespace keeps a release in use
+   * only when its ClusterStack serves that namespace (clusterNamespaceSelector).
+   */
+  sharing?: { clusterStacks: Informer<ClusterStack & KubeObject>; namespaces: Informer<KubeObject> };
 }
 
 const PROVIDER_RECHECK_MS = 30_000;
@@ -70,6 +78,20 @@ async function lookUpProvider(
   };
 }
 
+/** The Clusters using a release that its ClusterStack serves (undefined: the view is incomplete). */
+function servedUsers(
+  deps: Pick<ClusterStackReleaseDeps, 'sharing'>,
+  release: ClusterStackRelease,
+  clusters: string[] | undefined,
+): string[] | undefined {
+  if (clusters === undefined || deps.sharing === undefined) return clusters;
+  const namespace = release.metadata.namespace ?? 'default';
+  const foreign = clusters.flatMap((n) => (n.includes('/') ? [n.slice(0, n.indexOf('/'))] : []));
+  if (foreign.length === 0) return clusters;
+  const cs = deps.sharing.clusterStacks.get(`${namespace}/${release.spec.clusterStack}`);
+  return servedClusterNames(clusters, cs, namespaceLabelsOf(deps.sharing.namespaces, foreign));
+}
+
 const MAX_CACHED_VALIDATIONS = 1000;
 
 export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
@@ -86,7 +108,11 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     const deleting = release.metadata.deletionTimestamp !== undefined;
     const gitRepository = deps.gitRepositories.get(key);
     const kustomization = deps.kustomizations.get(key);
-    const clusters = deps.clusterView.usingClass(namespace, release.spec.clusterClass);
+    const clusters = servedUsers(
+      deps,
+      release,
+      deps.clusterView.usingClass(namespace, release.spec.clusterClass),
+    );
     const gap = clusters === undefined ? deps.clusterView.gap() : undefined;
 
     const source = release.spec.source;

@@ -149,8 +149,16 @@ export class ClusterUseView {
       const use = clusterUse(c);
       if (use === undefined) return [];
       // A Cluster of another namespace is shown with its namespace.
-      const name = c.metadata.namespace === ns ? use.name : `${c.metadata.namespace}/${use.name}`;
-      return [{ ...use, name, classNamespace: ns }];
+      const foreign = c.metadata.namespace !== ns;
+      const name = foreign ? `${c.metadata.namespace}/${use.name}` : use.name;
+      return [
+        {
+          ...use,
+          name,
+          classNamespace: ns,
+          ...(foreign ? { clusterNamespace: c.metadata.namespace ?? '' } : {}),
+        },
+      ];
     });
   }
 

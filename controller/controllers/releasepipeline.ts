@@ -26,7 +26,8 @@ import { SourcePollers, type TagLister } from '../sources/poller.ts';
 import { clusterStackReconciler, NAMESPACE_INDEX } from './clusterstack.ts';
 import { clusterStackReleaseReconciler } from './clusterstackrelease.ts';
 import { ClusterUseView, servedClusterApiVersion } from './clusterview.ts';
-import { ownerKey, sourceSecretCredentials } from './common.ts';
+import { ownerKey, sameJson, sourceSecretCredentials } from './common.ts';
+import { namespaceInformer, namespaceLabelsChanged } from './namespaces.ts';
 import { ProviderKinds } from './provider.ts';
 
 export { CLUSTER_API_VERSIONS, servedClusterApiVersion } from './clusterview.ts';
@@ -103,6 +104,8 @@ export async function setupReleasePipeline(
   // Clusters count as "in use" from every namespace and shard, and only a complete view lets a
   // release be deleted (clusterview.ts); Cluster API installed later is picked up without restart.
   const clusterView = new ClusterUseView({ manager, clock });
+  // Namespace labels: a Cluster of another namespace counts only where its ClusterStack serves it.
+  const namespaces = namespaceInformer(manager);
   const clusterApiVersion = await servedClusterApiVersion(manager);
   clusterStacks.addIndexer(NAMESPACE_INDEX, namespaceIndex);
   releases.addIndexer(NAMESPACE_INDEX, namespaceIndex);
@@ -157,6 +160,7 @@ export async function setupReleasePipeline(
       recorder: manager.events,
       withShardLabel: (o) => manager.withShardLabel(o),
       providers,
+      namespaces,
     }),
   });
   csController = clusterStackController;
@@ -182,6 +186,7 @@ export async function setupReleasePipeline(
       recorder: manager.events,
       withShardLabel: (o) => manager.withShardLabel(o),
       providers,
+      sharing: { clusterStacks, namespaces },
     }),
   });
   watchProviderKinds(providers, clusterStacks, releases, clusterStackController, releaseController);
@@ -230,6 +235,33 @@ export async function setupReleasePipeline(
     for (const k of cs) clusterStackController.enqueue(k);
     for (const k of rel) releaseController.enqueue(k);
   });
+  // Sharing with other namespaces (spec.clusterNamespaceSelector): a changed selector or a
+  // Namespace's changed labels re-decide what is in use, for the few ClusterStacks that share.
+  const releasesOfStack = (cs: ClusterStack & KubeObject): string[] =>
+    releases
+      .byIndex(NAMESPACE_INDEX, cs.metadata.namespace ?? '')
+      .filter((r) => r.spec.clusterStack === cs.metadata.name)
+      .map(objectKey);
+  manager.watch(
+    releaseController,
+    clusterStacks,
+    releasesOfStack,
+    (o, n) => !sameJson(o.spec.clusterNamespaceSelector, n.spec.clusterNamespaceSelector),
+  );
+  const sharingStacks = (): (ClusterStack & KubeObject)[] =>
+    clusterStacks.list().filter((cs) => cs.spec.clusterNamespaceSelector !== undefined);
+  manager.watch(
+    clusterStackController,
+    namespaces,
+    () => sharingStacks().map(objectKey),
+    namespaceLabelsChanged,
+  );
+  manager.watch(
+    releaseController,
+    namespaces,
+    () => sharingStacks().flatMap(releasesOfStack),
+    namespaceLabelsChanged,
+  );
   // Once every Cluster is known, garbage collection that waited can run: everything is looked at.
   clusterView.onSynced(() => {
     for (const cs of clusterStacks.list()) clusterStackController.enqueue(objectKey(cs));

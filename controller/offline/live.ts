@@ -1,6 +1,7 @@
 // A snapshot of a live cluster (for `stackflux diff`): the objects the controllers read, listed
 // from the API server, plus the release sources listed and fetched with the same git functions
 // the controller uses (or taken from a snapshot directory), plus the fleet repository's files.
+
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,7 +12,7 @@ import { API_VERSION, GROUP, LABEL_CLUSTER } from '../api/meta.ts';
 import { groupOf } from '../api/resources.ts';
 import { sourceSecretCredentials } from '../controllers/common.ts';
 import { runGit } from '../gitops/plumbing.ts';
-import { sourceUrl } from '../reconcilers/clusterstack.ts';
+import { clusterUse, sourceUrl } from '../reconcilers/clusterstack.ts';
 import { providerConfig, providerObjectKind } from '../reconcilers/provider.ts';
 import { MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { classifyTags, formatReleaseTag } from '../releases/tags.ts';
@@ -84,6 +85,21 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
       clusters = (await client.listAll(v, 'Cluster', scope)).items;
       break;
     } catch {}
+  }
+  // The labels of the Namespaces of Clusters naming another namespace's ClusterClass: a
+  // ClusterStack's clusterNamespaceSelector decides whether they are served (name and labels only).
+  const foreignNamespaces = new Set(
+    clusters.flatMap((c) => {
+      const ns = clusterUse(c)?.classNamespace;
+      return ns !== undefined && ns !== c.metadata.namespace ? [c.metadata.namespace ?? ''] : [];
+    }),
+  );
+  for (const name of [...foreignNamespaces].sort()) {
+    const ns = await client.get('v1', 'Namespace', name).catch(() => undefined);
+    if (ns !== undefined) {
+      const labels = ns.metadata.labels;
+      add({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, ...(labels ? { labels } : {}) } });
+    }
   }
   for (const c of clusters) {
     add(c);

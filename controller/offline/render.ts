@@ -45,6 +45,7 @@ import {
 import { reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
 import { providerConfig } from '../reconcilers/provider.ts';
 import { clusterApplyBody, type RolloutCluster, reconcileRollout } from '../reconcilers/rollout.ts';
+import { clusterStackOfTag, type NamespaceLabels, servedClusterNames } from '../reconcilers/sharing.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readRelease, type ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
@@ -335,10 +336,16 @@ class Renderer {
             };
       }
       const releases = w.list(GROUP, 'ClusterStackRelease', namespace) as unknown as ClusterStackRelease[];
-      const clusters: ClusterUse[] = w.list(CAPI_GROUP, 'Cluster', namespace).flatMap((c) => {
+      // As the live view: the Clusters of every namespace whose ClusterClass is in this one.
+      const clusters: ClusterUse[] = w.list(CAPI_GROUP, 'Cluster').flatMap((c) => {
         const use = clusterUse(c);
-        return use !== undefined ? [use] : [];
+        const own = c.metadata.namespace ?? '';
+        if (use === undefined || (use.classNamespace ?? own) !== namespace) return [];
+        return own === namespace
+          ? [use]
+          : [{ ...use, name: `${own}/${use.name}`, classNamespace: namespace, clusterNamespace: own }];
       });
+      const foreign = clusters.flatMap((c) => (c.clusterNamespace !== undefined ? [c.clusterNamespace] : []));
       this.current = this.outcome('clusterstack', namespace, cs.metadata.name);
       const provider = providerConfig(cs);
       const result = this.reconcilers.clusterStack({
@@ -346,6 +353,7 @@ class Renderer {
         listing,
         releases,
         clusters,
+        ...(foreign.length > 0 ? { namespaceLabels: namespaceLabelsIn(w, foreign) } : {}),
         ...(provider.mode === 'ref'
           ? { providerTemplate: snapshotTemplate(w, provider.ref, namespace) }
           : {}),
@@ -457,17 +465,27 @@ class Renderer {
       const kustomization = w.get(FLUX_KUSTOMIZE_API_VERSION, 'Kustomization', name, namespace) as unknown as
         | Kustomization
         | undefined;
-      const clusters = w
-        .list(CAPI_GROUP, 'Cluster', namespace)
+      const users = w
+        .list(CAPI_GROUP, 'Cluster')
         .filter((c) => {
           const use = clusterUse(c);
           return (
             use !== undefined &&
-            (use.classNamespace ?? namespace) === namespace &&
+            (use.classNamespace ?? c.metadata.namespace) === namespace &&
             use.className === release.spec.clusterClass
           );
         })
-        .map((c) => c.metadata.name);
+        .map((c) =>
+          c.metadata.namespace === namespace ? c.metadata.name : `${c.metadata.namespace}/${c.metadata.name}`,
+        );
+      const usersNs = users.flatMap((n) => (n.includes('/') ? [n.slice(0, n.indexOf('/'))] : []));
+      const clusters = servedClusterNames(
+        users,
+        w.get(API_VERSION, 'ClusterStack', release.spec.clusterStack, namespace) as unknown as
+          | ClusterStack
+          | undefined,
+        namespaceLabelsIn(w, usersNs),
+      );
       const source = this.sourceFor(release.spec.source.url);
       const listed =
         source?.listing.ok === true ? source.listing.tags.find((t) => t.tag === tag)?.commit : undefined;
@@ -607,9 +625,11 @@ class Renderer {
         | undefined;
       const use = cluster !== undefined ? clusterUse(cluster) : undefined;
       const tag = use !== undefined ? tagForClusterClassName(use.className) : undefined;
+      // As the live controller: the release lives in the ClusterClass's namespace.
+      const releaseNs = use?.classNamespace ?? namespace;
       const release =
         tag !== undefined
-          ? (w.get(API_VERSION, 'ClusterStackRelease', tag.tag, namespace) as unknown as
+          ? (w.get(API_VERSION, 'ClusterStackRelease', tag.tag, releaseNs) as unknown as
               | ClusterStackRelease
               | undefined)
           : undefined;
@@ -619,10 +639,12 @@ class Renderer {
           : undefined;
       const clusterStack =
         release !== undefined
-          ? (w.get(API_VERSION, 'ClusterStack', release.spec.clusterStack, namespace) as unknown as
+          ? (w.get(API_VERSION, 'ClusterStack', release.spec.clusterStack, releaseNs) as unknown as
               | ClusterStack
               | undefined)
-          : undefined;
+          : releaseNs !== namespace && tag !== undefined
+            ? clusterStackOfTag(w.list(GROUP, 'ClusterStack', releaseNs) as unknown as ClusterStack[], tag)
+            : undefined;
       const resolve = (field: 'controlPlaneRef' | 'infrastructureRef'): SnapshotObject | undefined => {
         if (cluster === undefined) return undefined;
         const ref = refOf(cluster, field);
@@ -655,6 +677,7 @@ class Renderer {
         ...(tree !== undefined ? { tree } : {}),
         ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
         ...(clusterStack !== undefined ? { clusterStack } : {}),
+        ...(releaseNs !== namespace ? { namespaceLabels: namespaceLabelsIn(w, [namespace]) } : {}),
         kustomizations,
         helmReleases,
         branch,
@@ -914,4 +937,14 @@ function formatTime(now: Date): string {
 
 export function renderSnapshot(snapshot: Snapshot, options: RenderOptions): RenderOutput {
   return new Renderer(snapshot, options).run();
+}
+
+/** The labels of these Namespaces in the snapshot (cluster/core/namespaces/); a missing one does not exist. */
+function namespaceLabelsIn(w: World, names: Iterable<string>): NamespaceLabels {
+  const out = new Map<string, Record<string, string>>();
+  for (const name of names) {
+    const ns = w.get('v1', 'Namespace', name);
+    if (ns !== undefined) out.set(name, ns.metadata.labels ?? {});
+  }
+  return out;
 }

@@ -70,9 +70,13 @@ import type { ReleaseTree, StackManifest } from '../api/release.ts';
 import type { BranchChange, BranchState } from '../gitops/branches.ts';
 import { branchTreeIds } from '../gitops/objects.ts';
 import {
+  addonFolder,
   addonHelmObjects,
+  addonHelmReleaseName,
   addonKustomization,
   addonKustomizationName,
+  addonKustomizationTarget,
+  addonOfFolder,
   clusterGitRepositoryName,
   FLUX_SHARD_LABEL,
   type FluxTemplates,
@@ -104,6 +108,12 @@ import {
 import { clusterUse } from './clusterstack.ts';
 import { ProviderReason, releaseProviderBlock } from './provider.ts';
 import { acknowledgeReconcileRequest } from './reconcilerequest.ts';
+import {
+  CLUSTER_CLASS_NOT_SHARED,
+  type NamespaceLabels,
+  notSharedMessage,
+  servesNamespace,
+} from './sharing.ts';
 
 /** Finalizer on the ClusterAddon: its fleet branch must be removed before it goes. */
 export const FINALIZER_FLEET_CLEANUP = 'stackflux.io/fleet-cleanup';
@@ -131,6 +141,8 @@ export const Reason = {
   Progressing: 'Progressing',
   AddonNotReady: 'AddonNotReady',
   NotAStackfluxClass: 'NotAStackfluxClass',
+  ClusterClassNotShared: CLUSTER_CLASS_NOT_SHARED,
+  NamespaceNotKnown: 'NamespaceNotKnown',
   Deleting: 'Deleting',
   Deleted: 'Deleted',
 } as const;
@@ -169,6 +181,11 @@ export interface ClusterAddonInput {
   treeCommit?: string;
   /** The ClusterStack owning the release. */
   clusterStack?: ClusterStack;
+  /**
+   * Labels of the Cluster's Namespace when its ClusterClass is in another namespace (the
+   * ClusterStack's clusterNamespaceSelector decides); undefined: not known yet.
+   */
+  namespaceLabels?: NamespaceLabels;
   /** Kustomizations labelled stackflux.io/cluster=<cluster> in the namespace, as they are. */
   kustomizations: readonly Kustomization[];
   /** HelmReleases labelled stackflux.io/cluster=<cluster> in the namespace, as they are (Helm addons). */
@@ -661,6 +678,19 @@ function resolveTarget(ctx: Context): Step<Target> {
     return waiting(Reason.Creating, `creating ClusterAddon ${namespace}/${name} for release ${releaseName}`);
   }
   const { release, tree, clusterStack } = input;
+  // Before anything of the release is read: a ClusterStack serves another namespace only by opt-in.
+  // (Checked without the release too: a release a Cluster may not use may well be collected.)
+  const served =
+    clusterStack === undefined ? true : servesNamespace(clusterStack, namespace, input.namespaceLabels);
+  if (served === false && clusterStack !== undefined) {
+    return failed(
+      Reason.ClusterClassNotShared,
+      `${notSharedMessage(clusterStack, namespace)}; nothing of release ${releaseName} is rendered for this Cluster`,
+    );
+  }
+  if (served === undefined) {
+    return waiting(Reason.NamespaceNotKnown, `waiting for the labels of Namespace ${namespace}`);
+  }
   if (release === undefined)
     return waiting(Reason.ReleaseNotFound, `waiting for ClusterStackRelease ${releaseName}`);
   const providerBlock = releaseProviderBlock(release);
@@ -789,10 +819,11 @@ function helmAddonFiles(
     ...(interval !== undefined ? { interval } : {}),
     ...(timeout !== undefined ? { timeout } : {}),
   });
-  const out: [string, string][] = [[`${entry.name}/helmrelease.yaml`, stringifyYaml(objects.helmRelease)]];
+  const folder = addonFolder(entry.name, true);
+  const out: [string, string][] = [[`${folder}/helmrelease.yaml`, stringifyYaml(objects.helmRelease)]];
   if (objects.source !== undefined) {
     const kind = String(objects.source.kind).toLowerCase();
-    out.push([`${entry.name}/${kind}.yaml`, stringifyYaml(objects.source)]);
+    out.push([`${folder}/${kind}.yaml`, stringifyYaml(objects.source)]);
   }
   return out;
 }
@@ -864,8 +895,8 @@ function changeReason(
   if (before !== undefined && before !== target.releaseName)
     return `release ${before} → ${target.releaseName}`;
   const list = (xs: string[]) => xs.sort(compareStrings).join(', ');
-  const disabled = removed.filter((a) => selection.disabled.has(a));
-  const dropped = removed.filter((a) => !selection.disabled.has(a));
+  const disabled = removed.filter((a) => selection.disabled.has(addonOfFolder(a)));
+  const dropped = removed.filter((a) => !selection.disabled.has(addonOfFolder(a)));
   const added = rendered.filter((a) => !branch.addons.has(a));
   const changed = rendered.filter((a) => branch.addons.has(a));
   return (
@@ -924,7 +955,7 @@ function fluxObjects(
   helm: ReadonlyMap<string, HelmAddon>,
 ): Pick<
   ClusterAddonResult,
-  'gitRepository' | 'deleteGitRepository' | 'kustomizations' | 'deleteKustomizations'
+  'gitRepository' | 'deleteGitRepository' | 'kustomizations' | 'deleteKustomizations' | 'patches'
 > {
   const { input, namespace, name } = ctx;
   const settings = input.fleetSettings;
@@ -947,40 +978,83 @@ function fluxObjects(
           labels: shardLabels,
           ownerReferences: owner,
         });
-  const existing = new Set(ctx.ownKustomizations.map((k) => k.metadata.name));
+  const existing = new Map(ctx.ownKustomizations.map((k) => [k.metadata.name, k]));
   const interval = addonIntervalOf(ctx, target);
+  const helmAddons = new Set(helm.keys());
   const kustomizations: Kustomization[] = [];
   for (const entry of selection.order) {
-    const kname = addonKustomizationName(name, entry.name);
-    // Created once its folder is on the branch; kept (updated) once it exists.
-    if (branch?.addons.has(entry.name) !== true && !existing.has(kname)) continue;
-    kustomizations.push(
-      addonKustomization(input.templates, {
-        cluster: name,
-        namespace,
-        addon: entry.name,
-        path: entry.name,
-        sourceName,
-        extraLabels: shardLabels,
-        dependsOn: selection.dependencies.get(entry.name) ?? [],
-        ...(helm.has(entry.name) ? { helm: true } : {}),
-        ...(input.tenancy?.defaultServiceAccount !== undefined
-          ? { serviceAccountName: input.tenancy.defaultServiceAccount }
-          : {}),
-        ...(entry.targetNamespace !== undefined ? { targetNamespace: entry.targetNamespace } : {}),
-        ...(interval !== undefined ? { interval } : {}),
-        ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),
-        ownerReferences: owner,
-      }),
-    );
+    const isHelm = helm.has(entry.name);
+    const kname = addonKustomizationName(name, entry.name, isHelm);
+    const desired = addonKustomization(input.templates, {
+      cluster: name,
+      namespace,
+      addon: entry.name,
+      sourceName,
+      extraLabels: shardLabels,
+      dependsOn: selection.dependencies.get(entry.name) ?? [],
+      helmAddons,
+      ...(isHelm ? { helm: true } : {}),
+      ...(input.tenancy?.defaultServiceAccount !== undefined
+        ? { serviceAccountName: input.tenancy.defaultServiceAccount }
+        : {}),
+      ...(entry.targetNamespace !== undefined ? { targetNamespace: entry.targetNamespace } : {}),
+      ...(interval !== undefined ? { interval } : {}),
+      ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),
+      ownerReferences: owner,
+    });
+    const have = existing.get(kname);
+    if (have !== undefined) {
+      // Never pointed elsewhere: an object whose target differs (a targetNamespace that changed
+      // between releases, a Kustomization of the old naming) is deleted and created anew once gone.
+      if (addonKustomizationTarget(have) === addonKustomizationTarget(desired)) kustomizations.push(desired);
+      continue;
+    }
+    // Created once its folder is on the branch, and once the other kind's Kustomization of the addon
+    // is gone: that one still prunes what it applied (helm-controller uninstalling a release that
+    // the manifests now create, or the reverse).
+    const otherKind = addonKustomizationName(name, entry.name, !isHelm);
+    if (branch?.addons.has(addonFolder(entry.name, isHelm)) !== true || existing.has(otherKind)) continue;
+    kustomizations.push(desired);
   }
-  const wanted = new Set(selection.order.map((e) => addonKustomizationName(name, e.name)));
-  const deleteKustomizations = [...existing].filter((n) => !wanted.has(n));
+  const wanted = new Set(kustomizations.map((k) => k.metadata.name));
+  // One delete per object: one already being deleted (Flux pruning) is only waited for.
+  const deleteKustomizations = [...existing]
+    .filter(([n, k]) => !wanted.has(n) && k.metadata.deletionTimestamp === undefined)
+    .map(([n]) => n);
   return {
     ...(gitRepository !== undefined ? { gitRepository } : { deleteGitRepository: sourceName }),
     kustomizations,
     deleteKustomizations,
+    patches: deleteKustomizations.flatMap((n) => {
+      const k = existing.get(n);
+      return k === undefined ? [] : legacyHelmOrphan(ctx, k, helmAddons);
+    }),
   };
+}
+
+/**
+ * A Helm addon's Kustomization of the old naming (`<cluster>.<addon>`, applying to the management
+ * cluster) whose addon is still a Helm addon: deleted with deletionPolicy Orphan, so its HelmRelease
+ * (same name) stays installed and the `<cluster>.<addon>.helm` Kustomization adopts it instead of
+ * helm-controller uninstalling and installing again.
+ */
+function legacyHelmOrphan(ctx: Context, k: Kustomization, helmAddons: ReadonlySet<string>): MergePatch[] {
+  const addon = k.metadata.labels?.[LABEL_ADDON];
+  const legacy =
+    addon !== undefined &&
+    helmAddons.has(addon) &&
+    k.metadata.name === addonKustomizationName(ctx.name, addon, false) &&
+    k.spec.kubeConfig === undefined;
+  if (!legacy || k.spec.deletionPolicy === 'Orphan') return [];
+  return [
+    {
+      apiVersion: k.apiVersion,
+      kind: 'Kustomization',
+      namespace: k.metadata.namespace ?? ctx.namespace,
+      name: k.metadata.name,
+      patch: { spec: { deletionPolicy: 'Orphan' } },
+    },
+  ];
 }
 
 type AddonReadiness = {
@@ -995,7 +1069,7 @@ type AddonReadiness = {
  * helm-controller's reason and message instead of the Kustomization's health-check wait.
  */
 function withHelmRelease(ctx: Context, entry: AddonOrderEntry, r: AddonReadiness): AddonReadiness {
-  const name = addonKustomizationName(ctx.name, entry.name);
+  const name = addonHelmReleaseName(ctx.name, entry.name);
   const hr = ctx.ownHelmReleases.find((h) => h.metadata.name === name);
   const last = hr?.status?.history?.[0];
   const status = {
@@ -1022,8 +1096,9 @@ function addonReadiness(
   entry: AddonOrderEntry,
   expected: string | undefined,
   pending: boolean,
+  helm: boolean,
 ): AddonReadiness {
-  const kname = addonKustomizationName(ctx.name, entry.name);
+  const kname = addonKustomizationName(ctx.name, entry.name, helm);
   const k = ctx.input.kustomizations.find((x) => x.metadata.name === kname);
   const ready = fluxReady(k);
   const applied = k?.status?.lastAppliedRevision;
@@ -1095,7 +1170,7 @@ function addonStatus(
   const pending = update !== undefined;
   const expected = branch !== undefined ? branchRevision(branchName, branch.commit) : undefined;
   const readiness = order.map((entry) => {
-    const r = addonReadiness(ctx, target, entry, expected, pending);
+    const r = addonReadiness(ctx, target, entry, expected, pending, helm.has(entry.name));
     return helm.has(entry.name) ? withHelmRelease(ctx, entry, r) : r;
   });
   const waitingFor = readiness.flatMap((r) => (r.waiting !== undefined ? [r.waiting] : []));
@@ -1188,6 +1263,5 @@ function reconcilePhases(input: ClusterAddonInput): ClusterAddonResult | undefin
     status: addonStatus(ctx, target.value, selection.value, update, helm),
     ...(update !== undefined ? { branch: update } : {}),
     ...fluxObjects(ctx, target.value, selection.value, helm),
-    patches: [],
   };
 }

@@ -38,6 +38,7 @@ import {
   templateCondition,
 } from './provider.ts';
 import { lastHandledReconcileAt } from './reconcilerequest.ts';
+import { type NamespaceLabels, servesNamespace } from './sharing.ts';
 
 /** What the source's poller last returned for the ClusterStack's repository (undefined while suspended). */
 export type SourceListing =
@@ -66,6 +67,8 @@ export interface ClusterUse {
   className: string;
   /** v1beta2 classRef.namespace; empty/undefined = the Cluster's namespace. */
   classNamespace?: string;
+  /** The Cluster's own namespace, when it differs from the ClusterClass's (see sharing.ts). */
+  clusterNamespace?: string;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -113,6 +116,11 @@ export interface ClusterStackInput {
   releases: readonly ClusterStackRelease[];
   /** Clusters whose ClusterClass is in this namespace (from every namespace and shard). */
   clusters: readonly ClusterUse[];
+  /**
+   * Labels of the namespaces of those Clusters (clusterNamespace); undefined: not known yet, and a
+   * Cluster of another namespace then counts as using its release (deleting nothing on a guess).
+   */
+  namespaceLabels?: NamespaceLabels;
   /**
    * The template spec.providerRef names, as the controller found it (ignored with noProvider);
    * undefined: not looked up yet.
@@ -279,6 +287,10 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
   const tagOfClass = new Map<string, ReturnType<typeof tagForClusterClassName>>();
   for (const c of input.clusters) {
     if (c.classNamespace !== undefined && c.classNamespace !== namespace) continue;
+    // A Cluster of a namespace this ClusterStack does not serve gets no addons from it and must
+    // not pin its releases either.
+    const foreign = c.clusterNamespace !== undefined && c.clusterNamespace !== namespace;
+    if (foreign && servesNamespace(cs, c.clusterNamespace ?? '', input.namespaceLabels) === false) continue;
     if (!tagOfClass.has(c.className)) tagOfClass.set(c.className, tagForClusterClassName(c.className));
     const tag = tagOfClass.get(c.className);
     // A release of this ClusterStack is in use whatever its Kubernetes version or channel: a

@@ -18,7 +18,6 @@ import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import { parseDurationOrZero } from '../api/duration.ts';
 import type { Condition } from '../api/meta.ts';
 import {
-  type LabelSelector,
   type MaintenanceWindow,
   ROLLOUT_ANNOTATIONS,
   type RolloutSpec,
@@ -27,6 +26,7 @@ import {
 import { findCondition } from '../runtime/conditions.ts';
 import { clusterUse, ownedBy, releaseReady } from './clusterstack.ts';
 import { evaluateHealthCheck, type HealthCheckProblem, healthCheckProblem } from './healthcheck.ts';
+import { selects } from './labelselector.ts';
 
 /** Name of the implicit last wave (Clusters no wave selects). */
 export const REST_WAVE = 'rest';
@@ -117,21 +117,6 @@ export function resolveCount(v: number | string | undefined, total: number, fall
   if (m[2] !== '%') return n;
   if (n === 0 || total === 0) return 0;
   return Math.max(1, Math.ceil((n * total) / 100));
-}
-
-/** Whether a label selector selects these labels (an empty selector selects everything). */
-export function selects(selector: LabelSelector | undefined, labels: Record<string, string>): boolean {
-  if (selector === undefined) return true;
-  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) if (labels[k] !== v) return false;
-  for (const e of selector.matchExpressions ?? []) {
-    const has = Object.hasOwn(labels, e.key);
-    const inValues = has && (e.values ?? []).includes(labels[e.key] ?? '');
-    if (e.operator === 'In' && !inValues) return false;
-    if (e.operator === 'NotIn' && inValues) return false;
-    if (e.operator === 'Exists' && !has) return false;
-    if (e.operator === 'DoesNotExist' && has) return false;
-  }
-  return true;
 }
 
 /** A window is open at `now`, or when the next one opens (searching a year ahead). */

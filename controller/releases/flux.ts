@@ -278,23 +278,64 @@ export function fleetGitRepository(templates: FluxTemplates, input: FleetGitRepo
   ) as GitRepository;
 }
 
-/** Name of the Kustomization of one (cluster, addon); neither contains a dot, so it is unique. */
-export function addonKustomizationName(cluster: string, addon: string): string {
+/**
+ * Suffix of a Helm addon's folder on the branch and of its Kustomization's name. An addon name is a
+ * DNS label (no dot), so `<addon>.helm` is never another addon's folder.
+ */
+const HELM_SUFFIX = '.helm';
+
+/**
+ * The folder of one addon on a Cluster's branch: `<addon>` for manifests, `<addon>.helm` for a Helm
+ * addon's HelmRelease. The two kinds never share a folder, so a Kustomization never reads content
+ * rendered for the other kind's target, whatever order pushes and Kustomization writes happen in.
+ */
+export function addonFolder(addon: string, helm: boolean): string {
+  return helm ? `${addon}${HELM_SUFFIX}` : addon;
+}
+
+/** The addon whose folder this is (`<addon>` or `<addon>.helm`). */
+export function addonOfFolder(folder: string): string {
+  return folder.endsWith(HELM_SUFFIX) ? folder.slice(0, -HELM_SUFFIX.length) : folder;
+}
+
+/**
+ * Name of the Kustomization of one (cluster, addon): `<cluster>.<addon>` applies manifests into the
+ * workload cluster, `<cluster>.<addon>.helm` a HelmRelease to the management cluster. The name fixes
+ * the target: an addon that changes kind between releases gets a new object (the old one is
+ * deleted), never an old object pointed at another cluster (see addonKustomizationTarget).
+ */
+export function addonKustomizationName(cluster: string, addon: string, helm = false): string {
+  return `${cluster}.${addonFolder(addon, helm)}`;
+}
+
+/** Name of the HelmRelease of one (cluster, Helm addon); neither contains a dot, so it is unique. */
+export function addonHelmReleaseName(cluster: string, addon: string): string {
   return `${cluster}.${addon}`;
+}
+
+/**
+ * Where a Kustomization applies: the kubeconfig Secret (none: the management cluster) and the
+ * namespace override. An addon Kustomization keeps this for its whole life: the reconcile never
+ * writes a different one to an existing object (it deletes the object and creates a new one).
+ */
+export function addonKustomizationTarget(k: Pick<Kustomization, 'spec'>): string {
+  const ref = k.spec.kubeConfig?.secretRef;
+  const cluster = ref === undefined ? 'management' : `secret ${ref.name}/${ref.key ?? 'value'}`;
+  return `${cluster}, namespace ${k.spec.targetNamespace ?? '(as in the files)'}`;
 }
 
 export interface AddonKustomizationInput {
   cluster: string;
   namespace: string;
   addon: string;
-  /** Folder on the Cluster's fleet branch: the addon's name. */
-  path: string;
   /** GitRepository of the Cluster's fleet branch. */
   sourceName: string;
   /** Extra labels (the Flux shard key). */
   extraLabels?: Record<string, string>;
   /** Addon names (not Kustomization names) this addon depends on. */
   dependsOn: string[];
+  /** Which of the addons are Helm addons (their Kustomizations' names end in `.helm`). */
+  helmAddons?: ReadonlySet<string>;
   /**
    * A Helm-chart addon: its folder holds the HelmRelease (and its chart source), applied to the
    * MANAGEMENT cluster (no kubeConfig, no targetNamespace); `wait` makes the Kustomization Ready
@@ -325,7 +366,7 @@ export function addonKustomization(templates: FluxTemplates, input: AddonKustomi
   return renderFluxTemplate(
     templates.addonKustomization,
     {
-      name: addonKustomizationName(input.cluster, input.addon),
+      name: addonKustomizationName(input.cluster, input.addon, input.helm === true),
       namespace: input.namespace,
       labels: sortedRecord({
         ...MANAGED_BY_LABELS,
@@ -336,13 +377,16 @@ export function addonKustomization(templates: FluxTemplates, input: AddonKustomi
       ownerReferences: input.ownerReferences,
       interval: input.interval ?? DEFAULT_INTERVAL,
       timeout: input.timeout ?? DEFAULT_TIMEOUT,
-      path: joinPath(input.path),
+      // The folder follows from the name, like the target: one object reads one kind of content.
+      path: joinPath(addonFolder(input.addon, input.helm === true)),
       sourceName: input.sourceName,
       kubeConfig:
         input.helm === true ? null : { secretRef: { name: `${input.cluster}-kubeconfig`, key: 'value' } },
       dependsOn:
         input.dependsOn.length > 0
-          ? input.dependsOn.map((a) => ({ name: addonKustomizationName(input.cluster, a) }))
+          ? input.dependsOn.map((a) => ({
+              name: addonKustomizationName(input.cluster, a, input.helmAddons?.has(a) === true),
+            }))
           : null,
       targetNamespace: input.helm === true ? null : (input.targetNamespace ?? null),
       serviceAccountName: input.helm === true ? (input.serviceAccountName ?? null) : null,
@@ -394,7 +438,7 @@ export function addonHelmObjects(
   templates: FluxTemplates,
   input: AddonHelmReleaseInput,
 ): { helmRelease: Record<string, unknown>; source?: Record<string, unknown> } {
-  const name = addonKustomizationName(input.cluster, input.addon);
+  const name = addonHelmReleaseName(input.cluster, input.addon);
   const labels = sortedRecord({
     ...MANAGED_BY_LABELS,
     [LABEL_CLUSTER]: input.cluster,

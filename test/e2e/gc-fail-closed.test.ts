@@ -25,6 +25,7 @@ import {
   keptWhileInUse,
   pinnedFerrolStack,
   push,
+  setClusterNamespaceSelector,
   waitFor,
 } from '../support/e2e.ts';
 
@@ -110,8 +111,16 @@ describe('garbage collection counts every Cluster, in every shard and namespace'
       await stillThere(v('1-30', 'v1'));
     }));
 
-  it('3. a Cluster of another namespace naming the class here keeps it; without Clusters it goes', () =>
+  it('3. a Cluster of another namespace naming the class here keeps it (where the ClusterStack shares with it); without Clusters it goes', () =>
     step(async () => {
+      // Issue 22: another namespace's Cluster counts only where the ClusterStack serves it.
+      await waitFor('the ClusterStack shares with the other namespace', async () =>
+        (await setClusterNamespaceSelector(client, ns, 'ferrol', {
+          matchLabels: { 'kubernetes.io/metadata.name': otherNs },
+        }))
+          ? true
+          : undefined,
+      );
       await client.create(cluster('elsewhere', otherNs, v('1-30', 'v1')));
       await waitFor('v1 counts both Clusters', async () =>
         (await cskr(v('1-30', 'v1')))?.status?.clusters === 2 ? true : undefined,

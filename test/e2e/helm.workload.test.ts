@@ -239,11 +239,11 @@ describe('Helm-chart addons: Cluster → HelmRelease on its fleet branch → hel
   it('1. the Helm addon waits for the Kustomization addon it depends on: no HelmRelease while gate is not Ready', () =>
     step(async () => {
       await createCluster('c1', '10.244.0.0/16', { gate: { block: true }, inventory: { owner: 'team-a' } });
-      const blocked = await waitFor('c1.inventory waits for c1.gate', async () => {
+      const blocked = await waitFor('c1.inventory.helm waits for c1.gate', async () => {
         const k = await client.get<Kustomization & KubeObject>(
           KUSTOMIZE,
           'Kustomization',
-          'c1.inventory',
+          'c1.inventory.helm',
           ns,
         );
         const ready = cond(k, 'Ready');
@@ -309,7 +309,7 @@ describe('Helm-chart addons: Cluster → HelmRelease on its fleet branch → hel
       // The fleet branch records the values the Cluster runs (the audit trail).
       const dir = mkdtempSync(join(work, 'fleet-'));
       git(dir, 'clone', '-q', '--branch', `stackflux/${ns}/c1`, fleetUrl, '.');
-      const onBranch = parseYaml(readFileSync(join(dir, 'inventory', 'helmrelease.yaml'), 'utf8'));
+      const onBranch = parseYaml(readFileSync(join(dir, 'inventory.helm', 'helmrelease.yaml'), 'utf8'));
       assert.deepEqual(onBranch.spec.values, (await recorded('c1-inventory', 1)).config);
 
       // `stackflux status` shows the Helm addon's chart version, values digest and Helm revision.

@@ -934,6 +934,19 @@ const corpus: Case[] = [
     message:
       /cluster-addon\/cni\/\.GIT\/config\.yaml: cannot be a fleet file: path "cni\/\.GIT\/config\.yaml" has a "\.GIT" component/,
   },
+  // ---- task "target" (issue 22 row 7): a Cluster naming another namespace's ClusterClass
+  {
+    name: "Cluster: names another namespace's ClusterClass (classRef.namespace), not shared with it",
+    run: () => foreignClassOutcome(undefined),
+    reason: 'ClusterClassNotShared',
+    message: /ClusterStack team\/ferrol serves Clusters of its own namespace only: namespace tenant-b/,
+  },
+  {
+    name: "Cluster: names another namespace's ClusterClass whose selector does not select its Namespace",
+    run: () => foreignClassOutcome({ matchLabels: { 'stackflux.io/tenant': 'shared' } }),
+    reason: 'ClusterClassNotShared',
+    message: /spec\.clusterNamespaceSelector .* does not select/,
+  },
 ];
 
 /**
@@ -1064,6 +1077,34 @@ function chartCases(): Case[] {
         /addons\[1\] \(web\)\.repository "https:\/\/10\.0\.0\.1\/charts": host 10\.0\.0\.1 is not in --allowed-chart-hosts/,
     },
   ];
+}
+
+/** A Cluster of namespace tenant-b naming team's ClusterClass, team's ClusterStack with `selector`. */
+function foreignClassOutcome(
+  selector: ClusterStack['spec']['clusterNamespaceSelector'],
+): Condition | undefined {
+  const foreign = cluster({ topology: { classRef: { name: TAG, namespace: NS }, version: 'v1.30.4' } });
+  foreign.metadata = { name: 'alpha', namespace: 'tenant-b', uid: 'uid-alpha' };
+  const r = reconcileClusterAddon({
+    cluster: foreign,
+    namespace: 'tenant-b',
+    name: 'alpha',
+    clusterAddon: { ...clusterAddon, metadata: { ...clusterAddon.metadata, namespace: 'tenant-b' } },
+    release: release(),
+    tree: treeWith(),
+    clusterStack: clusterStack({
+      values: { cni: { mtu: 1500 } },
+      ...(selector ? { clusterNamespaceSelector: selector } : {}),
+    }),
+    namespaceLabels: new Map([['tenant-b', { 'kubernetes.io/metadata.name': 'tenant-b' }]]),
+    kustomizations: [],
+    branch: undefined,
+    fleetSettings: { url: 'https://git.example.com/fleet.git', branchPrefix: 'stackflux/' },
+    templates,
+    now,
+  });
+  assert.equal(r?.branch, undefined, 'nothing rendered onto the branch');
+  return find(r?.status.conditions, 'Ready');
 }
 
 describe('bad-input corpus: every case ends in its condition reason, none throws', () => {

@@ -11,7 +11,7 @@ import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
-import { installCrds } from '../../hack/lib/crds.ts';
+import { installCrds, readCrdFiles } from '../../hack/lib/crds.ts';
 import { eventually, uniqueName } from './env.ts';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
@@ -90,6 +90,44 @@ export interface Cond {
 
 export const cond = (o: { status?: { conditions?: Cond[] } } | undefined, type: string): Cond | undefined =>
   o?.status?.conditions?.find((c) => c.type === type);
+
+type CrdVersion = {
+  schema: { openAPIV3Schema: { properties: { spec: { properties: Record<string, unknown> } } } };
+};
+type ClusterStackCrd = KubeObject & { spec: { versions: CrdVersion[] } };
+
+/**
+ * Sets a ClusterStack's spec.clusterNamespaceSelector; true once it is read back with it. The shared
+ * test environment serves the ClusterStack CRD of whichever branch's test installed it last, and
+ * the API server prunes fields its schema lacks: the field is added to the live CRD first (only that
+ * field, so another branch's additions stay). Call it again until it returns true.
+ */
+export async function setClusterNamespaceSelector(
+  client: KubeClient,
+  ns: string,
+  name: string,
+  selector: Record<string, unknown>,
+): Promise<boolean> {
+  const crdApi = 'apiextensions.k8s.io/v1';
+  const crdName = 'clusterstacks.stackflux.io';
+  const specOf = (v: CrdVersion) => v.schema.openAPIV3Schema.properties.spec.properties;
+  const mine = readCrdFiles().find((c) => c.metadata.name === crdName) as ClusterStackCrd | undefined;
+  const field =
+    mine?.spec.versions[0] !== undefined ? specOf(mine.spec.versions[0]).clusterNamespaceSelector : undefined;
+  const live = await client.get<ClusterStackCrd>(crdApi, 'CustomResourceDefinition', crdName);
+  assert.ok(field !== undefined && live !== undefined);
+  if (live.spec.versions.some((v) => specOf(v).clusterNamespaceSelector === undefined)) {
+    for (const v of live.spec.versions) specOf(v).clusterNamespaceSelector = field;
+    await client.mergePatch(crdApi, 'CustomResourceDefinition', crdName, undefined, {
+      spec: { versions: live.spec.versions },
+    });
+  }
+  await client.mergePatch(API_VERSION, 'ClusterStack', name, ns, {
+    spec: { clusterNamespaceSelector: selector },
+  });
+  const cs = await client.get<ClusterStack & KubeObject>(API_VERSION, 'ClusterStack', name, ns);
+  return cs?.spec.clusterNamespaceSelector !== undefined;
+}
 
 // --- the test namespace ------------------------------------------------------------------------
 /** Installs the CRDs and creates the test's namespace. */

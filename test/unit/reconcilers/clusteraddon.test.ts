@@ -23,6 +23,8 @@ import {
   reconcileClusterAddon,
   releaseAddonInputs,
 } from '../../../controller/reconcilers/clusteraddon.ts';
+import { reconcileClusterStack } from '../../../controller/reconcilers/clusterstack.ts';
+import { servedClusterNames } from '../../../controller/reconcilers/sharing.ts';
 import type { FluxTemplates } from '../../../controller/releases/flux.ts';
 import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
 import { renderAddon } from '../../../controller/rendering/index.ts';
@@ -1244,7 +1246,7 @@ function branchDoc(r: ClusterAddonResult, path: string): Doc {
 }
 
 function helmRelease(r: ClusterAddonResult, addon: string): Doc {
-  return branchDoc(r, `${addon}/helmrelease.yaml`);
+  return branchDoc(r, `${addon}.helm/helmrelease.yaml`);
 }
 
 describe('reconcileClusterAddon: Helm-chart addons', () => {
@@ -1252,9 +1254,9 @@ describe('reconcileClusterAddon: Helm-chart addons', () => {
     const r = must(reconcileClusterAddon(baseInput({ release: V3, values: { info: { tier: 'premium' } } })));
     assert.deepEqual([...(r.branch?.files?.keys() ?? [])].sort(), [
       'cni/config.yaml',
-      'info/helmrelease.yaml',
-      'web/helmrelease.yaml',
-      'web/helmrepository.yaml',
+      'info.helm/helmrelease.yaml',
+      'web.helm/helmrelease.yaml',
+      'web.helm/helmrepository.yaml',
     ]);
     const hr = helmRelease(r, 'info');
     assert.equal(hr.apiVersion, 'helm.toolkit.fluxcd.io/v2');
@@ -1290,7 +1292,7 @@ describe('reconcileClusterAddon: Helm-chart addons', () => {
     });
     assert.equal(web.spec.targetNamespace, 'default', 'no targetNamespace in stack.yaml');
     assert.deepEqual(web.spec.values, { replicaCount: 1 });
-    const repo = branchDoc(r, 'web/helmrepository.yaml');
+    const repo = branchDoc(r, 'web.helm/helmrepository.yaml');
     assert.equal(repo.kind, 'HelmRepository');
     assert.equal(repo.spec.url, 'https://stefanprodan.github.io/podinfo');
 
@@ -1306,7 +1308,7 @@ describe('reconcileClusterAddon: Helm-chart addons', () => {
     const ociWeb = helmRelease(o, 'web');
     assert.equal(ociWeb.spec.chart, undefined);
     assert.deepEqual(ociWeb.spec.chartRef, { kind: 'OCIRepository', name: 'alpha.web' });
-    const source = branchDoc(o, 'web/ocirepository.yaml');
+    const source = branchDoc(o, 'web.helm/ocirepository.yaml');
     assert.equal(source.spec.url, 'oci://ghcr.io/stefanprodan/charts/podinfo');
     assert.deepEqual(source.spec.ref, { tag: '6.7.1' });
   });
@@ -1314,14 +1316,14 @@ describe('reconcileClusterAddon: Helm-chart addons', () => {
   it("a Helm addon's Kustomization applies its folder to the management cluster and orders it with the other addons", () => {
     const w = newWorld(cluster({ release: V3 }));
     converge(w, 'alpha');
-    const info = w.kustomizations.get('alpha.info');
+    const info = w.kustomizations.get('alpha.info.helm');
     assert.ok(info);
     assert.equal(info.spec.kubeConfig, undefined, 'the HelmRelease goes to the management cluster');
     assert.equal(info.spec.targetNamespace, undefined);
     assert.equal(info.spec.wait, true, 'Ready only once the HelmRelease is');
-    assert.equal(info.spec.path, './info');
+    assert.equal(info.spec.path, './info.helm');
     assert.deepEqual(info.spec.dependsOn, [{ name: 'alpha.cni' }]);
-    assert.deepEqual(w.kustomizations.get('alpha.web')?.spec.dependsOn, [{ name: 'alpha.info' }]);
+    assert.deepEqual(w.kustomizations.get('alpha.web.helm')?.spec.dependsOn, [{ name: 'alpha.info.helm' }]);
     assert.deepEqual(w.kustomizations.get('alpha.cni')?.spec.kubeConfig, {
       secretRef: { name: 'alpha-kubeconfig', key: 'value' },
     });
@@ -1333,9 +1335,9 @@ describe('reconcileClusterAddon: Helm-chart addons', () => {
     const before = new Map(w.files);
     w.cluster = cluster({ release: V3, values: { info: { tier: 'premium' } } });
     const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
-    assert.deepEqual(r.branch?.change.rendered, ['info']);
+    assert.deepEqual(r.branch?.change.rendered, ['info.helm']);
     assert.deepEqual(helmRelease(r, 'info').spec.values, { podCIDR: '192.168.0.0/16', tier: 'premium' });
-    assert.equal(r.branch?.files?.get('web/helmrelease.yaml'), before.get('web/helmrelease.yaml'));
+    assert.equal(r.branch?.files?.get('web.helm/helmrelease.yaml'), before.get('web.helm/helmrelease.yaml'));
     applyResult(w, r);
 
     w.cluster = cluster({ release: V3, values: { info: { tier: 'gold' } } });
@@ -1391,7 +1393,7 @@ describe('reconcileClusterAddon: Helm-chart addons', () => {
     assert.equal(cond(ok, 'Ready')?.status, 'True');
 
     // Helm failed: the Kustomization's health check fails; the status says why Helm failed.
-    const k = w.kustomizations.get('alpha.info');
+    const k = w.kustomizations.get('alpha.info.helm');
     assert.ok(k?.status?.conditions?.[0]);
     k.status.conditions[0] = {
       ...k.status.conditions[0],
@@ -1548,8 +1550,8 @@ describe('reconcileClusterAddon: tenancy policy (issue 22)', () => {
     const w = newWorld(cluster({ release: V3 }));
     converge(w, 'alpha', { tenancy });
     // Helm addons: their folder (HelmRelease + chart source) is applied to the management cluster.
-    assert.equal(w.kustomizations.get('alpha.info')?.spec.serviceAccountName, 'tenant-applier');
-    assert.equal(w.kustomizations.get('alpha.web')?.spec.serviceAccountName, 'tenant-applier');
+    assert.equal(w.kustomizations.get('alpha.info.helm')?.spec.serviceAccountName, 'tenant-applier');
+    assert.equal(w.kustomizations.get('alpha.web.helm')?.spec.serviceAccountName, 'tenant-applier');
     // A manifest addon applies through the Cluster's kubeconfig: Flux would impersonate the
     // ServiceAccount inside the workload cluster, which has none; so it names none.
     const cni = w.kustomizations.get('alpha.cni');
@@ -1557,13 +1559,13 @@ describe('reconcileClusterAddon: tenancy policy (issue 22)', () => {
     assert.equal(cni?.spec.serviceAccountName, undefined);
     // The HelmRelease installs through the kubeconfig too: no ServiceAccount either.
     for (const addon of ['info', 'web']) {
-      const hr = parseYaml(w.files?.get(`${addon}/helmrelease.yaml`) ?? '') as Doc;
+      const hr = parseYaml(w.files?.get(`${addon}.helm/helmrelease.yaml`) ?? '') as Doc;
       assert.ok(hr.spec.kubeConfig);
       assert.equal(hr.spec.serviceAccountName, undefined);
     }
     const unset = newWorld(cluster({ release: V3 }));
     converge(unset, 'alpha');
-    assert.equal(unset.kustomizations.get('alpha.info')?.spec.serviceAccountName, undefined);
+    assert.equal(unset.kustomizations.get('alpha.info.helm')?.spec.serviceAccountName, undefined);
   });
 
   it('--allowed-chart-hosts: a chart from another host is InvalidRelease naming the field; nothing changes', () => {
@@ -1583,5 +1585,363 @@ describe('reconcileClusterAddon: tenancy policy (issue 22)', () => {
       reconcileClusterAddon(baseInput({ release: V3 }, { tenancy: { allowedChartHosts: ['*.github.io'] } })),
     );
     assert.ok(allowed.branch, 'an allowed host renders');
+  });
+});
+
+// ---- Issue 22 row 2: an addon Kustomization's target never changes across its life.
+
+const V4 = 'docker-ferrol-1-30-v4';
+const V5 = 'docker-ferrol-1-30-v5';
+const V6 = 'docker-ferrol-1-30-v6';
+/** v4: cni, then `x` as plain manifests (a ConfigMap into kube-system). */
+trees[V4] = tree({
+  'stack.yaml': stackYaml(
+    'v4',
+    '  - name: cni\n  - name: x\n    dependsOn: [cni]\n    targetNamespace: kube-system\n',
+  ),
+  'cluster-class/cluster-class.yaml': 'apiVersion: cluster.x-k8s.io/v1beta2\nkind: ClusterClass\n',
+  'cluster-addon/cni/config.yaml.hbs': cniTemplate,
+  'cluster-addon/cni/values.yaml': 'mtu: 1450\nbackend: vxlan\n',
+  'cluster-addon/x/configmap.yaml': 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x-from-manifests\n',
+});
+/** v5: `x` is an in-tree Helm chart. */
+trees[V5] = tree({
+  'stack.yaml': stackYaml(
+    'v5',
+    '  - name: cni\n  - name: x\n    dependsOn: [cni]\n    targetNamespace: kube-system\n',
+  ),
+  'cluster-class/cluster-class.yaml': 'apiVersion: cluster.x-k8s.io/v1beta2\nkind: ClusterClass\n',
+  'cluster-addon/cni/config.yaml.hbs': cniTemplate,
+  'cluster-addon/cni/values.yaml': 'mtu: 1450\nbackend: vxlan\n',
+  'cluster-addon/x/Chart.yaml': 'apiVersion: v2\nname: x\nversion: 1.0.0\n',
+  'cluster-addon/x/templates/configmap.yaml':
+    'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n',
+});
+/** v6: `x` as manifests again, into another namespace. */
+trees[V6] = tree({
+  'stack.yaml': stackYaml(
+    'v6',
+    '  - name: cni\n  - name: x\n    dependsOn: [cni]\n    targetNamespace: x-system\n',
+  ),
+  'cluster-class/cluster-class.yaml': 'apiVersion: cluster.x-k8s.io/v1beta2\nkind: ClusterClass\n',
+  'cluster-addon/cni/config.yaml.hbs': cniTemplate,
+  'cluster-addon/cni/values.yaml': 'mtu: 1450\nbackend: vxlan\n',
+  'cluster-addon/x/configmap.yaml': 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x-from-manifests\n',
+});
+
+/** The Flux kinds a Helm addon's folder holds; a management-cluster Kustomization may apply only these. */
+const HELM_FOLDER_KINDS = new Set(['HelmRelease', 'HelmRepository', 'OCIRepository']);
+
+function targetOf(k: Kustomization): string {
+  return JSON.stringify([k.spec.kubeConfig ?? null, k.spec.targetNamespace ?? null]);
+}
+
+/**
+ * The invariant, on the world as it really is: every Kustomization reads only a folder whose
+ * content was rendered for its own target (HelmRelease objects for the management cluster, anything
+ * else for the workload cluster) — at every moment, whatever was pushed in between.
+ */
+function assertFoldersMatchTargets(w: World, when: string): void {
+  for (const k of w.kustomizations.values()) {
+    const folder = (k.spec.path ?? '').replace(/^\.\//, '');
+    const kinds = [...(w.files ?? new Map<string, string>())]
+      .filter(([path]) => path.startsWith(`${folder}/`))
+      .map(([, text]) => String((parseYaml(text) as { kind?: unknown }).kind));
+    const toManagement = k.spec.kubeConfig === undefined;
+    for (const kind of kinds) {
+      assert.equal(
+        HELM_FOLDER_KINDS.has(kind),
+        toManagement,
+        `${when}: Kustomization ${k.metadata.name} (${toManagement ? 'management' : 'workload'} cluster) reads a ${kind} in ./${folder}`,
+      );
+    }
+  }
+}
+
+/**
+ * One reconcile as the runtime may run it: the informer may not show some Kustomizations yet
+ * (`hidden`), and the branch change may stay in the batch (`push: false`). Asserts that no emitted
+ * Kustomization re-points an object that exists (seen or not), then applies the result.
+ */
+function step(w: World, when: string, o: { push: boolean; hidden?: string[] }): ClusterAddonResult {
+  const seen = [...w.kustomizations.values()].filter((k) => !(o.hidden ?? []).includes(k.metadata.name));
+  const r = must(reconcileClusterAddon(worldInput(w, 'alpha', { kustomizations: seen })));
+  for (const k of r.kustomizations ?? []) {
+    const real = w.kustomizations.get(k.metadata.name);
+    if (real !== undefined) {
+      assert.equal(targetOf(k), targetOf(real), `${when}: ${k.metadata.name} re-pointed`);
+    }
+    assert.equal(
+      k.spec.path?.endsWith('.helm'),
+      k.spec.kubeConfig === undefined,
+      `${when}: ${k.metadata.name}: its folder and its target disagree`,
+    );
+  }
+  applyResult(w, o.push ? r : { ...r, branch: undefined });
+  assertFoldersMatchTargets(w, when);
+  return r;
+}
+
+/** Moves the Cluster to `release`, pushing only after `held` reconciles, then converges checking every step. */
+function move(w: World, release: string, held: number, hidden: string[] = []): void {
+  w.cluster = cluster({ release });
+  for (let i = 0; i < held; i++) step(w, `${release} held ${i}`, { push: false, hidden });
+  for (let i = 0; i < 8; i++) {
+    const r = step(w, `${release} round ${i}`, { push: true });
+    if (noChanges(w, r)) return;
+  }
+  assert.fail(`no fixed point moving to ${release}`);
+}
+
+describe('reconcileClusterAddon: an addon Kustomization keeps its target (issue 22)', () => {
+  it('manifests → Helm chart → manifests: no Kustomization is re-pointed, none reads content rendered for another target', () => {
+    for (const held of [0, 1, 3]) {
+      const w = newWorld(cluster({ release: V4 }));
+      converge(w, 'alpha');
+      assertFoldersMatchTargets(w, 'v4');
+      assert.ok(w.kustomizations.get('alpha.x')?.spec.kubeConfig, 'x applies into the workload cluster');
+
+      move(w, V5, held);
+      assert.deepEqual([...w.kustomizations.keys()].sort(), ['alpha.cni', 'alpha.x.helm']);
+      const helmK = w.kustomizations.get('alpha.x.helm');
+      assert.equal(helmK?.spec.kubeConfig, undefined);
+      assert.equal(helmK?.spec.path, './x.helm');
+      assert.ok(w.files?.has('x.helm/helmrelease.yaml'));
+      assert.ok(
+        ![...(w.files?.keys() ?? [])].some((p) => p.startsWith('x/')),
+        'the manifests folder is gone',
+      );
+
+      move(w, V4, held);
+      assert.deepEqual([...w.kustomizations.keys()].sort(), ['alpha.cni', 'alpha.x']);
+      assert.deepEqual(w.kustomizations.get('alpha.x')?.spec.kubeConfig, {
+        secretRef: { name: 'alpha-kubeconfig', key: 'value' },
+      });
+    }
+  });
+
+  it('while the Helm branch change waits for its push, no Kustomization of x targets the management cluster', () => {
+    const w = newWorld(cluster({ release: V4 }));
+    converge(w, 'alpha');
+    w.cluster = cluster({ release: V5 });
+    const r = step(w, 'pending', { push: false });
+    assert.ok(r.branch !== undefined, 'the change waits for its batch');
+    assert.ok(r.deleteKustomizations.includes('alpha.x'), 'the workload Kustomization goes (Flux prunes x)');
+    assert.ok(
+      !(r.kustomizations ?? []).some((k) => k.metadata.name.startsWith('alpha.x')),
+      'nothing for x while its Helm folder is not on the branch',
+    );
+  });
+
+  it('a Kustomization the informer does not show yet is never re-pointed by a newer release', () => {
+    // x was just created as a Helm addon; the informer has not seen it when the Cluster moves back.
+    const w = newWorld(cluster({ release: V5 }));
+    converge(w, 'alpha');
+    move(w, V4, 2, ['alpha.x.helm']);
+    assert.equal(w.kustomizations.get('alpha.x.helm'), undefined);
+  });
+
+  it('the new kind waits until the old kind is gone (it still prunes what it applied)', () => {
+    const w = newWorld(cluster({ release: V5 }));
+    converge(w, 'alpha');
+    w.cluster = cluster({ release: V4 });
+    const pushed = step(w, 'push', { push: true });
+    assert.ok(pushed.deleteKustomizations.includes('alpha.x.helm'));
+    // The delete is under way: Flux's finalizer keeps the object until helm-controller uninstalled.
+    const cni = w.kustomizations.get('alpha.cni');
+    assert.ok(cni);
+    const deleting = structuredClone(cni);
+    deleting.metadata = {
+      ...deleting.metadata,
+      name: 'alpha.x.helm',
+      labels: { ...deleting.metadata.labels, 'stackflux.io/addon': 'x' },
+    };
+    deleting.spec = { ...deleting.spec, path: './x.helm' };
+    delete deleting.spec.kubeConfig;
+    const r = must(
+      reconcileClusterAddon(
+        worldInput(w, 'alpha', { kustomizations: [...w.kustomizations.values(), deleting] }),
+      ),
+    );
+    assert.ok(!(r.kustomizations ?? []).some((k) => k.metadata.name === 'alpha.x'));
+    const after = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.ok((after.kustomizations ?? []).some((k) => k.metadata.name === 'alpha.x'));
+  });
+
+  it('a targetNamespace that changes between releases gets a new object, not a re-pointed one', () => {
+    for (const held of [0, 2]) {
+      const w = newWorld(cluster({ release: V4 }));
+      converge(w, 'alpha');
+      w.cluster = cluster({ release: V6 });
+      const first = step(w, 'v6', { push: held === 0 });
+      assert.ok(first.deleteKustomizations.includes('alpha.x'));
+      assert.ok(!(first.kustomizations ?? []).some((k) => k.metadata.name === 'alpha.x'));
+      move(w, V6, held);
+      assert.equal(w.kustomizations.get('alpha.x')?.spec.targetNamespace, 'x-system');
+    }
+  });
+
+  it("a Helm addon's Kustomization of the old naming is deleted with deletionPolicy Orphan (its HelmRelease is adopted, not reinstalled)", () => {
+    const w = newWorld(cluster({ release: V5 }));
+    converge(w, 'alpha');
+    const current = w.kustomizations.get('alpha.x.helm');
+    assert.ok(current);
+    // What the previous version emitted: `<cluster>.<addon>` applying ./x to the management cluster.
+    const legacy = structuredClone(current);
+    legacy.metadata = { ...legacy.metadata, name: 'alpha.x' };
+    legacy.spec = { ...legacy.spec, path: './x' };
+    w.kustomizations.delete('alpha.x.helm');
+    w.kustomizations.set('alpha.x', legacy);
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
+    assert.deepEqual(r.deleteKustomizations, ['alpha.x']);
+    assert.deepEqual(
+      r.patches.map((p) => [p.name, p.patch]),
+      [['alpha.x', { spec: { deletionPolicy: 'Orphan' } }]],
+    );
+    assert.ok(!(r.kustomizations ?? []).some((k) => k.metadata.name.startsWith('alpha.x')));
+  });
+});
+
+// ---- Issue 22 row 7: a ClusterStack serves Clusters of other namespaces only when it opts in.
+
+const TENANT = 'tenant-b';
+const SECRET_TOKEN = 'token-of-team-a-do-not-share';
+
+/** A Cluster of namespace tenant-b naming team's ClusterClass (v1beta2 classRef.namespace). */
+function foreignCluster(release = V1): Record<string, unknown> {
+  const c = cluster({ release });
+  const meta = c.metadata as Record<string, unknown>;
+  meta.namespace = TENANT;
+  const topology = (c.spec as { topology: { classRef: Record<string, unknown> } }).topology;
+  topology.classRef.namespace = NS;
+  return c;
+}
+
+/** team's ClusterStack, with central values holding a token and an optional namespace selector. */
+function sharingStack(selector?: ClusterStack['spec']['clusterNamespaceSelector']): ClusterStack {
+  return clusterStack({
+    noProvider: true,
+    values: { cni: { backend: SECRET_TOKEN } },
+    ...(selector !== undefined ? { clusterNamespaceSelector: selector } : {}),
+  });
+}
+
+function foreignInput(stack: ClusterStack, labels?: Record<string, string>): ClusterAddonInput {
+  return baseInput(
+    {},
+    {
+      cluster: foreignCluster(),
+      namespace: TENANT,
+      clusterAddon: { ...existingAddon(), metadata: { ...existingAddon().metadata, namespace: TENANT } },
+      clusterStack: stack,
+      ...(labels !== undefined ? { namespaceLabels: new Map([[TENANT, labels]]) } : {}),
+    },
+  );
+}
+
+function branchText(r: ClusterAddonResult): string {
+  return [...(r.branch?.files?.values() ?? [])].join('\n');
+}
+
+describe("reconcileClusterAddon: another namespace's ClusterClass (issue 22)", () => {
+  it('is refused without an opt-in (no branch, no Flux objects, a condition naming the ClusterStack and the selector), served with one', () => {
+    const r = must(reconcileClusterAddon(foreignInput(sharingStack(), { 'team-a/shared': 'yes' })));
+    assert.equal(r.branch, undefined);
+    assert.equal(r.kustomizations, undefined);
+    assert.equal(r.gitRepository, undefined);
+    const ready = cond(r, 'Ready');
+    assert.equal(ready?.status, 'False');
+    assert.equal(ready?.reason, 'ClusterClassNotShared');
+    assert.match(
+      ready?.message ?? '',
+      /ClusterStack team\/ferrol .*tenant-b.*spec\.clusterNamespaceSelector/,
+    );
+    assert.ok(!JSON.stringify(r).includes(SECRET_TOKEN), 'the central values are nowhere in the result');
+
+    // Opted in: served, with the central values the ClusterStack agreed to share.
+    const stack = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
+    const served = must(reconcileClusterAddon(foreignInput(stack, { 'stackflux.io/tenant': 'shared' })));
+    assert.ok(served.branch !== undefined, 'rendered');
+    assert.equal(served.branch.branch, 'stackflux/tenant-b/alpha');
+    assert.ok(branchText(served).includes(SECRET_TOKEN));
+    assert.notEqual(cond(served, 'Ready')?.reason, 'ClusterClassNotShared');
+    // A Cluster of the ClusterStack's own namespace never needs the selector.
+    assert.ok(
+      must(reconcileClusterAddon(baseInput({}, { clusterStack: sharingStack() }))).branch !== undefined,
+    );
+  });
+
+  it("is refused when the selector does not select the Namespace's labels (or the Namespace is gone)", () => {
+    const stack = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
+    for (const labels of [{ 'stackflux.io/tenant': 'other' }, {}] as Record<string, string>[]) {
+      const r = must(reconcileClusterAddon(foreignInput(stack, labels)));
+      assert.equal(cond(r, 'Ready')?.reason, 'ClusterClassNotShared');
+      assert.match(cond(r, 'Ready')?.message ?? '', /does not select/);
+      assert.equal(r.branch, undefined);
+    }
+    const gone = must(reconcileClusterAddon({ ...foreignInput(stack), namespaceLabels: new Map() }));
+    assert.equal(cond(gone, 'Ready')?.reason, 'ClusterClassNotShared');
+  });
+
+  it('is refused by name also once the release is gone (collected because it does not serve the Cluster)', () => {
+    const r = must(
+      reconcileClusterAddon({ ...foreignInput(sharingStack(), {}), release: undefined, tree: undefined }),
+    );
+    assert.equal(cond(r, 'Ready')?.reason, 'ClusterClassNotShared');
+  });
+
+  it('waits (renders nothing) while the Namespace labels are not known', () => {
+    const r = must(reconcileClusterAddon(foreignInput(sharingStack({ matchLabels: { a: 'b' } }))));
+    assert.equal(cond(r, 'Reconciling')?.reason, 'NamespaceNotKnown');
+    assert.equal(r.branch, undefined);
+  });
+});
+
+describe('garbage collection: a foreign Cluster keeps a release only where it is served (issue 22)', () => {
+  const ready = (tag: string): ClusterStackRelease => ({
+    ...releaseObject(tag),
+    status: {
+      conditions: [
+        {
+          type: 'Ready',
+          status: 'True',
+          reason: 'Succeeded',
+          message: 'ok',
+          lastTransitionTime: '2025-01-01T00:00:00Z',
+        },
+      ],
+    },
+  });
+  const gc = (stack: ClusterStack, labels?: Record<string, string>) =>
+    reconcileClusterStack({
+      clusterStack: stack,
+      listing: { ok: true, tags: [V1, V2], listedAt: '2025-01-01T00:00:00Z' },
+      releases: [ready(V1), ready(V2)],
+      clusters: [{ name: `${TENANT}/alpha`, className: V1, classNamespace: NS, clusterNamespace: TENANT }],
+      ...(labels !== undefined ? { namespaceLabels: new Map([[TENANT, labels]]) } : {}),
+      now,
+    });
+
+  it('a Cluster of a namespace the ClusterStack does not serve does not pin its release; a served one does', () => {
+    assert.deepEqual(gc(sharingStack(), {}).delete, [V1]);
+    const selective = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
+    assert.deepEqual(gc(selective, { 'stackflux.io/tenant': 'other' }).delete, [V1]);
+    const served = gc(selective, { 'stackflux.io/tenant': 'shared' });
+    assert.deepEqual(served.delete, []);
+    assert.equal(served.status.summary?.find((s) => s.name === V1)?.inUse, true);
+    // Namespace labels not known yet: kept (nothing deleted on a guess).
+    assert.deepEqual(gc(selective).delete, []);
+  });
+
+  it("the release's in-use finalizer counts the same Clusters", () => {
+    const users = ['own', `${TENANT}/alpha`, 'tenant-c/beta'];
+    const labels = new Map<string, Record<string, string>>([
+      [TENANT, { 'stackflux.io/tenant': 'shared' }],
+      ['tenant-c', {}],
+    ]);
+    assert.deepEqual(servedClusterNames(users, sharingStack(), labels), ['own']);
+    const selective = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
+    assert.deepEqual(servedClusterNames(users, selective, labels), ['own', `${TENANT}/alpha`]);
+    assert.deepEqual(servedClusterNames(users, selective, undefined), users, 'unknown labels: kept');
   });
 });

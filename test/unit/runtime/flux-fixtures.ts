@@ -25,7 +25,6 @@ export function desiredKustomization(): KubeObject {
     cluster: 'prod-1',
     namespace: 'team-a',
     addon: 'cni',
-    path: 'cni',
     sourceName: 'prod-1-addons',
     dependsOn: [],
     targetNamespace: 'kube-system',
