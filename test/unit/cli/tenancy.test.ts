@@ -60,7 +60,7 @@ describe('tenancy flags (issue 22)', () => {
     const helmKs = readFileSync(
       join(
         helm,
-        'apply/namespaces/team-a/kustomize.toolkit.fluxcd.io/kustomizations/prod-1.podinfo.body.yaml',
+        'apply/namespaces/team-a/kustomize.toolkit.fluxcd.io/kustomizations/prod-1.podinfo.helm.body.yaml',
       ),
       'utf8',
     );
