@@ -25,7 +25,16 @@
 
 import { type ChildProcess, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -119,7 +128,7 @@ const usage = `Usage: npm run bench -- hostile [flags]
   --inputs LIST           only these hostile inputs, comma separated (default all: ${HOSTILE_INPUTS()
     .map((i) => i.name)
     .join(',')})
-  --max-rss-mb M          also a target: peak RSS at most M MB (default 0: reported only)
+  --max-rss-mb M          also a target: stackflux's peak RSS, and its RSS with its render processes, at most M MB (default 0: reported only)
   --source DIR            the checkout to measure, compiled like the container image (default this one)
   --stackflux FILE        run this bin/stackflux.js as it is instead
   --out FILE              JSON results (default bench-results/hostile-<date>.json)
@@ -233,6 +242,24 @@ function applier(ns: string): KubeObject[] {
   ];
 }
 
+/**
+ * VmRSS of a process's children together, in MB (stackflux's render processes: a render that runs
+ * out of memory costs that process, so the bound that matters is the sum).
+ */
+function childrenRssMb(pid: number): number {
+  let kb = 0;
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    for (const child of readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ')) {
+      if (child.trim() === '') continue;
+      try {
+        const status = readFileSync(`/proc/${child.trim()}/status`, 'utf8');
+        kb += Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+      } catch {}
+    }
+  }
+  return Math.round(kb / 1024);
+}
+
 // --- samples ----------------------------------------------------------------------------------
 interface Sample {
   /** Seconds since stackflux started. */
@@ -240,6 +267,8 @@ interface Sample {
   rssMb?: number;
   /** VmHWM so far (the last sample's is the peak of a process that exited). */
   peakMb?: number;
+  /** VmRSS of stackflux's render processes (its child processes) together. */
+  renderRssMb?: number;
   /** /healthz latency in ms (a failed request's too: a timeout is HEALTHZ_TIMEOUT_MS). */
   healthzMs?: number;
   /** Why /healthz failed (not 200, timed out, refused). */
@@ -368,7 +397,16 @@ interface Figures {
     p50Seconds?: number;
     targetSeconds: number;
   };
-  rss: { firstMb?: number; lastMb?: number; maxSampledMb?: number; peakMb?: number };
+  rss: {
+    firstMb?: number;
+    lastMb?: number;
+    maxSampledMb?: number;
+    peakMb?: number;
+    /** Render processes together, largest sample. */
+    maxRenderSampledMb?: number;
+    /** stackflux and its render processes together, largest sample. */
+    maxTotalSampledMb?: number;
+  };
   processExits: number;
   exit?: { code: number | null; signal: string | null; atSeconds: number };
 }
@@ -410,13 +448,15 @@ function targets(f: Figures, o: Options, windowMs: number): Target[] {
     },
     { name: 'process exits', value: String(f.processExits), target: '0', met: f.processExits === 0 },
   ];
-  if (o.maxRssMb > 0)
+  if (o.maxRssMb > 0) {
+    const own = f.rss.peakMb ?? f.rss.maxSampledMb;
     list.push({
-      name: 'peak RSS',
-      value: `${f.rss.peakMb ?? f.rss.maxSampledMb ?? '–'} MB`,
-      target: `≤ ${o.maxRssMb} MB`,
-      met: (f.rss.peakMb ?? f.rss.maxSampledMb ?? Number.POSITIVE_INFINITY) <= o.maxRssMb,
+      name: 'peak RSS (stackflux; with its render processes)',
+      value: `${own ?? '–'} MB; ${f.rss.maxTotalSampledMb ?? '–'} MB`,
+      target: `≤ ${o.maxRssMb} MB each`,
+      met: Math.max(own ?? Number.POSITIVE_INFINITY, f.rss.maxTotalSampledMb ?? 0) <= o.maxRssMb,
     });
+  }
   return list;
 }
 
@@ -433,7 +473,7 @@ function report(f: Figures, ts: Target[], inputs: Array<{ name: string; input: s
     `/healthz: max ${f.healthz.maxMs ?? '–'} ms, p99 ${f.healthz.p99Ms ?? '–'} ms, ${f.healthz.failures} failed of ${f.healthz.samples}`,
     `Lease ${f.lease.namespace}/${f.lease.name}: ${f.lease.renewals} renewals seen, max gap ${f.lease.maxRenewGapSeconds ?? '–'} s`,
     `benign changes: ${f.benign.applied}/${f.benign.changes} applied, max ${f.benign.maxSeconds ?? '–'} s, p50 ${f.benign.p50Seconds ?? '–'} s (target ${f.benign.targetSeconds} s)`,
-    `RSS: first ${f.rss.firstMb ?? '–'} MB, last ${f.rss.lastMb ?? '–'} MB, max sampled ${f.rss.maxSampledMb ?? '–'} MB, peak (VmHWM) ${f.rss.peakMb ?? '–'} MB`,
+    `RSS: first ${f.rss.firstMb ?? '–'} MB, last ${f.rss.lastMb ?? '–'} MB, max sampled ${f.rss.maxSampledMb ?? '–'} MB, peak (VmHWM) ${f.rss.peakMb ?? '–'} MB; render processes max ${f.rss.maxRenderSampledMb ?? '–'} MB, with stackflux max ${f.rss.maxTotalSampledMb ?? '–'} MB`,
     `process exits: ${f.processExits}${f.exit ? ` (code ${f.exit.code}, signal ${f.exit.signal}, after ${f.exit.atSeconds} s)` : ''}`,
     '',
     'what stackflux reported per hostile input',
@@ -649,6 +689,7 @@ export async function runHostileBench(argv: string[]): Promise<number> {
           const m = memoryMb(spid);
           s.rssMb = m.rss;
           s.peakMb = m.peak;
+          s.renderRssMb = childrenRssMb(spid);
         } catch {}
         const [hz, lease] = await Promise.all([
           probeHealthz(proc?.healthUrl ?? ''),
@@ -794,6 +835,12 @@ export async function runHostileBench(argv: string[]): Promise<number> {
       rss: {
         ...(rss.length > 0 ? { firstMb: rss[0], lastMb: rss.at(-1), maxSampledMb: Math.max(...rss) } : {}),
         ...(peakMb !== undefined ? { peakMb } : {}),
+        ...(rss.length > 0
+          ? {
+              maxRenderSampledMb: Math.max(...samples.map((s) => s.renderRssMb ?? 0)),
+              maxTotalSampledMb: Math.max(...samples.map((s) => (s.rssMb ?? 0) + (s.renderRssMb ?? 0))),
+            }
+          : {}),
       },
       processExits: exit === undefined ? 0 : 1,
       ...(exit !== undefined ? { exit } : {}),
