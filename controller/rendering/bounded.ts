@@ -19,7 +19,10 @@
 // round-robin across namespaces, so one tenant's slow renders do not hold up another's. A template
 // that hits a limit `coolDownAfter` times in a row (per namespace, addon, the addon's files and the
 // values it renders with) is not rendered again for `coolDownMs`: its renders fail at once with
-// reason CoolingDown.
+// reason CoolingDown. So is the template with any values once `coolDownAfter` different values in a
+// row hit a limit (a template slow whatever its values would otherwise be rendered to the limit
+// K times per Cluster, and a tenant's many Clusters would keep the render processes and the CPU
+// busy); one Cluster's hostile values alone cannot cool its neighbours down.
 //
 // Reconcilers stay pure and synchronous: withBoundedRenders runs one (or the offline renderer)
 // with a renderer that answers from renders already done in the pool and notes the ones it lacks;
@@ -97,6 +100,14 @@ interface Streak {
   hits: number;
   last: string;
   until: number | undefined;
+  /** Of a template's streak (any values): the values that hit a limit in a row. */
+  values?: Set<string>;
+}
+
+/** Keys of a render's streaks: its template (namespace, addon, files) and that with its values. */
+interface TemplateKeys {
+  template: string;
+  withValues: string;
 }
 
 function limitFailure(message: string): RenderFailure {
@@ -140,11 +151,14 @@ export function renderKey(slim: RenderAddonInput): string {
  * it renders with. Not the Cluster object, which changes with every status update; with the values,
  * one Cluster's hostile per-cluster values cool down that Cluster's renders, not its neighbours'.
  */
-function templateKey(namespace: string, slim: RenderAddonInput): string {
-  const hash = createHash('sha256');
-  for (const [path, text] of slim.tree) hash.update(path).update('\0').update(text).update('\0');
-  hash.update(JSON.stringify([slim.clusterValues ?? null, slim.centralValues ?? null]));
-  return `${namespace}/${slim.addon}/${hash.digest('hex')}`;
+function templateKeys(namespace: string, slim: RenderAddonInput): TemplateKeys {
+  const files = createHash('sha256');
+  for (const [path, text] of slim.tree) files.update(path).update('\0').update(text).update('\0');
+  const values = createHash('sha256')
+    .update(JSON.stringify([slim.clusterValues ?? null, slim.centralValues ?? null]))
+    .digest('hex');
+  const template = `${namespace}/${slim.addon}/${files.digest('hex')}`;
+  return { template, withValues: `${template}/${values}` };
 }
 
 export class RenderPool {
@@ -207,8 +221,8 @@ export class RenderPool {
     if (this.closed) return Promise.resolve(limitFailure('the render pool is shut down'));
     const slim = slimInput(input);
     const namespace = options.namespace ?? '';
-    const key = templateKey(namespace, slim);
-    const cooling = this.coolingDown(key, slim);
+    const key = templateKeys(namespace, slim);
+    const cooling = this.coolingDown(key.withValues, slim) ?? this.coolingDown(key.template, slim);
     if (cooling !== undefined) return Promise.resolve(cooling);
     return new Promise<RenderResult>((resolve) => {
       const job: Job = {
@@ -235,20 +249,39 @@ export class RenderPool {
     return {
       ok: false,
       reason: 'CoolingDown',
-      message: `${ADDON_ROOT}/${slim.addon}/: not rendered until ${new Date(streak.until).toISOString()}: its renders hit a limit ${streak.hits} times in a row, last: ${streak.last}`,
+      message: `${ADDON_ROOT}/${slim.addon}/: not rendered until ${new Date(streak.until).toISOString()}: its renders hit a limit ${streak.hits} times in a row${streak.values !== undefined ? ' with different values' : ''}, last: ${streak.last}`,
     };
   }
 
-  /** Counts limit hits in a row per template; a render within the limits ends the streak. */
-  private noteResult(key: string, result: RenderResult): void {
+  /**
+   * Counts limit hits in a row per template and values, and the different values in a row per
+   * template; a render within the limits ends both streaks.
+   */
+  private noteResult(key: TemplateKeys, result: RenderResult): void {
     if (result.ok || result.reason !== 'LimitExceeded' || this.closed) {
-      if (result.ok || result.reason !== 'CoolingDown') this.streaks.delete(key);
+      if (result.ok || result.reason !== 'CoolingDown') {
+        this.streaks.delete(key.withValues);
+        this.streaks.delete(key.template);
+      }
       return;
     }
+    this.countHit(key.withValues, result.message);
+    this.countHit(key.template, result.message, key.withValues);
+  }
+
+  /** One limit hit on a streak; with `values`, the streak counts different values, not hits. */
+  private countHit(key: string, message: string, values?: string): void {
     const streak = this.streaks.get(key) ?? { hits: 0, last: '', until: undefined };
-    streak.hits += 1;
-    streak.last = result.message;
-    if (streak.hits >= this.coolDownAfter) streak.until = Date.now() + this.coolDownMs;
+    if (values !== undefined) {
+      streak.values = streak.values ?? new Set();
+      streak.values.add(values);
+      streak.hits = streak.values.size;
+    } else streak.hits += 1;
+    streak.last = message;
+    // A template's streak needs two different values at least: one Cluster's values alone never
+    // cool its neighbours down.
+    const after = values !== undefined ? Math.max(2, this.coolDownAfter) : this.coolDownAfter;
+    if (streak.hits >= after) streak.until = Date.now() + this.coolDownMs;
     // Re-inserted: the map stays in order of last hit, and is bounded by dropping the oldest.
     this.streaks.delete(key);
     this.streaks.set(key, streak);

@@ -75,6 +75,12 @@ describe('RenderPool: fair across namespaces', () => {
   });
 });
 
+/** A render's result as its failure reason, or 'ok'. */
+async function reasonOf(p: Promise<RenderResult>): Promise<string> {
+  const r = await p;
+  return r.ok ? 'ok' : r.reason;
+}
+
 describe('RenderPool: a template that keeps hitting limits cools down', () => {
   it('after K limit hits in a row it is not rendered for the back-off, naming the limit; other values, namespaces and templates still render', async () => {
     await withPool({ workers: 1, timeoutMs: 300, coolDownAfter: 2, coolDownMs: 600_000 }, async (pool) => {
@@ -106,6 +112,31 @@ describe('RenderPool: a template that keeps hitting limits cools down', () => {
       assert.equal(pool.stopped.timeout, 3);
       // Another template of the namespace renders.
       assert.equal((await pool.render(input({ 'good.yaml.hbs': GOOD }), opts)).ok, true);
+    });
+  });
+
+  it('K different values in a row hitting a limit cool the template down for any values; one good render ends that streak', async () => {
+    await withPool({ workers: 1, timeoutMs: 300, coolDownAfter: 2, coolDownMs: 600_000 }, async (pool) => {
+      const opts = { namespace: 'tenant-a' };
+      // Slow whatever its values: each Cluster's per-cluster values differ (here `n`).
+      const stuckWith = (n: number) => input({ 'stuck.yaml.hbs': STUCK }, { ...items(100), n });
+      assert.equal(await reasonOf(pool.render(stuckWith(1), opts)), 'LimitExceeded');
+      // A good render of the template (other values) between two hits ends the template's streak.
+      assert.equal((await pool.render(input({ 'stuck.yaml.hbs': STUCK }, items(2)), opts)).ok, true);
+      assert.equal(await reasonOf(pool.render(stuckWith(2), opts)), 'LimitExceeded');
+      assert.equal(await reasonOf(pool.render(stuckWith(3), opts)), 'LimitExceeded');
+      assert.equal(pool.stopped.timeout, 3);
+      // Two different values in a row: the template cools down, also for values never rendered.
+      const fresh = await pool.render(stuckWith(4), opts);
+      if (fresh.ok) assert.fail('rendered while the template cools down');
+      assert.equal(fresh.reason, 'CoolingDown');
+      assert.match(
+        fresh.message,
+        /hit a limit 2 times in a row with different values, last: .*--render-timeout/,
+      );
+      assert.equal(pool.stopped.timeout, 3, 'the cooling template was not rendered');
+      // Another namespace's render of the same template is that tenant's: rendered.
+      assert.equal(await reasonOf(pool.render(stuckWith(4), { namespace: 'tenant-b' })), 'LimitExceeded');
     });
   });
 
