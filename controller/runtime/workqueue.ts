@@ -5,7 +5,10 @@
 //  - delayed adds (addAfter), per-key exponential backoff combined with an overall token bucket
 //    (addRateLimited / forget / numRequeues);
 //  - an optional debounce window: a burst of adds of one key within the window becomes one run;
-//  - shutDown() stops handing out work; shutDownWithDrain() also waits for in-flight keys.
+//  - shutDown() stops handing out work; shutDownWithDrain() also waits for in-flight keys;
+//  - fair across namespaces: ready keys wait per namespace (the part before "/") and are handed
+//    out round-robin, so one tenant's many keys do not hold another's behind them (within one
+//    namespace, and with one namespace, it is FIFO as in client-go).
 // Time comes from an injected Clock so tests are deterministic.
 import { type Clock, realClock, type TimerHandle } from './clock.ts';
 
@@ -148,9 +151,10 @@ export class WorkQueue {
   private readonly debounceMs: number;
   private readonly metrics: QueueMetrics | undefined;
 
-  // FIFO of ready keys: an array with a moving head, compacted now and then.
-  private items: string[] = [];
-  private head = 0;
+  // Ready keys per namespace, each a FIFO; the Map's order is the round-robin order (a namespace
+  // served goes to the back).
+  private readonly ready = new Map<string, Fifo>();
+  private readyCount = 0;
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
   private readonly enqueuedAt = new Map<string, number>();
@@ -223,13 +227,14 @@ export class WorkQueue {
 
   /** The next ready key without waiting, or undefined. */
   tryGet(): string | undefined {
-    if (this.stopping || this.head >= this.items.length) return undefined;
-    const key = this.items[this.head] as string;
-    this.head += 1;
-    if (this.head > 1024 && this.head * 2 > this.items.length) {
-      this.items = this.items.slice(this.head);
-      this.head = 0;
-    }
+    if (this.stopping || this.readyCount === 0) return undefined;
+    const next = this.ready.entries().next();
+    if (next.done) return undefined;
+    const [namespace, fifo] = next.value;
+    const key = fifo.shift();
+    this.readyCount -= 1;
+    this.ready.delete(namespace);
+    if (fifo.length > 0) this.ready.set(namespace, fifo);
     this.start(key);
     return key;
   }
@@ -250,7 +255,7 @@ export class WorkQueue {
 
   /** Ready keys (not counting in-flight or delayed ones). */
   len(): number {
-    return this.items.length - this.head;
+    return this.readyCount;
   }
 
   /** Keys being processed right now. */
@@ -305,7 +310,11 @@ export class WorkQueue {
       getter(key);
       return;
     }
-    this.items.push(key);
+    const namespace = key.slice(0, Math.max(0, key.indexOf('/')));
+    const fifo = this.ready.get(namespace);
+    if (fifo !== undefined) fifo.push(key);
+    else this.ready.set(namespace, new Fifo(key));
+    this.readyCount += 1;
     this.metrics?.depth(this.len());
   }
 
@@ -318,5 +327,34 @@ export class WorkQueue {
     if (queued !== undefined) this.metrics?.queueLatency((now - queued) / 1000);
     this.startedAt.set(key, now);
     this.metrics?.depth(this.len());
+  }
+}
+
+/** A FIFO of keys: an array with a moving head, compacted now and then. */
+class Fifo {
+  private items: string[];
+  private head = 0;
+
+  constructor(first: string) {
+    this.items = [first];
+  }
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  push(key: string): void {
+    this.items.push(key);
+  }
+
+  /** The oldest key; only called when length > 0. */
+  shift(): string {
+    const key = this.items[this.head] as string;
+    this.head += 1;
+    if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return key;
   }
 }

@@ -165,6 +165,38 @@ describe('WorkQueue', () => {
   });
 });
 
+describe('WorkQueue: fair across namespaces (issue 22)', () => {
+  it("hands keys out round-robin across namespaces: one tenant's queued keys do not hold another's behind them", () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    for (let i = 0; i < 30; i++) q.add(`slow/c${i}`);
+    q.add('benign/c0');
+    q.add('benign/c1');
+    q.add('other/c0');
+    const order = Array.from({ length: 8 }, () => q.tryGet());
+    assert.deepEqual(order, [
+      'slow/c0',
+      'benign/c0',
+      'other/c0',
+      'slow/c1',
+      'benign/c1',
+      'slow/c2',
+      'slow/c3',
+      'slow/c4',
+    ]);
+    assert.equal(q.len(), 25);
+  });
+
+  it('within one namespace it is FIFO, and a key re-added while processing waits for done()', () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    for (const k of ['a/1', 'a/2', 'a/3']) q.add(k);
+    assert.equal(q.tryGet(), 'a/1');
+    q.add('a/1');
+    assert.deepEqual([q.tryGet(), q.tryGet(), q.tryGet()], ['a/2', 'a/3', undefined]);
+    q.done('a/1');
+    assert.equal(q.tryGet(), 'a/1');
+  });
+});
+
 describe('rate limiters', () => {
   it('exponential backoff caps at the maximum (5 ms → 1000 s)', () => {
     const rl = new ItemExponentialFailureRateLimiter();
