@@ -215,7 +215,7 @@ export const runCommand: Command = {
     'fleet-path': { type: 'string', description: 'REMOVED: addons are at the root of each Cluster branch' },
     'fleet-batch-window': {
       type: 'string',
-      description: 'how long fleet writes are collected into one commit (debounce)',
+      description: 'how long fleet writes are collected into one commit, from the first change waiting',
       default: '2s',
     },
     'flux-templates': {

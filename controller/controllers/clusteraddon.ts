@@ -5,8 +5,8 @@
 // reconcile of the key), calls the pure reconcileClusterAddon with `now`, and applies what it
 // returns: the ClusterAddon (owned by the Cluster), its finalizers, merge patches, the Cluster's
 // GitRepository and addon Kustomizations (owned by the ClusterAddon), deletes and status.
-// Branch changes are not written per key: they are collected for a batch window (debounce,
-// bounded by a maximum wait) and written by ONE FleetWriter.write (one atomic push of every
+// Branch changes are not written per key: they are collected for a batch window (from the
+// first change waiting; later changes do not extend it) and written by ONE FleetWriter.write (one atomic push of every
 // changed branch). After the write the per-Cluster state is taken from its result, the written
 // keys are requeued (they now see their addons on the branch and create their Kustomizations),
 // and ONLY the GitRepositories of the Clusters whose branch moved are annotated with
@@ -138,7 +138,7 @@ export interface ClusterAddonControllerOptions {
    * rendering/limits.ts.
    */
   render?: RenderPoolOptions;
-  /** Debounce window of fleet writes (default 2 s); a batch waits at most 5 windows. */
+  /** Window of fleet writes (default 2 s), from the first change waiting; not extended. */
   batchWindowMs?: number;
   clock?: Clock;
 }

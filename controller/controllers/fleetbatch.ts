@@ -1,5 +1,7 @@
 // The batch of fleet branch writes of the ClusterAddon controller: changes are collected for a
-// window (debounce, bounded by 5 windows) and written by ONE call, one at a time. Writing is tied
+// window that starts with the first change waiting, and written by ONE call, one at a time. The
+// window is not extended by later changes (no debounce): a tenant whose Clusters change all the
+// time would otherwise hold every other tenant's change back for as long as the extension lasts. Writing is tied
 // to leadership (issue 11 defect 7): a replica that does not lead never writes, and one that lost
 // its Lease drops what it had collected instead of pushing it — the new leader derives the same
 // changes again from the Clusters. (A push already under way when the Lease is lost finishes; its
@@ -107,11 +109,11 @@ export class FleetBatch<T> {
     if (this.stopped || this.pending.size === 0) return;
     const now = this.clock.now();
     this.firstPendingAt ??= now;
-    const deadline = this.firstPendingAt + this.opts.windowMs * 5;
+    const deadline = this.firstPendingAt + this.opts.windowMs;
     const skipWindow = immediately || this.pending.size >= this.maxSize;
     const delay = Math.max(
       0,
-      skipWindow ? 0 : Math.min(this.opts.windowMs, deadline - now),
+      skipWindow ? 0 : deadline - now,
       (this.opts.notBefore?.() ?? 0) - now,
     );
     if (this.timer !== undefined) this.clock.clearTimeout(this.timer);

@@ -1,4 +1,4 @@
-// The fleet batch's debounce and its cap on keys per write, on a FakeClock (no I/O). Leadership
+// The fleet batch's window and its cap on keys per write, on a FakeClock (no I/O). Leadership
 // is covered against real Leases in test/integration/controllers/fleetbatch.test.ts.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -38,6 +38,32 @@ describe('FleetBatch', () => {
     clock.advance(1);
     await settle();
     assert.deepEqual(writes, [keys(0, 5)]);
+  });
+
+  it('changes arriving all the time do not hold the first one beyond its window', async () => {
+    // A tenant whose Clusters change every 500 ms must not delay another tenant's change past the
+    // window (issue 22: the window was a debounce extended up to 5 windows by each new change).
+    const { clock, writes, batch } = recorder();
+    batch.set('benign/c0', 1);
+    for (let t = 1; t <= 3; t++) {
+      clock.advance(500);
+      batch.set(`churn/c${t}`, 1);
+    }
+    clock.advance(499);
+    await settle();
+    assert.deepEqual(writes, [], 'written before the window ended');
+    clock.advance(1);
+    await settle();
+    assert.deepEqual(writes, [['benign/c0', 'churn/c1', 'churn/c2', 'churn/c3']]);
+    // The next window starts with the next change, not with the last write.
+    clock.advance(1_000);
+    batch.set('churn/c4', 1);
+    clock.advance(1_999);
+    await settle();
+    assert.equal(writes.length, 1);
+    clock.advance(1);
+    await settle();
+    assert.deepEqual(writes[1], ['churn/c4']);
   });
 
   it('a batch that reaches its cap is written at once, in writes of at most the cap, oldest first', async () => {
