@@ -16,7 +16,10 @@
 // template), and one without work for `idleMs` is stopped (a converged fleet holds none).
 //
 // Fairness (issue 22): queued renders wait per namespace (the ClusterAddon's) and are taken
-// round-robin across namespaces, so one tenant's slow renders do not hold up another's. A template
+// round-robin across namespaces, so one tenant's slow renders do not hold up another's. Round-robin
+// alone still lets a tenant's slow renders (each within the time budget) hold every process, so a
+// quick render of another tenant waits for one of them to end: one further process is reserved for
+// namespaces that have no render running, and a tenant can never hold it while another waits. A template
 // that hits a limit `coolDownAfter` times in a row (per namespace, addon, the addon's files and the
 // values it renders with) is not rendered again for `coolDownMs`: its renders fail at once with
 // reason CoolingDown. So is the template with any values once `coolDownAfter` different values in a
@@ -30,6 +33,7 @@
 // The live controller (controllers/clusteraddon.ts) and `stackflux render` both use it.
 import { type ChildProcess, fork } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { getPriority, setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_RENDER_LIMITS, formatMs, type RenderLimits } from './limits.ts';
 import { ADDON_ROOT } from './render.ts';
@@ -37,7 +41,10 @@ import type { AddonRenderer, RenderAddonInput, RenderFailure, RenderResult } fro
 import type { RenderReply, RenderRequest } from './worker.ts';
 
 export interface RenderPoolOptions extends Partial<RenderLimits> {
-  /** Render processes at most (default 2): a stuck render holds one, the others keep rendering. */
+  /**
+   * Render processes at most (default 2): a stuck render holds one, the others keep rendering.
+   * One more is reserved for namespaces with no render running (fairness across tenants).
+   */
   workers?: number;
   /**
    * A further process starts when every running one has been on one render this long (default
@@ -69,6 +76,11 @@ const SERVED_REMEMBERED = 4096;
 const STREAKS_REMEMBERED = 1024;
 /** The tail of a render process's stderr kept to tell why it died (V8 prints a fatal OOM there). */
 const STDERR_TAIL = 4096;
+/**
+ * How much lower the scheduling priority (nice value) of render processes is: below the controller's own thread, whose
+ * Lease renewal, /healthz, fleet writes and git pushes must not queue for the CPU behind renders.
+ */
+export const RENDER_NICENESS = 10;
 const OUT_OF_MEMORY = /heap out of memory|Allocation failed|invalid size error|out of memory/i;
 
 const WORKER_PATH = fileURLToPath(
@@ -85,6 +97,8 @@ interface Job {
 }
 
 interface Slot {
+  /** The reserved slot: renders only for namespaces with no render running in another slot. */
+  reserved: boolean;
   child: ChildProcess | undefined;
   /** The process has loaded (a render's time budget starts when it is sent to a ready one). */
   ready: boolean;
@@ -196,7 +210,8 @@ export class RenderPool {
     this.idleMs = opts.idleMs ?? IDLE_MS;
     this.coolDownAfter = Math.max(1, opts.coolDownAfter ?? DEFAULT_COOL_DOWN_AFTER);
     this.coolDownMs = opts.coolDownMs ?? DEFAULT_COOL_DOWN_MS;
-    this.slots = Array.from({ length: size }, () => ({
+    this.slots = Array.from({ length: size + 1 }, (_, i) => ({
+      reserved: i === size,
       child: undefined,
       job: undefined,
       ready: false,
@@ -315,10 +330,11 @@ export class RenderPool {
    * The next queued render: from the namespace served longest ago (one never served first, then
    * in order of arrival), so each namespace with renders waiting gets a turn in round-robin.
    */
-  private take(): Job | undefined {
+  private take(eligible: (namespace: string) => boolean = () => true): Job | undefined {
     let pick: string | undefined;
     let pickServed = Number.POSITIVE_INFINITY;
     for (const namespace of this.queues.keys()) {
+      if (!eligible(namespace)) continue;
       const served = this.served.get(namespace) ?? -1;
       if (served < pickServed) {
         pick = namespace;
@@ -344,13 +360,28 @@ export class RenderPool {
 
   private dispatch(): void {
     if (this.closed) return;
+    this.dispatchShared();
+    this.dispatchReserved();
+  }
+
+  /** The reserved process takes a render of a namespace that has none running, if one waits. */
+  private dispatchReserved(): void {
+    const slot = this.slots.find((s) => s.reserved);
+    if (slot === undefined || slot.job !== undefined || !this.queued) return;
+    const rendering = new Set(this.slots.flatMap((s) => (s.job !== undefined ? [s.job.namespace] : [])));
+    const job = this.take((namespace) => !rendering.has(namespace));
+    if (job !== undefined) this.start(slot, job);
+  }
+
+  private dispatchShared(): void {
+    const shared = this.slots.filter((s) => !s.reserved);
     // Running processes first.
-    for (const slot of this.slots) {
+    for (const slot of shared) {
       if (!this.queued) return;
       if (slot.job === undefined && slot.child !== undefined) this.start(slot, this.take() as Job);
     }
     // Then a new process: the first, or a spare once every running one is held by a slow render.
-    for (const slot of this.slots) {
+    for (const slot of shared) {
       if (!this.queued) return;
       if (slot.child !== undefined || slot.job !== undefined) continue;
       const held = this.heldForMs();
@@ -406,7 +437,7 @@ export class RenderPool {
     const now = performance.now();
     let least: number | undefined;
     for (const s of this.slots) {
-      if (s.child === undefined) continue;
+      if (s.child === undefined || s.reserved) continue;
       const held = s.sentAt === undefined ? 0 : now - s.sentAt;
       least = least === undefined ? held : Math.min(least, held);
     }
@@ -424,6 +455,13 @@ export class RenderPool {
       serialization: 'advanced',
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     });
+    if (child.pid !== undefined) {
+      try {
+        setPriority(child.pid, Math.min(19, getPriority() + RENDER_NICENESS));
+      } catch {
+        // Lowering a priority is always allowed; a platform without it renders at normal priority.
+      }
+    }
     let stderr = '';
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (chunk: string) => {

@@ -3,6 +3,7 @@
 export {
   DEFAULT_COOL_DOWN_AFTER,
   DEFAULT_COOL_DOWN_MS,
+  RENDER_NICENESS,
   RenderPool,
   type RenderPoolOptions,
   type RenderRequestOptions,

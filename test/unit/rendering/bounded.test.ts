@@ -2,8 +2,10 @@
 // of the pure renderer, and the worker pool's time budget and memory cap, which stop a hostile
 // template without blocking this thread while other renders go on.
 import assert from 'node:assert/strict';
+import { getPriority } from 'node:os';
 import { after, describe, it } from 'node:test';
 import {
+  RENDER_NICENESS,
   RenderPool,
   type RenderResult,
   renderAddon,
@@ -142,6 +144,15 @@ describe('RenderPool: time budget and memory cap in render processes', () => {
       assert.equal(lagging.workerStats.started, 1, 'the finished render was taken for a held worker');
       assert.ok((await first).ok && (await second).ok);
       assert.equal(lagging.workerStats.started, 1);
+    });
+  });
+
+  it('render processes run at a lower priority than the controller', async () => {
+    await withPool({ workers: 1 }, async (pool) => {
+      assert.equal((await pool.render(input({ 'good.yaml.hbs': GOOD }))).ok, true);
+      const [pid] = pool.pids;
+      assert.ok(pid !== undefined);
+      assert.equal(getPriority(pid), Math.min(19, getPriority() + RENDER_NICENESS));
     });
   });
 

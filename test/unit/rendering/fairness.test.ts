@@ -43,8 +43,13 @@ describe('RenderPool: fair across namespaces', () => {
         results.every((r) => r.ok),
         JSON.stringify(results.filter((r) => !r.ok)),
       );
-      // The first slow render was running; the quick one is served next, not after the others.
-      assert.deepEqual(done, ['slow-1', 'quick', 'slow-2', 'slow-3', 'slow-4']);
+      // The first slow render was running; the quick one is served next (by the shared process or
+      // the reserved one), not after the others.
+      assert.deepEqual(
+        done.filter((l) => l !== 'quick'),
+        ['slow-1', 'slow-2', 'slow-3', 'slow-4'],
+      );
+      assert.ok(done.indexOf('quick') < done.indexOf('slow-2'), done.join());
     });
   });
 
@@ -70,7 +75,41 @@ describe('RenderPool: fair across namespaces', () => {
         },
       ).then(() => done.push('quick'));
       await Promise.all([...slow, quick]);
-      assert.deepEqual(done, ['slow-1', 'quick', 'slow-2', 'slow-3']);
+      assert.deepEqual(
+        done.filter((l) => l !== 'quick'),
+        ['slow-1', 'slow-2', 'slow-3'],
+      );
+      assert.ok(done.indexOf('quick') < done.indexOf('slow-2'), done.join());
+    });
+  });
+
+  it('a namespace with no render running is served by the reserved process while another tenant holds every shared one', async () => {
+    // One shared process, held by a render that runs until its time budget stops it: without the
+    // reserved process the quick render of another tenant would wait for that.
+    await withPool({ workers: 1, spareAfterMs: 600_000, timeoutMs: 4_000 }, async (pool) => {
+      const done: string[] = [];
+      const stuck = pool
+        .render(input({ 'stuck.yaml.hbs': STUCK }, items(100)), { namespace: 'tenant-slow' })
+        .then((r) => {
+          done.push('stuck');
+          return r;
+        });
+      // The slow tenant's second render waits: its namespace already renders, so not reserved.
+      const queued = pool
+        .render(input({ 'good.yaml.hbs': GOOD }), { namespace: 'tenant-slow' })
+        .then((r) => {
+          done.push('slow-tenant-quick');
+          return r;
+        });
+      const quick = await pool.render(input({ 'good.yaml.hbs': GOOD }), { namespace: 'tenant-quick' });
+      done.push('quick');
+      assert.equal(quick.ok, true, JSON.stringify(quick));
+      assert.deepEqual(done, ['quick'], 'the other tenant waited for the stuck render');
+      assert.equal(pool.running, 2, 'the shared process and the reserved one');
+      const [stuckResult, queuedResult] = await Promise.all([stuck, queued]);
+      assert.equal(stuckResult.ok ? 'ok' : stuckResult.reason, 'LimitExceeded');
+      assert.equal(queuedResult.ok, true);
+      assert.deepEqual(done, ['quick', 'stuck', 'slow-tenant-quick']);
     });
   });
 });
