@@ -288,7 +288,18 @@ export function releaseAddonInputs(r: ClusterStackRelease): unknown {
     r.status?.commit,
     provider?.status,
     provider?.message,
+    releaseInvalidMessage(r),
   ];
+}
+
+/**
+ * The release controller's InvalidRelease message of a release, if it found the release invalid.
+ * Such a release has no validated commit, so its tree is never fetched for the Cluster: without this
+ * its ClusterAddons would wait for the tree instead of saying what is wrong with the release.
+ */
+function releaseInvalidMessage(r: ClusterStackRelease): string | undefined {
+  const ready = findCondition(r.status?.conditions, ConditionType.Ready);
+  return ready?.status === 'False' && ready.reason === Reason.InvalidRelease ? ready.message : undefined;
 }
 
 /**
@@ -695,6 +706,10 @@ function resolveTarget(ctx: Context): Step<Target> {
     return waiting(Reason.ReleaseNotFound, `waiting for ClusterStackRelease ${releaseName}`);
   const providerBlock = releaseProviderBlock(release);
   if (providerBlock !== undefined) return waiting(ProviderReason.WaitingForProvider, providerBlock);
+  const invalid = releaseInvalidMessage(release);
+  if (tree === undefined && invalid !== undefined) {
+    return failed(Reason.InvalidRelease, `ClusterStackRelease ${releaseName}: ${invalid}`);
+  }
   if (tree === undefined) {
     return waiting(Reason.ReleaseNotFetched, `waiting for the files of release ${releaseName} to be fetched`);
   }

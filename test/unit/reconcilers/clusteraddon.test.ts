@@ -968,6 +968,32 @@ describe('reconcileClusterAddon: failures keep what runs', () => {
     assert.equal(cond(r, 'Ready')?.reason, Reason.InvalidRelease);
     assert.match(cond(r, 'Ready')?.message ?? '', /stack\.yaml: version "v7"/);
   });
+
+  it('a release the release controller found invalid (no tree to fetch) → InvalidRelease with its message, not a wait', () => {
+    const message =
+      'release docker-ferrol-1-30-v1 is invalid, nothing was applied from it: stack.yaml: addons[0].repository "http://x/charts" must be https:// or oci://';
+    const base = baseInput({});
+    const release = base.release as ClusterStackRelease;
+    const invalid: ClusterStackRelease = {
+      ...release,
+      status: {
+        conditions: [
+          {
+            type: 'Ready',
+            status: 'False',
+            reason: 'InvalidRelease',
+            message,
+            lastTransitionTime: '2026-01-01T00:00:00Z',
+          },
+        ],
+      },
+    };
+    const r = must(reconcileClusterAddon({ ...base, release: invalid, tree: undefined }));
+    assertNoChanges(r);
+    assert.equal(cond(r, 'Ready')?.status, 'False');
+    assert.equal(cond(r, 'Ready')?.reason, Reason.InvalidRelease);
+    assert.equal(cond(r, 'Ready')?.message, `ClusterStackRelease docker-ferrol-1-30-v1: ${message}`);
+  });
 });
 
 describe('reconcileClusterAddon: readiness', () => {
