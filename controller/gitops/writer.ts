@@ -114,6 +114,10 @@ const DEFAULT_MAX_PUSH_ARG_BYTES = 1_000_000;
  * more than any fetch or write they slow down (a no-op fetch: 1.3 s loose, 0.5 s packed).
  */
 const GC_EVERY = 100;
+/** Branches remembered as refused by the host (pushed on their own next time; oldest forgotten). */
+const SUSPECTS_REMEMBERED = 1024;
+/** At most this many suspects get a push of their own per write; more go together, narrowed. */
+const SUSPECTS_ALONE = 8;
 
 /**
  * Why a branch name is not one this writer may manage (undefined: it may). The rules of
@@ -270,6 +274,12 @@ export class GitFleetWriter implements FleetWriter {
   #stale = true;
   #writes = 0;
   #pushCaps: string[] | undefined;
+  /**
+   * Branches the host refused and that have not landed since. A write pushes them on their own,
+   * after the others: the host keeps refusing the same content, and narrowing the whole batch again
+   * on every retry would cost every other Cluster bisection pushes (time) for one tenant's content.
+   */
+  readonly #suspects = new Set<string>();
 
   constructor(config: GitFleetWriterConfig) {
     validateRepoUrl(config.url);
@@ -591,9 +601,16 @@ export class GitFleetWriter implements FleetWriter {
     tally: Tally,
   ): Promise<{ moved: boolean; refused: Map<string, string>; deferred: string[]; deferredReason?: string }> {
     const byBranch = new Map(updates.map((u) => [u.branch, u]));
-    const groups = this.#useHttp()
-      ? [updates]
-      : chunkPushes(updates, this.#config.maxPushArgBytes ?? DEFAULT_MAX_PUSH_ARG_BYTES);
+    const suspects = updates.filter((u) => this.#suspects.has(u.branch));
+    const trusted = suspects.length === 0 ? updates : updates.filter((u) => !this.#suspects.has(u.branch));
+    const groups = [
+      ...(trusted.length === 0
+        ? []
+        : this.#useHttp()
+          ? [trusted]
+          : chunkPushes(trusted, this.#config.maxPushArgBytes ?? DEFAULT_MAX_PUSH_ARG_BYTES)),
+      ...(suspects.length <= SUSPECTS_ALONE ? suspects.map((u) => [u]) : [suspects]),
+    ];
     const pushGroup = async (branches: readonly string[]): Promise<GroupOutcome> => {
       const chunk = branches.map((b) => byBranch.get(b) as RefUpdate);
       tally.pushes++;
@@ -612,6 +629,16 @@ export class GitFleetWriter implements FleetWriter {
       pushGroup,
       this.#config.maxNarrowingPushes ?? narrowingBudget(updates.length),
     );
+    for (const b of tally.changed) this.#suspects.delete(b);
+    for (const b of narrowed.refused.keys()) {
+      this.#suspects.delete(b); // re-inserted: the set stays in order of the last refusal
+      this.#suspects.add(b);
+    }
+    while (this.#suspects.size > SUSPECTS_REMEMBERED) {
+      const oldest = this.#suspects.values().next();
+      if (oldest.done) break;
+      this.#suspects.delete(oldest.value);
+    }
     if (++this.#writes % GC_EVERY === 0) {
       await this.#git(['gc', '--auto', '--quiet']);
       this.#resetReader();

@@ -219,6 +219,16 @@ for (const transport of ['smart-http', 'git'] as const) {
         );
       assert.equal((await w.branch(bad))?.commit, before.get(bad), 'the local cache agrees');
 
+      // Retried (its back-off over) with other Clusters' changes: the refused branch is pushed on its
+      // own, so the others land in one push and no bisection is spent on it again.
+      const again = await w.write([
+        refusedChange('r5'),
+        ...clusters.filter((c) => c !== 'r5').map((c) => change(c, 3)),
+      ]);
+      assert.deepEqual([...again.refused.keys()], [bad]);
+      assert.equal(again.pushes, 2, 'one push of the others, one of the refused branch alone');
+      assert.equal(again.changed.length, clusters.length - 1);
+
       // Fixed content lands through the same writer.
       const fixed = await w.write([change('r5', 3, 'fixed')]);
       assert.deepEqual(fixed.changed, [bad]);
