@@ -172,13 +172,18 @@ export async function serveBodies(addr: string, opts: BodyServerOptions): Promis
 
     const head = headOf(req);
     const screened = opts.screen(head);
-    if (!screened.admit) return refuseUnread(screened.response);
+    if (!screened.admit) {
+      refuseUnread(screened.response);
+      return;
+    }
     const share = screened.trusted ? 1 : untrustedShare;
     if (
       held.inFlight + 1 > limits.maxInFlight * share ||
       held.reservedBytes + screened.reserve > limits.bodyBudget * share
-    )
-      return refuseUnread({ status: 503, body: { error: opts.busyMessage } });
+    ) {
+      refuseUnread({ status: 503, body: { error: opts.busyMessage } });
+      return;
+    }
 
     held.inFlight += 1;
     held.reservedBytes += screened.reserve;
