@@ -89,7 +89,14 @@ export async function handleHookRequest(
   let stage: UpgradeStage | undefined;
   if (target.release !== undefined && target.fromKubernetesVersion !== target.toKubernetesVersion) {
     const release = target.release;
-    stage = await lookup.stageOf({ ...target, release }, signal).catch(
+    // The answer comes by the deadline even from a lookup that ignores the signal.
+    const timedOut = new Promise<UpgradeStage>((resolve) => {
+      if (signal === undefined) return;
+      const onAbort = () => resolve({ kind: 'Unknown', why: 'the lookup timed out' });
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    stage = await Promise.race([lookup.stageOf({ ...target, release }, signal), timedOut]).catch(
       (err: unknown): UpgradeStage => ({
         kind: 'Unknown',
         why: err instanceof Error ? err.message : String(err),

@@ -141,13 +141,15 @@ export async function serveBodies(addr: string, opts: BodyServerOptions): Promis
         { status: out.status, ...opts.logFields?.(req, out) },
         `${opts.name} request`,
       );
+      const text = `${JSON.stringify(out.body)}\n`;
       res
         .writeHead(out.status, {
           'content-type': 'application/json',
+          'content-length': Buffer.byteLength(text),
           ...(out.status === 503 ? { 'retry-after': '10' } : {}),
           ...(close ? { connection: 'close' } : {}),
         })
-        .end(`${JSON.stringify(out.body)}\n`);
+        .end(text);
     };
     // A stalled body (slowloris) is answered and its connection closed at the deadline, whether
     // the request is read or only drained after an early answer.

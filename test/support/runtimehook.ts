@@ -7,7 +7,10 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
-import { serveRuntimeExtension } from '../../controller/controllers/upgradehook.ts';
+import {
+  type RuntimeExtensionServer,
+  serveRuntimeExtension,
+} from '../../controller/controllers/upgradehook.ts';
 import type { UpgradeStageLookup } from '../../controller/reconcilers/upgradehook.ts';
 import type { BodyServerLimits } from '../../controller/runtime/bodyserver.ts';
 import { type RawAnswer, rawRequest } from './webhook.ts';
@@ -103,6 +106,7 @@ export async function hookOutcome(
   limits: Partial<BodyServerLimits>,
   send: (
     post: (path: string, headers: Record<string, string>, body?: Buffer | string) => Promise<RawAnswer>,
+    server: RuntimeExtensionServer,
   ) => Promise<RawAnswer>,
 ): Promise<{ reason: string; message: string }> {
   const server = await serveRuntimeExtension('127.0.0.1:0', {
@@ -118,7 +122,7 @@ export async function hookOutcome(
       const a = await rawRequest(server.url, path, headers, body, 30_000, cert.ca);
       sockets.push(a.socket);
       return a;
-    });
+    }, server);
     let hookStatus = '';
     if (answer.status === 200)
       hookStatus = ` ${String((JSON.parse(answer.body) as { status?: unknown }).status)}`;
