@@ -7,9 +7,8 @@
 // so a handler that waits (an API lookup) is bounded by the same cap. Over TLS when `tls` is given.
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import type { SecureContextOptions } from 'node:tls';
-import { parseAddr } from './http.ts';
+import { listen, parseAddr } from './http.ts';
 import { type Logger, silentLogger } from './logging.ts';
 
 /** An oversized body is still read (and discarded) up to this, so the refusal reaches the client. */
@@ -265,15 +264,7 @@ export async function serveBodies(addr: string, opts: BodyServerOptions): Promis
   });
   // A failed handshake (no TLS, a client refusing the certificate) only closes that connection.
   server.on('tlsClientError', (err: Error) => log.debug({ error: err.message }, 'TLS handshake failed'));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const actual = (server.address() as AddressInfo).port;
-  const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  const { port: actual, shownHost } = await listen(server, host, port);
   return {
     port: actual,
     url: `${opts.tls === undefined ? 'http' : 'https'}://${shownHost}:${actual}`,
