@@ -30,6 +30,11 @@ export const addonStatusSchema = schema({
     reason: { type: 'string' },
     message: { type: 'string' },
     release: { type: 'string', description: 'The release this addon was rendered from.' },
+    stage: {
+      type: 'string',
+      description:
+        'The addon stage of a cluster-stack-operator release (clusteraddon.yaml) this addon is in: AfterControlPlaneInitialized or BeforeClusterUpgrade. Unset when the release has no stages.',
+    },
     kustomization: { type: 'string' },
     lastAppliedRevision: { type: 'string' },
     helmRelease: {

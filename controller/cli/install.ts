@@ -9,6 +9,7 @@ import {
   OUTPUT_RESOURCES,
   type ResourceDeclaration,
 } from '../api/resources.ts';
+import { EXTENSION_CONFIG_API_VERSION, INJECT_CA_FROM_SECRET_ANNOTATION } from '../api/runtimehooks.ts';
 import { canonicalYaml, compareStrings } from '../offline/yaml.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { version } from '../version.ts';
@@ -28,7 +29,24 @@ export interface InstallOptions {
   withNamespace: boolean;
   /** --default-service-account and --allowed-chart-hosts of the controller (default: neither). */
   tenancy?: TenancyPolicy;
+  /** Cluster API's BeforeClusterUpgrade runtime extension (default: off). */
+  runtimeExtension?: RuntimeExtensionInstall;
 }
+
+/**
+ * The runtime extension's serving certificate lives in the Secret `certSecretName` (tls.crt,
+ * tls.key, ca.crt). `cert-manager`: a self-signed Issuer and a Certificate write it (Cluster API
+ * installs need cert-manager anyway); `secret`: the user provides it. Either way Cluster API copies
+ * ca.crt into the ExtensionConfig's caBundle (annotation inject-ca-from-secret).
+ */
+export interface RuntimeExtensionInstall {
+  certificate: 'cert-manager' | 'secret';
+  certSecretName: string;
+}
+
+export const RUNTIME_EXTENSION_MODES = ['cert-manager', 'secret'] as const;
+export const RUNTIME_EXTENSION_PORT = 9443;
+export const RUNTIME_EXTENSION_CERT_DIR = '/etc/stackflux/runtime-extension';
 
 const LABELS = { 'app.kubernetes.io/name': 'stackflux', 'app.kubernetes.io/part-of': 'stackflux' };
 
@@ -127,6 +145,7 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
     subjects: [{ kind: 'ServiceAccount', name: NAME, namespace: ns }],
   });
   const webhook = o.webhookSecretName !== '';
+  const extension = o.runtimeExtension;
   objects.push({
     apiVersion: 'v1',
     kind: 'Service',
@@ -136,6 +155,9 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
       selector: LABELS,
       ports: [
         ...(webhook ? [{ name: 'http-webhook', port: 80, targetPort: 'http-webhook', protocol: 'TCP' }] : []),
+        ...(extension
+          ? [{ name: 'https-hooks', port: 443, targetPort: 'https-hooks', protocol: 'TCP' }]
+          : []),
         { name: 'http-metrics', port: 8080, targetPort: 'http-metrics', protocol: 'TCP' },
       ],
     },
@@ -173,6 +195,13 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
                 `--cache-dir=${CACHE_DIR}`,
                 '--log-level=info',
                 ...(webhook ? ['--webhook-addr=:9292'] : []),
+                ...(extension
+                  ? [
+                      `--runtime-extension-addr=:${RUNTIME_EXTENSION_PORT}`,
+                      `--runtime-extension-tls-cert=${RUNTIME_EXTENSION_CERT_DIR}/tls.crt`,
+                      `--runtime-extension-tls-key=${RUNTIME_EXTENSION_CERT_DIR}/tls.key`,
+                    ]
+                  : []),
                 ...tenancyArgs(o.tenancy),
               ],
               env: [
@@ -190,6 +219,9 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
                 { name: 'http-metrics', containerPort: 8080, protocol: 'TCP' },
                 { name: 'healthz', containerPort: 8081, protocol: 'TCP' },
                 ...(webhook ? [{ name: 'http-webhook', containerPort: 9292, protocol: 'TCP' }] : []),
+                ...(extension
+                  ? [{ name: 'https-hooks', containerPort: RUNTIME_EXTENSION_PORT, protocol: 'TCP' }]
+                  : []),
               ],
               livenessProbe: { httpGet: { path: '/healthz', port: 'healthz' }, periodSeconds: 10 },
               readinessProbe: { httpGet: { path: '/readyz', port: 'healthz' }, periodSeconds: 5 },
@@ -202,18 +234,76 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
               volumeMounts: [
                 { name: 'cache', mountPath: CACHE_DIR },
                 { name: 'tmp', mountPath: '/tmp' },
+                ...(extension
+                  ? [
+                      {
+                        name: 'runtime-extension-cert',
+                        mountPath: RUNTIME_EXTENSION_CERT_DIR,
+                        readOnly: true,
+                      },
+                    ]
+                  : []),
               ],
             },
           ],
           volumes: [
             { name: 'cache', emptyDir: {} },
             { name: 'tmp', emptyDir: {} },
+            ...(extension
+              ? [{ name: 'runtime-extension-cert', secret: { secretName: extension.certSecretName } }]
+              : []),
           ],
         },
       },
     },
   });
+  if (extension) objects.push(...runtimeExtensionObjects(ns, extension));
   return objects;
+}
+
+/**
+ * Cluster API's registration of the extension (cluster-scoped ExtensionConfig; Cluster API calls
+ * https://NAME.<ns>.svc:443 and trusts the CA it injects from the Secret) and, with cert-manager,
+ * the serving certificate. namespaceSelector {}: every namespace's Clusters (the hook answers
+ * Success at once for a Cluster whose class is no cluster stack release).
+ */
+export function runtimeExtensionObjects(ns: string, e: RuntimeExtensionInstall): Record<string, unknown>[] {
+  const issuer = `${NAME}-selfsigned`;
+  return [
+    ...(e.certificate === 'cert-manager'
+      ? [
+          {
+            apiVersion: 'cert-manager.io/v1',
+            kind: 'Issuer',
+            metadata: { name: issuer, namespace: ns, labels: LABELS },
+            spec: { selfSigned: {} },
+          },
+          {
+            apiVersion: 'cert-manager.io/v1',
+            kind: 'Certificate',
+            metadata: { name: e.certSecretName, namespace: ns, labels: LABELS },
+            spec: {
+              secretName: e.certSecretName,
+              dnsNames: [`${NAME}.${ns}.svc`, `${NAME}.${ns}.svc.cluster.local`],
+              issuerRef: { kind: 'Issuer', name: issuer },
+            },
+          },
+        ]
+      : []),
+    {
+      apiVersion: EXTENSION_CONFIG_API_VERSION,
+      kind: 'ExtensionConfig',
+      metadata: {
+        name: NAME,
+        labels: LABELS,
+        annotations: { [INJECT_CA_FROM_SECRET_ANNOTATION]: `${ns}/${e.certSecretName}` },
+      },
+      spec: {
+        clientConfig: { service: { name: NAME, namespace: ns, port: 443 } },
+        namespaceSelector: {},
+      },
+    },
+  ];
 }
 
 /** The controller's tenancy flags, as `stackflux run` reads them back. */
@@ -234,7 +324,8 @@ export function installYaml(o: InstallOptions): string {
 
 export const installCommand: Command = {
   name: 'install',
-  summary: 'Print the install manifests: CRDs, generated RBAC, Deployment, Service (with --export)',
+  summary:
+    'Print the install manifests: CRDs, generated RBAC, Deployment, Service, the runtime extension (with --export)',
   flags: {
     export: { type: 'boolean', description: 'print the manifests as YAML (the only mode)', default: false },
     namespace: {
@@ -249,6 +340,17 @@ export const installCommand: Command = {
       description: 'Secret (key "secret") of the push webhook; empty disables the webhook',
       default: 'stackflux-webhook',
     },
+    'runtime-extension': {
+      type: 'string',
+      description:
+        "serve Cluster API's BeforeClusterUpgrade hook (ExtensionConfig, Service port 443, TLS): cert-manager (a self-signed Issuer and Certificate write the Secret) or secret (you provide it: tls.crt, tls.key, ca.crt); empty: off",
+      default: '',
+    },
+    'runtime-extension-cert-secret': {
+      type: 'string',
+      description: 'Secret of the runtime extension certificate (tls.crt, tls.key, ca.crt)',
+      default: `${NAME}-runtime-extension-cert`,
+    },
     'skip-namespace': { type: 'boolean', description: 'leave out the Namespace object', default: false },
     ...tenancyFlags,
   },
@@ -257,6 +359,16 @@ export const installCommand: Command = {
       throw new UsageError('only --export is supported: pipe it to "kubectl apply -f -"');
     const namespace =
       typeof flags.namespace === 'string' && flags.namespace !== '' ? flags.namespace : 'flux-system';
+    const mode = typeof flags['runtime-extension'] === 'string' ? flags['runtime-extension'] : '';
+    if (mode !== '' && !(RUNTIME_EXTENSION_MODES as readonly string[]).includes(mode))
+      throw new UsageError(
+        `--runtime-extension must be ${RUNTIME_EXTENSION_MODES.join(' or ')}, got "${mode}"`,
+      );
+    const certSecretName =
+      typeof flags['runtime-extension-cert-secret'] === 'string' &&
+      flags['runtime-extension-cert-secret'] !== ''
+        ? flags['runtime-extension-cert-secret']
+        : `${NAME}-runtime-extension-cert`;
     const image =
       typeof flags.image === 'string' && flags.image !== '' ? flags.image : `${IMAGE_REPOSITORY}:${version}`;
     io.stdout(
@@ -267,6 +379,14 @@ export const installCommand: Command = {
           typeof flags['webhook-secret-name'] === 'string' ? flags['webhook-secret-name'] : '',
         withNamespace: flags['skip-namespace'] !== true,
         tenancy: tenancyPolicy(flags),
+        ...(mode !== ''
+          ? {
+              runtimeExtension: {
+                certificate: mode as RuntimeExtensionInstall['certificate'],
+                certSecretName,
+              },
+            }
+          : {}),
       }),
     );
     return 0;

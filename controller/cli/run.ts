@@ -8,6 +8,11 @@ import { crashAfterCommitHook, setupClusterAddonController } from '../controller
 import { parseDuration } from '../controllers/duration.ts';
 import { setupReleasePipeline } from '../controllers/releasepipeline.ts';
 import { setupRolloutController } from '../controllers/rollout.ts';
+import {
+  liveStageLookup,
+  type RuntimeExtensionServer,
+  serveRuntimeExtension,
+} from '../controllers/upgradehook.ts';
 import { GitFleetWriter } from '../gitops/writer.ts';
 import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
@@ -131,6 +136,22 @@ export const runCommand: Command = {
       type: 'string',
       description: 'webhook requests read at once (more get 503); their bodies share 8 MiB',
       default: '64',
+    },
+    'runtime-extension-addr': {
+      type: 'string',
+      description:
+        "listen address of Cluster API's runtime extension (HTTPS: Discovery and the BeforeClusterUpgrade hook); empty disables it",
+      default: '',
+    },
+    'runtime-extension-tls-cert': {
+      type: 'string',
+      description: 'PEM certificate of the runtime extension (reloaded when the file changes)',
+      default: '/etc/stackflux/runtime-extension/tls.crt',
+    },
+    'runtime-extension-tls-key': {
+      type: 'string',
+      description: 'PEM private key of the runtime extension certificate',
+      default: '/etc/stackflux/runtime-extension/tls.key',
     },
     'cache-dir': {
       type: 'string',
@@ -323,6 +344,22 @@ export const runCommand: Command = {
         },
       });
     }
+    const extensionAddr = str(flags['runtime-extension-addr']);
+    let extension: RuntimeExtensionServer | undefined;
+    if (extensionAddr !== '') {
+      try {
+        extension = await serveRuntimeExtension(extensionAddr, {
+          lookup: liveStageLookup(client),
+          certFile: str(flags['runtime-extension-tls-cert']),
+          keyFile: str(flags['runtime-extension-tls-key']),
+          logger: log,
+        });
+      } catch (err) {
+        throw new UsageError(
+          `--runtime-extension-*: cannot serve on ${extensionAddr}: ${err instanceof Error ? err.message : String(err)}`,
+        );
+      }
+    }
     const fleetUrl = str(flags['fleet-url']);
     if (fleetUrl !== '') {
       const windowText = str(flags['fleet-batch-window']) || '2s';
@@ -377,6 +414,7 @@ export const runCommand: Command = {
       {
         servers: manager.serverUrls(),
         webhook: webhook?.url,
+        runtimeExtension: extension?.url,
         cacheDir,
         namespace: namespace || '(all)',
         shard: shard || '(none: objects without a shard key)',
@@ -386,6 +424,9 @@ export const runCommand: Command = {
     );
     const reason = await manager.done;
     await webhook?.close().catch((err: unknown) => log.error(errorFields(err), 'closing the webhook'));
+    await extension
+      ?.close()
+      .catch((err: unknown) => log.error(errorFields(err), 'closing the runtime extension'));
     client.close();
     return reason === 'leadership-lost' ? 1 : 0;
   },

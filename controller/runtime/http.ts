@@ -36,6 +36,23 @@ export function parseAddr(addr: string): { host: string; port: number } {
   return { host: host || '0.0.0.0', port: Number(port) };
 }
 
+/** Listens on host:port; the port bound (for port 0) and a host to show in URLs. */
+export async function listen(
+  server: Pick<Server, 'once' | 'off' | 'listen' | 'address'>,
+  host: string,
+  port: number,
+): Promise<{ port: number; shownHost: string }> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return { port: (server.address() as AddressInfo).port, shownHost };
+}
+
 export async function serveHttp(addr: string, routes: Record<string, Route>): Promise<HttpServer> {
   const { host, port } = parseAddr(addr);
   const server: Server = createServer((req, res) => {
@@ -59,15 +76,7 @@ export async function serveHttp(addr: string, routes: Record<string, Route>): Pr
       );
   });
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const actual = (server.address() as AddressInfo).port;
-  const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  const { port: actual, shownHost } = await listen(server, host, port);
   return {
     port: actual,
     url: `http://${shownHost}:${actual}`,

@@ -12,22 +12,25 @@
 // nothing, so a captured request cannot be sent again to make the controller re-list. (GitHub
 // payloads carry no signed timestamp: after the window a replay costs one extra listing. A bearer
 // request carries the secret itself, so there is nothing to replay that the sender cannot forge.)
-// Limits (WebhookLimits): what the headers alone decide is answered before any body byte is read
-// (no or a malformed signature, a wrong bearer token, not JSON, Content-Length over maxBody); the
-// rest of such a body is read and dropped up to MAX_DRAIN, so the client gets the answer instead
-// of a reset connection. A body is only held while the request fits the in-flight cap and the
-// byte budget (503 otherwise), and must arrive within bodyTimeoutMs (408, connection closed).
+// Limits (WebhookLimits, enforced by runtime/bodyserver.ts): what the headers alone decide is
+// answered before any body byte is read (no or a malformed signature, a wrong bearer token, not
+// JSON, Content-Length over maxBody); a body is only held while the request fits the in-flight cap
+// and the byte budget (503 otherwise), and must arrive within bodyTimeoutMs (408).
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { parseAddr } from '../runtime/http.ts';
-import { type Logger, silentLogger } from '../runtime/logging.ts';
+import {
+  admitLength,
+  type BodyServer,
+  type BodyServerLimits,
+  type BodyServerStats,
+  headerValue,
+  isJsonContentType,
+  serveBodies,
+} from '../runtime/bodyserver.ts';
+import type { Logger } from '../runtime/logging.ts';
 
 export const WEBHOOK_PATH = '/hooks/push';
 /** Largest accepted body (GitHub caps webhook payloads at 25 MB; a push of tags is a few kB). */
 export const MAX_BODY = 1 << 20;
-/** An oversized body is still read (and discarded) up to this, so the 413 reaches the client. */
-const MAX_DRAIN = 16 << 20;
 /** How long a delivery id or signature is remembered for replay protection. */
 export const REPLAY_WINDOW_MS = 10 * 60_000;
 const MAX_REMEMBERED = 10_000;
@@ -109,10 +112,7 @@ export function verifySignature(secret: string, body: Buffer, header: string | u
   return constantTimeEqual(signBody(secret, body), header.trim());
 }
 
-function header(req: Pick<WebhookRequest, 'headers'>, name: string): string | undefined {
-  const v = req.headers[name.toLowerCase()];
-  return Array.isArray(v) ? v[0] : v;
-}
+const header = headerValue;
 
 function repositoryUrls(payload: unknown): string[] {
   if (typeof payload !== 'object' || payload === null) return [];
@@ -172,20 +172,7 @@ export function handleWebhook(req: WebhookRequest, opts: WebhookOptions): Webhoo
 }
 
 /** Limits of the webhook server (none of them is reached by a sender that behaves). */
-export interface WebhookLimits {
-  /** Largest accepted body in bytes (a larger Content-Length is answered 413 unread). */
-  maxBody: number;
-  /** Bytes held across all requests being read; each reserves its Content-Length (else maxBody). */
-  bodyBudget: number;
-  /** Requests whose body is being read at once. */
-  maxInFlight: number;
-  /** Open connections; Node drops connections beyond it at once. */
-  maxConnections: number;
-  /** A body must have arrived this long after its headers, or the request is answered 408 and closed. */
-  bodyTimeoutMs: number;
-  /** The headers must have arrived within this (Node's headersTimeout). */
-  headersTimeoutMs: number;
-}
+export type WebhookLimits = BodyServerLimits;
 
 export const DEFAULT_WEBHOOK_LIMITS: Readonly<WebhookLimits> = {
   maxBody: MAX_BODY,
@@ -208,11 +195,6 @@ const SIGNATURE_SHAPE = /^sha256=[0-9a-f]{64}$/i;
 export type WebhookAdmission =
   | { admit: false; response: WebhookResponse }
   | { admit: true; authenticated: boolean; reserve: number };
-
-function isJson(contentType: string | undefined): boolean {
-  const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
-  return type === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(type);
-}
 
 /**
  * What the method, path and headers alone decide, before any body byte is read: wrong path or
@@ -241,178 +223,33 @@ export function screenWebhook(
       return refuse(401, 'invalid signature or token');
     authenticated = true;
   } else return refuse(401, 'invalid signature or token');
-  if (!isJson(header(req, 'content-type'))) return refuse(415, 'content-type must be application/json');
-  const declared = header(req, 'content-length');
-  const length = declared === undefined ? undefined : Number(declared);
-  if (length !== undefined && !(length <= maxBody))
-    return refuse(413, `body too large: at most ${maxBody} bytes`);
-  return { admit: true, authenticated, reserve: length ?? maxBody };
+  if (!isJsonContentType(header(req, 'content-type')))
+    return refuse(415, 'content-type must be application/json');
+  const admitted = admitLength(req, maxBody, authenticated);
+  return admitted.admit ? { admit: true, authenticated, reserve: admitted.reserve } : admitted;
 }
 
-export interface WebhookStats {
-  /** Requests whose body is being read. */
-  inFlight: number;
-  /** Body bytes held in memory now. */
-  bufferedBytes: number;
-  /** Bytes reserved by the requests being read (bufferedBytes never exceeds it). */
-  reservedBytes: number;
-}
+export type WebhookStats = BodyServerStats;
 
-export interface WebhookServer {
-  readonly url: string;
-  readonly port: number;
-  /** What the server holds now (for tests and debugging). */
-  stats(): WebhookStats;
-  close(): Promise<void>;
-}
+export type WebhookServer = Omit<BodyServer, 'setSecureContext'>;
 
 export async function serveWebhook(addr: string, opts: WebhookOptions): Promise<WebhookServer> {
-  const log = (opts.logger ?? silentLogger()).child({ component: 'webhook' });
-  const { host, port } = parseAddr(addr);
   const limits: WebhookLimits = { ...DEFAULT_WEBHOOK_LIMITS, ...opts.limits };
   const options: WebhookOptions = { ...opts, replayGuard: opts.replayGuard ?? new ReplayGuard() };
-  const tooLargeBody = { error: `body too large: at most ${limits.maxBody} bytes` };
-  const held = { inFlight: 0, bufferedBytes: 0, reservedBytes: 0 };
-  const server: Server = createServer(
-    {
-      headersTimeout: limits.headersTimeoutMs,
-      requestTimeout: limits.bodyTimeoutMs + limits.headersTimeoutMs,
+  return serveBodies(addr, {
+    name: 'webhook',
+    limits,
+    screen: (head) => {
+      const screened = screenWebhook(head, opts.secret, limits.maxBody);
+      return screened.admit
+        ? { admit: true, trusted: screened.authenticated, reserve: screened.reserve }
+        : screened;
     },
-    (req, res) => {
-      let answered = false;
-      const answer = (out: WebhookResponse, close = false): void => {
-        if (answered) return;
-        answered = true;
-        // Refusals at debug: anyone who reaches the port could otherwise flood the log.
-        const level = out.status < 400 || out.status === 409 ? 'info' : 'debug';
-        log[level](
-          { status: out.status, event: req.headers['x-github-event'], sources: out.body.sources },
-          'webhook request',
-        );
-        res
-          .writeHead(out.status, {
-            'content-type': 'application/json',
-            ...(out.status === 503 ? { 'retry-after': '10' } : {}),
-            ...(close ? { connection: 'close' } : {}),
-          })
-          .end(`${JSON.stringify(out.body)}\n`);
-      };
-      // A stalled body (slowloris) is answered and its connection closed at the deadline, whether
-      // the request is read or only drained after an early answer.
-      const deadline = setTimeout(() => {
-        answer({ status: 408, body: { error: `body not received within ${limits.bodyTimeoutMs} ms` } }, true);
-        req.destroy();
-      }, limits.bodyTimeoutMs);
-      deadline.unref();
-      req.on('close', () => clearTimeout(deadline));
-      req.on('error', () => undefined);
-
-      /** Answers before reading the body; the rest is read and dropped (so the client sees the answer). */
-      const refuseUnread = (out: WebhookResponse): void => {
-        answer(out, true);
-        let drained = 0;
-        req.on('data', (c: Buffer) => {
-          drained += c.length;
-          if (drained > MAX_DRAIN) req.destroy();
-        });
-        req.on('end', () => clearTimeout(deadline));
-      };
-
-      const screened = screenWebhook(
-        { method: req.method ?? 'GET', path: (req.url ?? '/').split('?')[0] ?? '/', headers: req.headers },
-        opts.secret,
-        limits.maxBody,
-      );
-      if (!screened.admit) return refuseUnread(screened.response);
-      const share = screened.authenticated ? 1 : UNVERIFIED_SHARE;
-      if (
-        held.inFlight + 1 > limits.maxInFlight * share ||
-        held.reservedBytes + screened.reserve > limits.bodyBudget * share
-      )
-        return refuseUnread({
-          status: 503,
-          body: { error: 'too many webhook requests in flight; retry later' },
-        });
-
-      held.inFlight += 1;
-      held.reservedBytes += screened.reserve;
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let released = false;
-      const release = (): void => {
-        if (released) return;
-        released = true;
-        held.inFlight -= 1;
-        held.reservedBytes -= screened.reserve;
-        held.bufferedBytes -= size;
-        chunks.length = 0;
-      };
-      req.on('close', release);
-      req.on('data', (c: Buffer) => {
-        if (released) return;
-        if (size + c.length > screened.reserve) {
-          // More than declared, or a chunked body over maxBody: stop holding it.
-          release();
-          answer({ status: 413, body: tooLargeBody }, true);
-          res.once('finish', () => req.destroy());
-          return;
-        }
-        size += c.length;
-        held.bufferedBytes += c.length;
-        chunks.push(c);
-      });
-      req.on('end', () => {
-        clearTimeout(deadline);
-        if (released) return;
-        const body = Buffer.concat(chunks);
-        release();
-        let out: WebhookResponse;
-        try {
-          out = handleWebhook(
-            {
-              method: req.method ?? 'GET',
-              path: (req.url ?? '/').split('?')[0] ?? '/',
-              headers: req.headers,
-              body,
-            },
-            options,
-          );
-        } catch (err) {
-          out = { status: 500, body: { error: err instanceof Error ? err.message : String(err) } };
-        }
-        answer(out);
-      });
-    },
-  );
-  server.maxConnections = limits.maxConnections;
-  // Expect: 100-continue: invite the body only when the headers admit it (else the answer comes
-  // without the client having sent a byte of it).
-  server.on('checkContinue', (req, res) => {
-    const screened = screenWebhook(
-      { method: req.method ?? 'GET', path: (req.url ?? '/').split('?')[0] ?? '/', headers: req.headers },
-      opts.secret,
-      limits.maxBody,
-    );
-    if (screened.admit) res.writeContinue();
-    server.emit('request', req, res);
+    handle: (req) => handleWebhook(req, options),
+    busyMessage: 'too many webhook requests in flight; retry later',
+    untrustedShare: UNVERIFIED_SHARE,
+    logAtInfo: (status) => status < 400 || status === 409,
+    logFields: (req, out) => ({ event: req.headers['x-github-event'], sources: out.body.sources }),
+    ...(opts.logger !== undefined ? { logger: opts.logger } : {}),
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const actual = (server.address() as AddressInfo).port;
-  const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host;
-  return {
-    port: actual,
-    url: `http://${shownHost}:${actual}`,
-    stats: () => ({ ...held }),
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
 }

@@ -427,6 +427,9 @@ async function applyManifest(api: ApiServer, doc: Record<string, unknown>): Prom
     throw new Error(`apply ${kind} ${meta.name}: HTTP ${res.status}: ${res.body.slice(0, 500)}`);
 }
 
+/** Cluster API's ExtensionConfig CRD (runtime.cluster.x-k8s.io), among the CRDs the environment applies. */
+export const EXTENSION_CONFIG_CRD = 'extensionconfigs.runtime.cluster.x-k8s.io';
+
 /** Cluster API CRDs declare several versions converted by a webhook that does not run here: serve only the storage version. */
 export function storageVersionOnly(crd: Record<string, unknown>): Record<string, unknown> {
   const spec = crd.spec as { versions: Array<{ storage?: boolean; served?: boolean }>; conversion?: unknown };
@@ -582,7 +585,12 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
   ]);
 
   log('applying Flux and Cluster API CRDs…');
-  const capiNames = new Set(['clusters.cluster.x-k8s.io', 'clusterclasses.cluster.x-k8s.io']);
+  // ExtensionConfig: `stackflux install --runtime-extension` registers the BeforeClusterUpgrade hook.
+  const capiNames = new Set([
+    'clusters.cluster.x-k8s.io',
+    'clusterclasses.cluster.x-k8s.io',
+    EXTENSION_CONFIG_CRD,
+  ]);
   // helm-controller only where the bin directory has it (built since Flux 2.9.5's pins).
   const withHelm = paths.FLUX_HELM_CRDS !== undefined && existsSync(join(bin, 'helm-controller'));
   const crds = [

@@ -14,6 +14,7 @@ import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import type { Condition } from '../../controller/api/meta.ts';
+import { BEFORE_CLUSTER_UPGRADE_PATH, DISCOVERY_PATH } from '../../controller/api/runtimehooks.ts';
 import { fleetBackoffMs, refusedBranchFailure } from '../../controller/controllers/clusteraddon.ts';
 import { narrowingBudget, pushNarrowing } from '../../controller/gitops/narrow.ts';
 import { FINALIZER_FLEET_CLEANUP, reconcileClusterAddon } from '../../controller/reconcilers/clusteraddon.ts';
@@ -28,6 +29,7 @@ import { readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
 import { MAX_BODY } from '../../controller/sources/webhook.ts';
 import { nestedAll } from '../support/cel.ts';
 import { type CraftedEntry, CraftedRepo } from '../support/crafted-tree.ts';
+import { hookOutcome, servingCertificate } from '../support/runtimehook.ts';
 import { untilInFlight, unverifiedHeaders, webhookOutcome } from '../support/webhook.ts';
 
 const templates = loadFluxTemplates();
@@ -947,6 +949,102 @@ const corpus: Case[] = [
     reason: 'ClusterClassNotShared',
     message: /spec\.clusterNamespaceSelector .* does not select/,
   },
+  // ---- issue 23 (task "hook"): Cluster API's BeforeClusterUpgrade runtime extension ----
+  ...(() => {
+    const cert = servingCertificate(join(work, 'hook-cert'));
+    /** A lookup that must not be reached by a request refused before it. */
+    const never = {
+      stageOf: async () => {
+        throw new Error('the lookup was reached');
+      },
+    };
+    const json = (body: string) => ({ 'content-length': String(Buffer.byteLength(body)) });
+    const upgrade = (cluster: unknown, extra: Record<string, unknown> = {}) =>
+      JSON.stringify({
+        apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1',
+        kind: 'BeforeClusterUpgradeRequest',
+        cluster,
+        fromKubernetesVersion: 'v1.30.4',
+        toKubernetesVersion: 'v1.31.2',
+        ...extra,
+      });
+    const send = (path: string, body: string, headers: Record<string, string> = json(body)) =>
+      hookOutcome(cert, never, {}, (post) => post(path, headers, body));
+    return [
+      {
+        name: 'hook: a body that is not JSON',
+        run: () => send(BEFORE_CLUSTER_UPGRADE_PATH, '{"cluster": {"metadata":'),
+        reason: 'HTTP 200 Failure',
+        message: /error unmarshalling request/,
+      },
+      {
+        name: 'hook: a Cluster name that walks out of its namespace',
+        run: () =>
+          send(
+            BEFORE_CLUSTER_UPGRADE_PATH,
+            upgrade({ metadata: { name: '../kube-system/c1', namespace: 'team' } }),
+          ),
+        reason: 'HTTP 200 Failure',
+        message: /cluster\.metadata\.name is not a Kubernetes object name/,
+      },
+      {
+        name: 'hook: a version carrying a header line',
+        run: () =>
+          send(
+            BEFORE_CLUSTER_UPGRADE_PATH,
+            upgrade(
+              { metadata: { name: 'c1', namespace: 'team' } },
+              { toKubernetesVersion: 'v1.31\r\nX: y' },
+            ),
+          ),
+        reason: 'HTTP 200 Failure',
+        message: /toKubernetesVersion must be a Kubernetes version/,
+      },
+      {
+        name: 'hook: Content-Length over 2 MiB, body never sent',
+        run: () => send(BEFORE_CLUSTER_UPGRADE_PATH, '', { 'content-length': String(64 << 20) }),
+        reason: 'HTTP 413',
+        message: /body too large: at most 2097152 bytes/,
+      },
+      {
+        name: 'hook: a hook stackflux does not serve',
+        run: () => send('/hooks.runtime.cluster.x-k8s.io/v1alpha1/aftercontrolplaneinitialized/x', '{}'),
+        reason: 'HTTP 404',
+        message: /not found/,
+      },
+      {
+        name: 'hook: a discovery body that stalls (slowloris)',
+        run: () =>
+          hookOutcome(cert, never, { bodyTimeoutMs: 500 }, (post) =>
+            post(DISCOVERY_PATH, { 'content-length': '1000' }, '{'),
+          ),
+        reason: 'HTTP 408',
+        message: /body not received within 500 ms/,
+      },
+      {
+        name: 'hook: lookups that hang, past the in-flight cap',
+        run: () =>
+          hookOutcome(
+            cert,
+            { stageOf: () => new Promise<never>(() => undefined) },
+            { maxInFlight: 2 },
+            async (post, server) => {
+              const body = upgrade({
+                metadata: { name: 'c1', namespace: 'team' },
+                spec: { topology: { classRef: { name: TAG } } },
+              });
+              // Two calls wait in the lookup and hold their slots; the third finds none.
+              void post(BEFORE_CLUSTER_UPGRADE_PATH, json(body), body);
+              void post(BEFORE_CLUSTER_UPGRADE_PATH, json(body), body);
+              await untilInFlight(server, 2);
+              return post(BEFORE_CLUSTER_UPGRADE_PATH, json(body), body);
+            },
+          ),
+        reason: 'HTTP 503',
+        message: /too many runtime extension requests in flight/,
+      },
+    ];
+  })(),
 ];
 
 /**

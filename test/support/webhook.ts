@@ -1,6 +1,7 @@
 // Raw HTTP requests to the push webhook, as a hostile sender writes them: headers that promise a
 // body, then only part of it (or none), so a test can see what the server does before the body.
 import { connect, type Socket } from 'node:net';
+import { connect as connectTls } from 'node:tls';
 import {
   serveWebhook,
   WEBHOOK_PATH,
@@ -21,6 +22,7 @@ export interface RawAnswer {
  * Sends `headers` for POST `path` and `body` (possibly less than the Content-Length it declares),
  * and resolves with the server's answer once it came (the connection is left open, so a stalled
  * request stays stalled). `guardMs` only stops a hang: a server that never answers resolves 0.
+ * An https `url` is reached over TLS trusting `ca`.
  */
 export function rawRequest(
   url: string,
@@ -28,15 +30,21 @@ export function rawRequest(
   headers: Record<string, string>,
   body: Buffer | string = '',
   guardMs = 30_000,
+  ca?: string | Buffer,
 ): Promise<RawAnswer> {
-  const { hostname, port } = new URL(url);
-  const socket = connect(Number(port), hostname);
+  const { hostname, port, protocol } = new URL(url);
+  const socket =
+    protocol === 'https:'
+      ? connectTls({ port: Number(port), host: hostname, servername: 'localhost', ...(ca ? { ca } : {}) })
+      : connect(Number(port), hostname);
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   socket.on('error', () => undefined);
   const head = [
-    `POST ${path} HTTP/1.1`,
+    `${headers[':method'] ?? 'POST'} ${path} HTTP/1.1`,
     `host: ${hostname}:${port}`,
-    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    ...Object.entries(headers)
+      .filter(([k]) => !k.startsWith(':'))
+      .map(([k, v]) => `${k}: ${v}`),
   ];
   socket.write(`${head.join('\r\n')}\r\n\r\n`);
   if (body.length > 0) socket.write(body);

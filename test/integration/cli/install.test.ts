@@ -6,7 +6,8 @@ import { parseAllDocuments } from 'yaml';
 import type { CommandIO } from '../../../controller/cli/command.ts';
 import { main } from '../../../controller/cli/main.ts';
 import { KubeClient, type KubeObject } from '../../../controller/runtime/client.ts';
-import { kubeConfigFrom, testEnv, uniqueName } from '../../support/env.ts';
+import { EXTENSION_CONFIG_CRD, readCrds, storageVersionOnly } from '../../../hack/lib/testenv.ts';
+import { eventually, kubeConfigFrom, testEnv, uniqueName } from '../../support/env.ts';
 
 function capture(): { io: CommandIO; out: () => string; err: () => string } {
   let out = '';
@@ -86,5 +87,79 @@ describe('stackflux install --export', () => {
       pod.volumes.some((v: { name: string; emptyDir?: unknown }) => v.name === 'cache' && v.emptyDir),
     );
     assert.ok(container.args.includes('--cache-dir=/cache'));
+  });
+
+  it('--runtime-extension: the ExtensionConfig, Service port and mounted certificate the API server accepts (dry-run)', async () => {
+    // Environments started before the ExtensionConfig CRD was among testenv's get it here, as testenv applies it.
+    if (
+      (await client.get('apiextensions.k8s.io/v1', 'CustomResourceDefinition', EXTENSION_CONFIG_CRD)) ===
+      undefined
+    ) {
+      const [crd] = readCrds(testEnv().capiCrds, new Set([EXTENSION_CONFIG_CRD])).map(storageVersionOnly);
+      assert.ok(crd, `${EXTENSION_CONFIG_CRD} in CAPI_CRDS`);
+      await client.apply(crd as KubeObject, { force: true, fieldManager: 'stackflux-testenv' });
+    }
+    const c = capture();
+    assert.equal(
+      await main(['install', '--export', '--namespace', namespace, '--runtime-extension', 'secret'], c.io),
+      0,
+      c.err(),
+    );
+    const objects = parseAllDocuments(c.out())
+      .map((d) => d.toJS() as KubeObject | null)
+      .filter((o): o is KubeObject => o !== null);
+    assert.equal(objects.filter((o) => o.kind === 'Certificate' || o.kind === 'Issuer').length, 0);
+    // biome-ignore lint/suspicious/noExplicitAny: free-form objects read in a test
+    const find = (kind: string) => objects.find((o) => o.kind === kind) as any;
+    const extension = find('ExtensionConfig');
+    assert.deepEqual(extension.spec.clientConfig.service, {
+      name: 'stackflux-controller',
+      namespace,
+      port: 443,
+    });
+    assert.equal(
+      extension.metadata.annotations['runtime.cluster.x-k8s.io/inject-ca-from-secret'],
+      `${namespace}/stackflux-controller-runtime-extension-cert`,
+    );
+    const port = find('Service').spec.ports.find((p: { port: number }) => p.port === 443);
+    assert.equal(port.targetPort, 'https-hooks');
+    const pod = find('Deployment').spec.template.spec;
+    assert.ok(pod.containers[0].ports.some((p: { name: string }) => p.name === 'https-hooks'));
+    assert.ok(pod.containers[0].args.includes('--runtime-extension-addr=:9443'));
+    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'runtime-extension-cert').secret, {
+      secretName: 'stackflux-controller-runtime-extension-cert',
+    });
+    await eventually(
+      'the ExtensionConfig and the rest pass a server-side dry-run',
+      async () => {
+        for (const obj of objects)
+          await client.apply(obj, { dryRun: true, force: true, fieldManager: 'stackflux-install-test' });
+        return true;
+      },
+      { timeoutMs: 60_000 },
+    );
+  });
+
+  it('--runtime-extension cert-manager adds a self-signed Issuer and a Certificate for the Service', async () => {
+    const c = capture();
+    assert.equal(
+      await main(
+        ['install', '--export', '--namespace', namespace, '--runtime-extension', 'cert-manager'],
+        c.io,
+      ),
+      0,
+    );
+    const objects = parseAllDocuments(c.out()).map((d) => d.toJS() as KubeObject);
+    // biome-ignore lint/suspicious/noExplicitAny: free-form objects read in a test
+    const certificate = objects.find((o) => o.kind === 'Certificate') as any;
+    assert.ok(objects.some((o) => o.kind === 'Issuer'));
+    assert.deepEqual(certificate.spec.dnsNames, [
+      `stackflux-controller.${namespace}.svc`,
+      `stackflux-controller.${namespace}.svc.cluster.local`,
+    ]);
+    assert.equal(certificate.spec.secretName, 'stackflux-controller-runtime-extension-cert');
+    const bad = capture();
+    assert.equal(await main(['install', '--export', '--runtime-extension', 'self'], bad.io), 2);
+    assert.match(bad.err(), /--runtime-extension must be cert-manager or secret/);
   });
 });
