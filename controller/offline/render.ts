@@ -47,7 +47,8 @@ import { providerConfig } from '../reconcilers/provider.ts';
 import { clusterApplyBody, type RolloutCluster, reconcileRollout } from '../reconcilers/rollout.ts';
 import { clusterStackOfTag, type NamespaceLabels, servedClusterNames } from '../reconcilers/sharing.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
-import { readRelease, type ValidationResult } from '../releases/stack.ts';
+import { nativeManifestOf, readReleaseDescription } from '../releases/format.ts';
+import type { ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import type { KubeObject } from '../runtime/client.ts';
@@ -502,7 +503,7 @@ class Renderer {
           commit !== undefined && commit === listed
             ? treeAt(source, tag, release.spec.source.path ?? '')
             : undefined;
-        if (tree !== undefined) stack = readRelease(tree, parsed.value);
+        if (tree !== undefined) stack = nativeManifestOf(readReleaseDescription(tree, parsed.value));
       }
       this.current = this.outcome('clusterstackrelease', namespace, name);
       const provider = snapshotReleaseProvider(w, release);
