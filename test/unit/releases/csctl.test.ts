@@ -10,14 +10,10 @@ import {
   readCsctlRelease,
 } from '../../../controller/releases/csctl/index.ts';
 import type { StackDescription } from '../../../controller/releases/description.ts';
-import { parseReleaseTag, type ReleaseTag } from '../../../controller/releases/tags.ts';
 import { releaseTree } from '../../../controller/releases/tree.ts';
+import { releaseTag } from '../../support/release-tag.ts';
 
-function tag(t: string): ReleaseTag {
-  const r = parseReleaseTag(t);
-  if (!r.ok) throw new Error(r.reason);
-  return r.value;
-}
+const tag = releaseTag;
 
 const csctlYaml = (
   k8s = 'v1.30.10',

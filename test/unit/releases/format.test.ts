@@ -9,13 +9,9 @@ import {
   releaseFormatOf,
 } from '../../../controller/releases/format.ts';
 import { readRelease } from '../../../controller/releases/stack.ts';
-import { parseReleaseTag, type ReleaseTag } from '../../../controller/releases/tags.ts';
+import { releaseTag } from '../../support/release-tag.ts';
 
-function tag(t: string): ReleaseTag {
-  const r = parseReleaseTag(t);
-  if (!r.ok) throw new Error(r.reason);
-  return r.value;
-}
+const tag = releaseTag;
 
 const native = `apiVersion: stackflux.io/v1alpha1
 kind: Stack
