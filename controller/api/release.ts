@@ -40,10 +40,12 @@ export interface StackManifest {
 }
 
 /**
- * The files of a release at a tag, relative to the stack path, POSIX separators, UTF-8 text.
- * e.g. "stack.yaml", "cluster-class/cluster-class.yaml", "cluster-addon/cni/config.yaml.hbs".
+ * The files of a release at a tag, relative to the stack path, POSIX separators: the map holds the
+ * UTF-8 text files, e.g. "stack.yaml", "cluster-class/cluster-class.yaml"; `binary` the files that
+ * are not UTF-8 (vendored Helm charts, charts/*.tgz), each path in one of the two only.
+ * controller/releases/tree.ts builds trees with both.
  */
-export type ReleaseTree = ReadonlyMap<string, string>;
+export type ReleaseTree = ReadonlyMap<string, string> & { readonly binary?: ReadonlyMap<string, Uint8Array> };
 
 /**
  * Most alias expansions allowed when YAML from a release or from values is turned into data

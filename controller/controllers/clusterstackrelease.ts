@@ -13,7 +13,8 @@ import { reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease
 import { providerObjectRef, type ReleaseProviderInput } from '../reconcilers/provider.ts';
 import { servedClusterNames } from '../reconcilers/sharing.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
-import { readRelease, type ValidationResult } from '../releases/stack.ts';
+import { nativeManifestOf, readReleaseDescription } from '../releases/format.ts';
+import type { ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, type ReleaseTag } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/client.ts';
@@ -146,7 +147,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
           deps.cacheDir,
           await getCreds(),
         );
-        result = readRelease(tree, parsedTag);
+        result = nativeManifestOf(readReleaseDescription(tree, parsedTag));
       } catch (err) {
         // A symbolic link, a submodule, a tree over a limit: a verdict on the commit, not a failure
         // to fetch it, so the release reports it (InvalidRelease) and is not retried.

@@ -16,6 +16,7 @@ import { clusterUse, sourceUrl } from '../reconcilers/clusterstack.ts';
 import { providerConfig, providerObjectKind } from '../reconcilers/provider.ts';
 import { MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { classifyTags, formatReleaseTag } from '../releases/tags.ts';
+import { mapTreePaths } from '../releases/tree.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import { fetchReleaseTree, type GitCredentials, gitEnv, listTags, scrub } from '../sources/git.ts';
 import { emptySnapshot, objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
@@ -243,7 +244,10 @@ async function listSources(client: KubeClient, snapshot: Snapshot, cacheDir: str
       try {
         const tree = await fetchReleaseTree(url, t.tag, t.commit, path, cacheDir, creds);
         const prefix = path === '' ? '' : `${path.replace(/\/+$/, '')}/`;
-        source.trees.set(t.tag, new Map([...tree].map(([p, text]) => [`${prefix}${p}`, text])));
+        source.trees.set(
+          t.tag,
+          mapTreePaths(tree, (p) => `${prefix}${p}`),
+        );
       } catch {
         // not fetchable: the release shows as waiting for its artifact, as the controller would
       }

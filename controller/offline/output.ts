@@ -73,7 +73,7 @@ export function outputFiles(output: RenderOutput, now: Date): Map<string, string
 }
 
 /** Replaces dir's content with files. */
-export function writeFiles(dir: string, files: ReadonlyMap<string, string>): void {
+export function writeFiles(dir: string, files: ReadonlyMap<string, string | Uint8Array>): void {
   if (existsSync(dir)) {
     for (const e of readdirSync(dir)) rmSync(join(dir, e), { recursive: true, force: true });
   }

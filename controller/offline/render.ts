@@ -47,9 +47,11 @@ import { providerConfig } from '../reconcilers/provider.ts';
 import { clusterApplyBody, type RolloutCluster, reconcileRollout } from '../reconcilers/rollout.ts';
 import { clusterStackOfTag, type NamespaceLabels, servedClusterNames } from '../reconcilers/sharing.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
-import { readRelease, type ValidationResult } from '../releases/stack.ts';
+import { nativeManifestOf, readReleaseDescription } from '../releases/format.ts';
+import type { ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
+import { binaryFilesOf, mapTreePaths, releaseTree } from '../releases/tree.ts';
 import type { KubeObject } from '../runtime/client.ts';
 import { snapshotReleaseProvider, snapshotTemplate } from './provider.ts';
 import { objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
@@ -184,11 +186,11 @@ function treeAt(source: SourceData | undefined, tag: string, path: string): Rele
   if (files === undefined) return undefined;
   const base = path.replace(/^\/+|\/+$/g, '');
   const prefix = base === '' ? '' : `${base}/`;
-  const out = new Map<string, string>();
-  for (const [p, text] of [...files].sort(([a], [b]) => compareStrings(a, b))) {
-    if (p.startsWith(prefix)) out.set(p.slice(prefix.length), text);
-  }
-  return out;
+  const sorted = releaseTree(
+    new Map([...files].sort(([a], [b]) => compareStrings(a, b))),
+    new Map([...binaryFilesOf(files)].sort(([a], [b]) => compareStrings(a, b))),
+  );
+  return mapTreePaths(sorted, (p) => (p.startsWith(prefix) ? p.slice(prefix.length) : undefined));
 }
 
 function refOf(
@@ -502,7 +504,7 @@ class Renderer {
           commit !== undefined && commit === listed
             ? treeAt(source, tag, release.spec.source.path ?? '')
             : undefined;
-        if (tree !== undefined) stack = readRelease(tree, parsed.value);
+        if (tree !== undefined) stack = nativeManifestOf(readReleaseDescription(tree, parsed.value));
       }
       this.current = this.outcome('clusterstackrelease', namespace, name);
       const provider = snapshotReleaseProvider(w, release);

@@ -9,7 +9,9 @@
 // Reading is strict: anything malformed or outside the layout is an error naming the file.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import type { ReleaseTree } from '../api/release.ts';
 import { groupOf, kindInfo } from '../api/resources.ts';
+import { binaryFilesOf, releaseTreeFromBytes } from '../releases/tree.ts';
 import { compareStrings, isRecord, parseOneDocument } from './yaml.ts';
 
 export interface SnapshotObject {
@@ -47,7 +49,8 @@ export interface SourceData {
   url: string;
   listing: SourceListingData;
   /** tag → files at the tag, path relative to the repository root. */
-  trees: Map<string, Map<string, string>>;
+  /** Tag → the repository's files at the tag (binary files in the tree's `binary`). */
+  trees: Map<string, ReleaseTree>;
 }
 
 export interface FleetSettingsData {
@@ -316,16 +319,17 @@ function readSources(root: string, snapshot: Snapshot): void {
     if (other !== undefined)
       throw new SnapshotError(tagsFile, `url ${url} is also the url of sources/${other}`);
     urls.set(url, key);
-    const trees = new Map<string, Map<string, string>>();
+    const trees = new Map<string, ReleaseTree>();
     const treesDir = join(dir, key, 'trees');
     if (existsSync(treesDir)) {
       for (const tag of listDir(treesDir)) {
         const tdir = join(treesDir, tag);
         if (!isDir(tdir))
           throw new SnapshotError(`${rel}/trees/${tag}`, 'expected a directory named after a tag');
-        const files = new Map<string, string>();
-        for (const f of walkFiles(tdir)) files.set(f, readFileSync(join(tdir, f), 'utf8'));
-        trees.set(tag, files);
+        trees.set(
+          tag,
+          releaseTreeFromBytes(walkFiles(tdir).map((f) => [f, readFileSync(join(tdir, f))] as const)),
+        );
       }
     }
     snapshot.sources.push({ key, url, listing, trees });
@@ -411,8 +415,11 @@ export function readSnapshot(root: string): Snapshot {
 }
 
 /** A snapshot as files in the layout readSnapshot reads (for `stackflux diff --export`). */
-export function snapshotFiles(snapshot: Snapshot, yaml: (v: unknown) => string): Map<string, string> {
-  const files = new Map<string, string>();
+export function snapshotFiles(
+  snapshot: Snapshot,
+  yaml: (v: unknown) => string,
+): Map<string, string | Uint8Array> {
+  const files = new Map<string, string | Uint8Array>();
   for (const [key, obj] of snapshot.objects) files.set(`${key}.yaml`, yaml(obj));
   for (const s of snapshot.sources) {
     const l = s.listing;
@@ -425,7 +432,8 @@ export function snapshotFiles(snapshot: Snapshot, yaml: (v: unknown) => string):
       ),
     );
     for (const [tag, tree] of s.trees)
-      for (const [p, text] of tree) files.set(`sources/${s.key}/trees/${tag}/${p}`, text);
+      for (const [p, content] of [...tree, ...binaryFilesOf(tree)])
+        files.set(`sources/${s.key}/trees/${tag}/${p}`, content);
   }
   for (const [p, text] of snapshot.fleet) files.set(`fleet/${p}`, text);
   if (snapshot.fleetTips.size > 0)

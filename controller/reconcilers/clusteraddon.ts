@@ -85,7 +85,7 @@ import {
   MANAGED_BY_LABELS,
   ownerReferenceTo,
 } from '../releases/flux.ts';
-import { readRelease } from '../releases/stack.ts';
+import { nativeManifestOf, readReleaseDescription } from '../releases/format.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import { type TenancyPolicy, withChartPolicy } from '../releases/tenancy.ts';
 import {
@@ -721,7 +721,10 @@ function resolveTarget(ctx: Context): Step<Target> {
   }
   const parsedTag = parseReleaseTag(release.spec.tag);
   if (!parsedTag.ok) return failed(Reason.InvalidRelease, `release ${release.spec.tag}: ${parsedTag.reason}`);
-  const read = withChartPolicy(readRelease(tree, parsedTag.value), input.tenancy);
+  const read = withChartPolicy(
+    nativeManifestOf(readReleaseDescription(tree, parsedTag.value)),
+    input.tenancy,
+  );
   if (!read.ok) {
     return failed(
       Reason.InvalidRelease,

@@ -21,6 +21,7 @@ import { simpleGit } from 'simple-git';
 import { REPO_URL_PATTERN } from '../api/clusterstack.ts';
 import type { ReleaseTree } from '../api/release.ts';
 import { pathProblem, resolveUnder } from '../releases/paths.ts';
+import { releaseTreeFromBytes, treeFileBytes } from '../releases/tree.ts';
 
 export interface GitCredentials {
   username?: string;
@@ -511,10 +512,9 @@ export async function readTreeFromGit(
   commit: string,
   segments: string[],
   limits: ReleaseTreeLimits = RELEASE_TREE_LIMITS,
-): Promise<Map<string, string>> {
-  const files = new Map<string, string>();
+): Promise<ReleaseTree> {
   const tree = await subtreeOf(gitDir, commit, segments);
-  if (tree === undefined) return files;
+  if (tree === undefined) return new Map();
   const listing = await runLocalGit(gitDir, ['ls-tree', '-r', '-z', '-l', tree], {
     maxEntries: limits.maxFiles,
   });
@@ -552,20 +552,17 @@ export async function readTreeFromGit(
       `the release's files add up to ${total} bytes, more than the limit of ${limits.maxBytes} bytes`,
     );
   }
-  if (entries.length === 0) return files;
+  if (entries.length === 0) return new Map();
   const batch = await runLocalGit(gitDir, ['cat-file', '--batch'], {
     input: `${entries.map((e) => e.oid).join('\n')}\n`,
   });
   const blobs = parseCatFileBatch(batch.stdout, entries.length);
-  entries.forEach((e, i) => {
-    files.set(e.path, (blobs[i] ?? Buffer.alloc(0)).toString('utf8'));
-  });
-  return files;
+  return releaseTreeFromBytes(entries.map((e, i) => [e.path, blobs[i] ?? Buffer.alloc(0)] as const));
 }
 
 /** Reads a tree this module wrote to its cache; anything but folders and regular files is refused. */
-function readCachedTree(root: string): Map<string, string> {
-  const files = new Map<string, string>();
+function readCachedTree(root: string): ReleaseTree {
+  const files = new Map<string, Buffer>();
   const walk = (dir: string, prefix: string) => {
     for (const entry of readdirSync(dir).sort()) {
       const rel = prefix === '' ? entry : `${prefix}/${entry}`;
@@ -575,25 +572,26 @@ function readCachedTree(root: string): Map<string, string> {
       const full = resolveUnder(root, rel);
       const st = lstatSync(full);
       if (st.isDirectory()) walk(full, rel);
-      else if (st.isFile()) files.set(rel, readFileSync(full, 'utf8'));
+      else if (st.isFile()) files.set(rel, readFileSync(full));
       else throw new Error(`the release cache holds ${rel}, which is not a regular file; remove ${root}`);
     }
   };
   if (existsSync(root)) walk(root, '');
-  return files;
+  return releaseTreeFromBytes(files);
 }
 
 const COMPLETE = '.stackflux-complete';
+const CACHE_LAYOUT = 'binary-files';
 const INVALID = '.stackflux-invalid';
 const TREE_DIR = 'tree';
 
 /** Writes a cache entry's files below tmp/tree (folders created as needed). */
-function writeCachedTree(root: string, files: ReadonlyMap<string, string>): void {
+function writeCachedTree(root: string, files: ReleaseTree): void {
   mkdirSync(root, { recursive: true });
-  for (const [rel, text] of files) {
+  for (const [rel, content] of treeFileBytes(files)) {
     const full = resolveUnder(root, rel);
     mkdirSync(dirname(full), { recursive: true });
-    writeFileSync(full, text);
+    writeFileSync(full, content);
   }
 }
 
@@ -650,8 +648,12 @@ export function fetchReleaseTree(
   const problem = stackPath === '.' ? undefined : pathProblem(stackPath);
   if (problem !== undefined) return Promise.reject(new SourceError('InvalidPath', `stack ${problem}`));
   const segments = stackPath === '.' ? [] : stackPath.split('/');
+  // CACHE_LAYOUT: entries written before binary files were kept byte for byte hold them mangled
+  // into UTF-8; a new key makes those entries unused instead of wrong.
   const key = createHash('sha256')
-    .update(`${url}\n${commit}\n${segments.join('/')}\n${limits.maxFiles}\n${limits.maxBytes}`)
+    .update(
+      `${CACHE_LAYOUT}\n${url}\n${commit}\n${segments.join('/')}\n${limits.maxFiles}\n${limits.maxBytes}`,
+    )
     .digest('hex')
     .slice(0, 32);
   const running = inflight.get(key);
@@ -704,7 +706,7 @@ async function fetchOnce(
         );
       }
     }
-    let files: Map<string, string> | undefined;
+    let files: ReleaseTree | undefined;
     try {
       files = await readTreeFromGit(gitDir, commit, segments, limits);
     } catch (err) {

@@ -33,8 +33,12 @@ function readTree(root: string): ReleaseTree {
   );
 }
 
+// stackflux-format stacks (stack.yaml); the csctl-format examples are read by
+// test/unit/releases/example-csctl-stacks.test.ts until their renderers are wired.
 const stackDirs = readdirSync(STACKS)
-  .filter((name) => statSync(join(STACKS, name)).isDirectory())
+  .filter(
+    (name) => statSync(join(STACKS, name)).isDirectory() && existsSync(join(STACKS, name, 'stack.yaml')),
+  )
   .sort();
 
 function byKind(objects: KubernetesObject[], kind: string, name?: string): KubernetesObject {
