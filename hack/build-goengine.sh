@@ -6,6 +6,7 @@
 #     goengine-native  the same operations as a native CLI (JSON on stdin, JSON on stdout)
 #     helm             the real helm CLI at the same pin (the differential tests' reference)
 # Prints that folder as its last line. A second run with the same key is a no-op.
+# GOENGINE_WASM_ONLY=1 builds goengine.wasm alone (the image's builder stage).
 # The key is the first 16 hex digits of sha256(go.mod, go.sum, the *.go files in byte order of
 # their names, this script), concatenated: controller/rendering/goengine/locate.ts computes the
 # same key to find the build.
@@ -18,7 +19,9 @@ command -v go >/dev/null || { echo "build-goengine: Go is required (go1.26+)" >&
 
 key=$(cd "$src" && cat go.mod go.sum $(ls -- *.go | LC_ALL=C sort) "$here/build-goengine.sh" | sha256sum | cut -c1-16)
 out="$cache_root/$key"
-if [ -f "$out/.complete" ]; then
+marker="$out/.complete"
+[ "${GOENGINE_WASM_ONLY:-}" != 1 ] || marker="$out/.wasm-complete"
+if [ -f "$marker" ] || [ -f "$out/.complete" ]; then
   echo "$out"
   exit 0
 fi
@@ -46,7 +49,9 @@ build() { # output, then go build arguments
   echo "build-goengine: built $name in $((SECONDS - start))s ($(stat -c %s "$out/$name") bytes)" >&2
 }
 GOOS=wasip1 GOARCH=wasm build goengine.wasm -buildmode=c-shared .
-build goengine-native .
-build helm helm.sh/helm/v3/cmd/helm
-touch "$out/.complete"
+if [ "${GOENGINE_WASM_ONLY:-}" != 1 ]; then
+  build goengine-native .
+  build helm helm.sh/helm/v3/cmd/helm
+fi
+touch "$marker"
 echo "$out"

@@ -4,10 +4,12 @@
 // killing that process, as for any render.
 //
 // The instance gets WASI preview1 with args (Go's klog reads os.Args[0] at start), an empty
-// environment, no preopened directories (templates cannot read files) and stdout/stderr sent
-// nowhere. Requests and responses are JSON in the module's memory (protocol:
+// environment, no preopened directories (templates cannot read files), stdout sent nowhere and
+// stderr to a private temp file (read only to tell why an instance stopped). Requests and responses are JSON in the module's memory (protocol:
 // hack/tools/goengine/wasm.go).
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { WASI } from 'node:wasi';
 import { locateGoEngine } from './locate.ts';
 import { withMemoryMaximum } from './memory.ts';
@@ -54,6 +56,26 @@ export interface EngineFailure {
 let config: EngineConfig = {};
 let compiled: { module: WasmModule; maxMemoryMb: number } | undefined;
 let instance: EngineExports | undefined;
+let stderrFile: string | undefined;
+let stderrFd: number | undefined;
+process.once('exit', () => {
+  if (stderrFile !== undefined) rmSync(join(stderrFile, '..'), { recursive: true, force: true });
+});
+
+/** ": <line>" of the first line of a fatal error message, or "". */
+function firstLine(text: string): string {
+  const line = text.split('\n', 1)[0]?.trim() ?? '';
+  return line === '' ? '' : `: ${line.slice(0, 200)}`;
+}
+
+/** The start of what the stopped instance wrote to stderr (Go's fatal error line comes first). */
+function stderrHead(): string {
+  try {
+    return stderrFile === undefined ? '' : readFileSync(stderrFile, 'utf8').slice(0, 4096);
+  } catch {
+    return '';
+  }
+}
 
 /** Sets where the engine is and its memory cap; drops a loaded instance so the next call uses them. */
 export function configureGoEngine(next: EngineConfig): void {
@@ -78,13 +100,18 @@ function engine(): EngineExports | EngineFailure {
       compiled = { module: new Wasm.Module(bytes), maxMemoryMb };
     }
     const devNull = openSync('/dev/null', 'w');
+    stderrFile ??= join(mkdtempSync(join(tmpdir(), 'stackflux-goengine-')), 'stderr');
+    // Open while the instance lives (WASI writes to this descriptor); the previous one is closed.
+    if (stderrFd !== undefined) closeSync(stderrFd);
+    const stderr = openSync(stderrFile, 'w', 0o600);
+    stderrFd = stderr;
     const wasi = new WASI({
       version: 'preview1',
       args: ['goengine'],
       env: {},
       preopens: {},
       stdout: devNull,
-      stderr: devNull,
+      stderr,
       returnOnExit: true,
     });
     const started = new Wasm.Instance(compiled.module, wasi.getImportObject());
@@ -126,14 +153,17 @@ export function callEngine(request: object, maxOutputBytes: number): Record<stri
   } catch (err) {
     // A Go fatal error (out of memory, a runtime panic outside template code) ends the instance.
     instance = undefined;
-    const memoryMb = e.memory.buffer.byteLength / 2 ** 20;
     const maxMb = compiled?.maxMemoryMb ?? DEFAULT_ENGINE_MEMORY_MB;
-    if (memoryMb >= maxMb - 64)
+    if (/out of memory/.test(stderrHead()))
       return {
         ok: false,
         error: `rendering needs more than the engine's memory limit of ${maxMb} MiB`,
         engine: 'memory',
       };
-    return { ok: false, error: `the Go engine stopped: ${(err as Error).message}`, engine: 'crashed' };
+    return {
+      ok: false,
+      error: `the Go engine stopped: ${(err as Error).message}${firstLine(stderrHead())}`,
+      engine: 'crashed',
+    };
   }
 }
