@@ -126,6 +126,26 @@ export function parseGoYaml(text: string, opts: { maxOutputBytes?: number } = {}
     : failure(res);
 }
 
+/** One Go engine call as the render processes carry it (../worker.ts). */
+export type GoEngineCall =
+  | { op: 'goTemplate'; text: string; data: unknown; options?: GoTemplateOptions }
+  | { op: 'helmTemplate'; request: HelmTemplateRequest }
+  | { op: 'parseGoYaml'; text: string; options?: { maxOutputBytes?: number } };
+
+export type GoEngineResult = GoTemplateResult | HelmTemplateResult | ParseGoYamlResult;
+
+/** Runs a call; maxOutputBytes applies unless the call sets its own. */
+export function runGoEngineCall(call: GoEngineCall, maxOutputBytes: number): GoEngineResult {
+  switch (call.op) {
+    case 'goTemplate':
+      return goTemplate(call.text, call.data, { maxOutputBytes, ...call.options });
+    case 'helmTemplate':
+      return helmTemplate({ maxOutputBytes, ...call.request });
+    case 'parseGoYaml':
+      return parseGoYaml(call.text, { maxOutputBytes, ...call.options });
+  }
+}
+
 function isAnswer(res: Record<string, unknown> | EngineFailure): res is Record<string, unknown> {
   return !('engine' in res && res.ok === false);
 }
