@@ -13,6 +13,15 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY controller ./controller
 RUN npx tsc -p tsconfig.build.json
 
+# The Go engine (Helm's chart engine, Go templates, Go's YAML parsing) as WebAssembly, built from
+# the pinned module by the same script as the test builds; controller/rendering/goengine loads it.
+FROM golang:1.26 AS goengine
+WORKDIR /src
+COPY hack/build-goengine.sh ./hack/
+COPY hack/tools/goengine ./hack/tools/goengine
+RUN XDG_CACHE_HOME=/cache GOENGINE_WASM_ONLY=1 hack/build-goengine.sh \
+ && cp "$(XDG_CACHE_HOME=/cache GOENGINE_WASM_ONLY=1 hack/build-goengine.sh | tail -1)/goengine.wasm" /goengine.wasm
+
 FROM node:24-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -29,6 +38,8 @@ COPY package.json ./
 COPY bin ./bin
 COPY crds ./crds
 COPY flux-templates ./flux-templates
+COPY --from=goengine /goengine.wasm ./goengine/goengine.wasm
+ENV STACKFLUX_GO_ENGINE=/app/goengine/goengine.wasm
 # HOME is not the cache: release trees are written there. git never reads HOME anyway (stackflux
 # gives every git process an empty private HOME and no global config, controller/sources/git.ts).
 ENV NODE_ENV=production \

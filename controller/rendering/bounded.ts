@@ -35,10 +35,11 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { getPriority, setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { type GoEngineCall, type GoEngineResult, locateGoEngine } from './goengine/index.ts';
 import { DEFAULT_RENDER_LIMITS, formatMs, type RenderLimits } from './limits.ts';
 import { ADDON_ROOT } from './render.ts';
 import type { AddonRenderer, RenderAddonInput, RenderFailure, RenderResult } from './types.ts';
-import type { RenderReply, RenderRequest } from './worker.ts';
+import type { GoEngineRequest, RenderReply, RenderRequest } from './worker.ts';
 
 export interface RenderPoolOptions extends Partial<RenderLimits> {
   /**
@@ -89,9 +90,11 @@ const WORKER_PATH = fileURLToPath(
 
 interface Job {
   id: number;
-  input: RenderAddonInput;
+  /** An addon render, or else a Go engine call. */
+  input?: RenderAddonInput;
+  goEngine?: GoEngineCall;
   namespace: string;
-  resolve: (r: RenderResult) => void;
+  resolve: (r: RenderResult | GoEngineResult) => void;
   /** The template being rendered, as the process last said. */
   file?: string;
 }
@@ -122,6 +125,15 @@ interface Streak {
 interface TemplateKeys {
   template: string;
   withValues: string;
+}
+
+/** Memory of the Go engine beyond the render limit: its runtime, Helm's and Kubernetes' tables. */
+export const GO_ENGINE_BASE_MB = 256;
+
+/** Where a job was when it hit a limit, for the message (the file the process last named wins). */
+function jobPlace(job: Job | undefined): string {
+  if (job?.goEngine !== undefined) return `the Go engine (${job.goEngine.op})`;
+  return `${ADDON_ROOT}/${job?.input?.addon ?? ''}/`;
 }
 
 function limitFailure(message: string): RenderFailure {
@@ -183,6 +195,7 @@ export class RenderPool {
   /** The turn each namespace was last served at (the most recent last). */
   private readonly served = new Map<string, number>();
   private turn = 0;
+  private enginePath = '';
   private nextId = 1;
   private closed = false;
   /** Renders stopped for their time budget / their memory, since start. */
@@ -245,9 +258,37 @@ export class RenderPool {
         input: slim,
         namespace,
         resolve: (result) => {
-          this.noteResult(key, result);
-          resolve(result);
+          // An addon job is answered with a RenderResult only.
+          this.noteResult(key, result as RenderResult);
+          resolve(result as RenderResult);
         },
+      };
+      const queue = this.queues.get(namespace);
+      if (queue !== undefined) queue.push(job);
+      else this.queues.set(namespace, [job]);
+      this.dispatch();
+    });
+  }
+
+  /**
+   * Runs one Go engine call (goTemplate, helmTemplate, parseGoYaml) in a render process, under the
+   * same time budget and output cap as an addon render; the engine's memory is capped at
+   * maxMemoryMb plus GO_ENGINE_BASE_MB (Go's runtime and Helm's tables). Never rejects.
+   */
+  goEngine(call: GoEngineCall, options: RenderRequestOptions = {}): Promise<GoEngineResult | RenderFailure> {
+    if (this.closed) return Promise.resolve(limitFailure('the render pool is shut down'));
+    const located = locateGoEngine();
+    if ('error' in located)
+      return Promise.resolve({ ok: false, error: located.error, engine: 'unavailable' });
+    this.enginePath = located.path;
+    const namespace = options.namespace ?? '';
+    return new Promise((resolve) => {
+      // A Go engine job is answered with a GoEngineResult or a limit's RenderFailure only.
+      const job: Job = {
+        id: this.nextId++,
+        goEngine: call,
+        namespace,
+        resolve: (result) => resolve(result as GoEngineResult | RenderFailure),
       };
       const queue = this.queues.get(namespace);
       if (queue !== undefined) queue.push(job);
@@ -491,7 +532,7 @@ export class RenderPool {
       if (slot.child !== child) return;
       slot.child = undefined;
       const job = slot.job;
-      const where = job?.file ?? `${ADDON_ROOT}/${job?.input.addon ?? ''}/`;
+      const where = job?.file ?? jobPlace(job);
       if (OUT_OF_MEMORY.test(stderr)) {
         this.stopped.memory += 1;
         this.finish(
@@ -536,7 +577,7 @@ export class RenderPool {
       // Killing is the only way to stop synchronous template code; a new process replaces it.
       slot.child = undefined;
       child.kill('SIGKILL');
-      const where = job.file ?? `${ADDON_ROOT}/${job.input.addon}/`;
+      const where = job.file ?? jobPlace(job);
       this.finish(
         slot,
         limitFailure(
@@ -544,15 +585,26 @@ export class RenderPool {
         ),
       );
     }, this.limits.timeoutMs);
+    if (job.goEngine !== undefined) {
+      const request: GoEngineRequest = {
+        id: job.id,
+        goEngine: job.goEngine,
+        maxOutputBytes: this.limits.maxOutputBytes,
+        enginePath: this.enginePath,
+        engineMemoryMb: this.limits.maxMemoryMb + GO_ENGINE_BASE_MB,
+      };
+      child.send(request);
+      return;
+    }
     const request: RenderRequest = {
       id: job.id,
-      input: job.input,
+      input: job.input as RenderAddonInput,
       maxOutputBytes: this.limits.maxOutputBytes,
     };
     child.send(request);
   }
 
-  private finish(slot: Slot, result: RenderResult): void {
+  private finish(slot: Slot, result: RenderResult | GoEngineResult): void {
     const job = slot.job;
     if (slot.timer !== undefined) clearTimeout(slot.timer);
     slot.timer = undefined;

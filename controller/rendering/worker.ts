@@ -5,6 +5,12 @@
 // Every reply is bounded before it is sent (issue 22): a result's files and values count against
 // the output cap inside renderAddon, and the texts a reply carries besides (a failure's message, a
 // file name) are cut to a few KiB, so nothing a template does makes the controller receive more.
+import {
+  configureGoEngine,
+  type GoEngineCall,
+  type GoEngineResult,
+  runGoEngineCall,
+} from './goengine/index.ts';
 import { renderAddon } from './render.ts';
 import type { RenderAddonInput, RenderResult } from './types.ts';
 
@@ -15,11 +21,22 @@ export interface RenderRequest {
   maxOutputBytes: number;
 }
 
+/** parent → render process: one Go engine call (Go template, helm template, Go YAML). */
+export interface GoEngineRequest {
+  id: number;
+  goEngine: GoEngineCall;
+  maxOutputBytes: number;
+  /** goengine.wasm, located by the parent (this process gets no environment). */
+  enginePath: string;
+  engineMemoryMb: number;
+}
+
 /** render process → parent */
 export type RenderReply =
   | { id: 0; type: 'ready' }
   | { id: number; type: 'template'; file: string }
-  | { id: number; type: 'done'; result: RenderResult };
+  | { id: number; type: 'done'; result: RenderResult }
+  | { id: number; type: 'goEngine'; result: GoEngineResult };
 
 /** Longest message or file name a reply carries (a helper's error may quote a huge value). */
 export const MAX_REPLY_TEXT = 4096;
@@ -37,7 +54,20 @@ export function boundedReply(result: RenderResult): RenderResult {
 
 const send = process.send?.bind(process);
 if (send !== undefined) {
-  process.on('message', (request: RenderRequest) => {
+  let engineConfig = '';
+  process.on('message', (request: RenderRequest | GoEngineRequest) => {
+    if ('goEngine' in request) {
+      // The instance lives as long as this process: configured once, reused by every call.
+      const config = `${request.enginePath}\0${request.engineMemoryMb}`;
+      if (config !== engineConfig) {
+        configureGoEngine({ path: request.enginePath, maxMemoryMb: request.engineMemoryMb });
+        engineConfig = config;
+      }
+      const result = runGoEngineCall(request.goEngine, request.maxOutputBytes);
+      const bounded = result.ok ? result : { ...result, error: capText(result.error) };
+      send({ id: request.id, type: 'goEngine', result: bounded } satisfies RenderReply);
+      return;
+    }
     const { id, input, maxOutputBytes } = request;
     const result = renderAddon(input, {
       maxOutputBytes,
