@@ -27,7 +27,7 @@ import { reconcileClusterStack } from '../../../controller/reconcilers/clusterst
 import { servedClusterNames } from '../../../controller/reconcilers/sharing.ts';
 import type { FluxTemplates } from '../../../controller/releases/flux.ts';
 import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
-import { renderAddon } from '../../../controller/rendering/index.ts';
+import { renderAnyAddon } from '../../../controller/rendering/index.ts';
 
 // The templates are the product under test; reading them is the one fixture read here.
 const templates: FluxTemplates = loadFluxTemplates();
@@ -945,7 +945,8 @@ describe('reconcileClusterAddon: failures keep what runs', () => {
     const r = must(
       reconcileClusterAddon({
         ...worldInput(w, 'alpha'),
-        render: (i) => (i.addon === 'dns' ? { ok: false, reason: 'CoolingDown', message } : renderAddon(i)),
+        render: (i) =>
+          i.addon === 'dns' ? { ok: false, reason: 'CoolingDown', message } : renderAnyAddon(i),
       }),
     );
     assertNoChanges(r);
