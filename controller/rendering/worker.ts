@@ -5,20 +5,23 @@
 // Every reply is bounded before it is sent (issue 22): a result's files and values count against
 // the output cap inside renderAddon, and the texts a reply carries besides (a failure's message, a
 // file name) are cut to a few KiB, so nothing a template does makes the controller receive more.
+
+import { renderAnyAddon } from './addon.ts';
 import {
   configureGoEngine,
   type GoEngineCall,
   type GoEngineResult,
   runGoEngineCall,
 } from './goengine/index.ts';
-import { renderAddon } from './render.ts';
-import type { RenderAddonInput, RenderResult } from './types.ts';
+import type { AddonRenderInput, RenderResult } from './types.ts';
 
 /** parent → render process */
 export interface RenderRequest {
   id: number;
-  input: RenderAddonInput;
+  input: AddonRenderInput;
   maxOutputBytes: number;
+  /** A csctl addon: goengine.wasm (located by the parent) and the engine's memory cap. */
+  engine?: { path: string; memoryMb: number };
 }
 
 /** parent → render process: one Go engine call (Go template, helm template, Go YAML). */
@@ -55,21 +58,24 @@ export function boundedReply(result: RenderResult): RenderResult {
 const send = process.send?.bind(process);
 if (send !== undefined) {
   let engineConfig = '';
+  // The instance lives as long as this process: configured once, reused by every call.
+  const useEngine = (path: string, maxMemoryMb: number) => {
+    const config = `${path}\0${maxMemoryMb}`;
+    if (config === engineConfig) return;
+    configureGoEngine({ path, maxMemoryMb });
+    engineConfig = config;
+  };
   process.on('message', (request: RenderRequest | GoEngineRequest) => {
     if ('goEngine' in request) {
-      // The instance lives as long as this process: configured once, reused by every call.
-      const config = `${request.enginePath}\0${request.engineMemoryMb}`;
-      if (config !== engineConfig) {
-        configureGoEngine({ path: request.enginePath, maxMemoryMb: request.engineMemoryMb });
-        engineConfig = config;
-      }
+      useEngine(request.enginePath, request.engineMemoryMb);
       const result = runGoEngineCall(request.goEngine, request.maxOutputBytes);
       const bounded = result.ok ? result : { ...result, error: capText(result.error) };
       send({ id: request.id, type: 'goEngine', result: bounded } satisfies RenderReply);
       return;
     }
-    const { id, input, maxOutputBytes } = request;
-    const result = renderAddon(input, {
+    const { id, input, maxOutputBytes, engine } = request;
+    if (engine !== undefined) useEngine(engine.path, engine.memoryMb);
+    const result = renderAnyAddon(input, {
       maxOutputBytes,
       onTemplate: (file) => send({ id, type: 'template', file: capText(file) } satisfies RenderReply),
     });
