@@ -111,6 +111,8 @@ interface Slot {
   child: ChildProcess | undefined;
   /** The process has loaded (a render's time budget starts when it is sent to a ready one). */
   ready: boolean;
+  /** The process has loaded the Go engine (its first engine request gets ENGINE_LOAD_MS more). */
+  engineLoaded: boolean;
   job: Job | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
   /** When the current render was sent to the process (undefined: none, or it is loading). */
@@ -133,6 +135,8 @@ interface TemplateKeys {
   withValues: string;
 }
 
+/** Time a render process may take to load the Go engine, before a render's own budget starts. */
+const ENGINE_LOAD_MS = 60_000;
 /** Memory of the Go engine beyond the render limit: its runtime, Helm's and Kubernetes' tables. */
 export const GO_ENGINE_BASE_MB = 256;
 
@@ -279,6 +283,7 @@ export class RenderPool {
     this.coolDownMs = opts.coolDownMs ?? DEFAULT_COOL_DOWN_MS;
     this.slots = Array.from({ length: size + 1 }, (_, i) => ({
       reserved: i === size,
+      engineLoaded: false,
       child: undefined,
       job: undefined,
       ready: false,
@@ -580,7 +585,11 @@ export class RenderPool {
       const job = slot.job;
       if (job === undefined || reply.id !== job.id) return;
       if (reply.type === 'template') job.file = reply.file;
-      else this.finish(slot, reply.result);
+      else if (reply.type === 'engineLoaded') {
+        slot.engineLoaded = true;
+        slot.sentAt = performance.now();
+        this.armBudget(slot, job, this.limits.timeoutMs);
+      } else this.finish(slot, reply.result);
     });
     child.on('error', (err: Error) => {
       if (slot.child !== child) return;
@@ -620,6 +629,7 @@ export class RenderPool {
     slot.idleTimer = undefined;
     if (slot.child === undefined) {
       slot.ready = false;
+      slot.engineLoaded = false;
       slot.child = this.spawn(slot);
     }
     slot.job = job;
@@ -632,6 +642,23 @@ export class RenderPool {
     const child = slot.child;
     if (child === undefined) return;
     slot.sentAt = performance.now();
+    const needsEngine =
+      job.goEngine !== undefined || (job.input !== undefined && isCsctlAddonInput(job.input));
+    // The engine's load is timed on its own (the process says when it is done, then the render's
+    // budget starts afresh): a template cannot spend it, it ends before any template runs.
+    this.armBudget(
+      slot,
+      job,
+      this.limits.timeoutMs + (needsEngine && !slot.engineLoaded ? ENGINE_LOAD_MS : 0),
+    );
+    this.send(child, job);
+  }
+
+  /** (Re)starts the time budget of the job running in the slot: `ms` from now. */
+  private armBudget(slot: Slot, job: Job, ms: number): void {
+    const child = slot.child;
+    if (child === undefined) return;
+    if (slot.timer !== undefined) clearTimeout(slot.timer);
     slot.timer = setTimeout(() => {
       if (slot.job !== job) return;
       this.stopped.timeout += 1;
@@ -645,7 +672,10 @@ export class RenderPool {
           `${where}: rendering took longer than the time budget of ${formatMs(this.limits.timeoutMs)} (--render-timeout) and was stopped`,
         ),
       );
-    }, this.limits.timeoutMs);
+    }, ms);
+  }
+
+  private send(child: ChildProcess, job: Job): void {
     if (job.goEngine !== undefined) {
       const request: GoEngineRequest = {
         id: job.id,

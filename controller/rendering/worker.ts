@@ -11,6 +11,7 @@ import {
   configureGoEngine,
   type GoEngineCall,
   type GoEngineResult,
+  loadGoEngine,
   runGoEngineCall,
 } from './goengine/index.ts';
 import type { AddonRenderInput, RenderResult } from './types.ts';
@@ -38,6 +39,8 @@ export interface GoEngineRequest {
 export type RenderReply =
   | { id: 0; type: 'ready' }
   | { id: number; type: 'template'; file: string }
+  /** The Go engine was loaded for this request: its time budget starts now. */
+  | { id: number; type: 'engineLoaded' }
   | { id: number; type: 'done'; result: RenderResult }
   | { id: number; type: 'goEngine'; result: GoEngineResult };
 
@@ -58,23 +61,27 @@ export function boundedReply(result: RenderResult): RenderResult {
 const send = process.send?.bind(process);
 if (send !== undefined) {
   let engineConfig = '';
-  // The instance lives as long as this process: configured once, reused by every call.
-  const useEngine = (path: string, maxMemoryMb: number) => {
+  // The instance lives as long as this process: configured once, reused by every call. It is
+  // loaded before the request runs, and the parent told, so that the request's time budget does
+  // not pay for compiling the module (seconds on a loaded machine).
+  const useEngine = (id: number, path: string, maxMemoryMb: number) => {
     const config = `${path}\0${maxMemoryMb}`;
     if (config === engineConfig) return;
     configureGoEngine({ path, maxMemoryMb });
     engineConfig = config;
+    loadGoEngine(); // a failure is the request's own answer, from the call that follows
+    send({ id, type: 'engineLoaded' } satisfies RenderReply);
   };
   process.on('message', (request: RenderRequest | GoEngineRequest) => {
     if ('goEngine' in request) {
-      useEngine(request.enginePath, request.engineMemoryMb);
+      useEngine(request.id, request.enginePath, request.engineMemoryMb);
       const result = runGoEngineCall(request.goEngine, request.maxOutputBytes);
       const bounded = result.ok ? result : { ...result, error: capText(result.error) };
       send({ id: request.id, type: 'goEngine', result: bounded } satisfies RenderReply);
       return;
     }
     const { id, input, maxOutputBytes, engine } = request;
-    if (engine !== undefined) useEngine(engine.path, engine.memoryMb);
+    if (engine !== undefined) useEngine(id, engine.path, engine.memoryMb);
     const result = renderAnyAddon(input, {
       maxOutputBytes,
       onTemplate: (file) => send({ id, type: 'template', file: capText(file) } satisfies RenderReply),

@@ -129,6 +129,16 @@ function engine(): EngineExports | EngineFailure {
 }
 
 /**
+ * Loads the module and starts its instance now (a no-op when it runs): a render process does this
+ * before a render's time budget starts, since compiling the module takes seconds on a loaded
+ * machine and is no template's doing. Undefined when the engine runs, else why it cannot.
+ */
+export function loadGoEngine(): EngineFailure | undefined {
+  const started = engine();
+  return 'ok' in started ? (started as EngineFailure) : undefined;
+}
+
+/**
  * Runs one request; the response is parsed JSON. A response over maxOutputBytes is refused by the
  * engine before it is copied out. Never throws: an engine that runs out of its memory or stops
  * is dropped (the next call starts a fresh one) and the call fails.
