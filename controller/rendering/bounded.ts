@@ -713,3 +713,64 @@ export async function withBoundedRenders<T>(
   }
   throw new Error(`addon renders did not settle after ${MAX_ROUNDS} rounds`);
 }
+
+const ENGINE_PENDING: RenderFailure = {
+  ok: false,
+  reason: 'TemplateError',
+  message: 'Go engine call pending',
+};
+
+/** A stable key of one Go engine call (binary chart files by content). */
+function goEngineCallKey(call: GoEngineCall): string {
+  return createHash('sha256')
+    .update(
+      JSON.stringify(call, (_, v: unknown) => {
+        if (v instanceof Uint8Array) return `b64:${Buffer.from(v).toString('base64')}`;
+        if (v instanceof Map) return [...v].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+        return v;
+      }),
+    )
+    .digest('hex');
+}
+
+/**
+ * withBoundedRenders for Go engine calls: runs `run` (pure and synchronous) with every Go engine
+ * call answered by `pool` (time budget, output and memory caps), re-running it until every call it
+ * makes is known. The live controller and the offline renderer render a csctl cluster-class
+ * through this, so both run the same code under the same limits.
+ */
+export async function withBoundedGoEngine<T>(
+  pool: RenderPool,
+  run: (engine: (call: GoEngineCall) => GoEngineResult | RenderFailure) => T,
+  request: RenderRequestOptions = {},
+  done: Map<string, GoEngineResult | RenderFailure> = new Map(),
+): Promise<T> {
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    const missing = new Map<string, GoEngineCall>();
+    const engine = (call: GoEngineCall): GoEngineResult | RenderFailure => {
+      const key = goEngineCallKey(call);
+      const known = done.get(key);
+      if (known !== undefined) return known;
+      missing.set(key, call);
+      return ENGINE_PENDING;
+    };
+    let result: T | undefined;
+    let error: unknown;
+    let failed = false;
+    try {
+      result = run(engine);
+    } catch (err) {
+      failed = true;
+      error = err;
+    }
+    if (missing.size === 0) {
+      if (failed) throw error;
+      return result as T;
+    }
+    const answered = await Promise.all(
+      [...missing].map(async ([key, call]) => [key, await pool.goEngine(call, request)] as const),
+    );
+    for (const [key, r] of answered) done.set(key, r);
+  }
+  throw new Error(`Go engine calls did not settle after ${MAX_ROUNDS} rounds`);
+}

@@ -9,6 +9,7 @@ export {
   type RenderRequestOptions,
   renderKey,
   slimInput,
+  withBoundedGoEngine,
   withBoundedRenders,
 } from './bounded.ts';
 export { cidrHost, cidrNetmask, cidrNetwork, cidrPrefix } from './cidr.ts';
