@@ -10,6 +10,7 @@ import {
   type Kustomization,
 } from '../api/flux.ts';
 import { API_VERSION } from '../api/meta.ts';
+import type { FleetWriter } from '../gitops/branches.ts';
 import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { providerObjectKind } from '../reconcilers/provider.ts';
 import { type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
@@ -22,7 +23,6 @@ import type { Controller } from '../runtime/controller.ts';
 import { type Informer, objectKey } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
-import type { FleetWriter } from '../gitops/branches.ts';
 import { fetchReleaseTree, type GitCredentials, listTags } from '../sources/git.ts';
 import { GitHubReleases, type GitHubTagLister } from '../sources/github.ts';
 import { SourcePollers, type TagLister } from '../sources/poller.ts';

@@ -199,7 +199,8 @@ export function releaseFluxObjects(
     rendered !== undefined
       ? {
           url: rendered.url,
-          ref: `refs/heads/${rendered.branch}`,
+          refName: null,
+          branch: rendered.branch,
           commit: rendered.commit,
           secretRef: rendered.secretName !== undefined ? { name: rendered.secretName } : null,
           ignore: null,
@@ -207,7 +208,8 @@ export function releaseFluxObjects(
       : commit !== undefined
         ? {
             url: release.spec.source.url,
-            ref: `refs/tags/${release.spec.tag}`,
+            refName: `refs/tags/${release.spec.tag}`,
+            branch: null,
             commit,
             secretRef: release.spec.source.secretRef ? { name: release.spec.source.secretRef.name } : null,
             ignore: ignoreAllBut(path) ?? null,

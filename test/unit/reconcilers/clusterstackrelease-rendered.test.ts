@@ -92,7 +92,7 @@ describe('ClusterStackRelease with a rendered cluster-class', () => {
   it('points Flux at the release branch pinned to the written commit, applying its root', () => {
     const r = reconcileClusterStackRelease(input({ renderedClass: written }));
     assert.equal(r.gitRepository?.spec.url, written.url);
-    assert.deepEqual(r.gitRepository?.spec.ref, { name: `refs/heads/${BRANCH}`, commit: FLEET_COMMIT });
+    assert.deepEqual(r.gitRepository?.spec.ref, { branch: BRANCH, commit: FLEET_COMMIT });
     assert.deepEqual(r.gitRepository?.spec.secretRef, { name: 'fleet' });
     assert.equal(r.gitRepository?.spec.ignore, undefined);
     assert.equal(r.kustomization?.spec.path, './');
@@ -105,7 +105,7 @@ describe('ClusterStackRelease with a rendered cluster-class', () => {
     const r = reconcileClusterStackRelease(
       input({
         renderedClass: written,
-        kustomization: appliedKs(`refs/heads/${BRANCH}@sha1:${FLEET_COMMIT}`),
+        kustomization: appliedKs(`${BRANCH}@sha1:${FLEET_COMMIT}`),
       }),
     );
     assert.equal(ready(r)?.status, 'True');
@@ -122,7 +122,7 @@ describe('ClusterStackRelease with a rendered cluster-class', () => {
     const r = reconcileClusterStackRelease(
       input({
         renderedClass: { ok: false, reason: 'RenderFailed', message: 'cluster-class/templates/a.yaml: bad' },
-        kustomization: appliedKs(`refs/heads/${BRANCH}@sha1:${FLEET_COMMIT}`),
+        kustomization: appliedKs(`${BRANCH}@sha1:${FLEET_COMMIT}`),
       }),
     );
     assert.equal(r.gitRepository, undefined);
