@@ -14,18 +14,10 @@
 // `<prefix><namespace>/<cluster>` (git cannot hold refs a/b and a/b/c at once).
 import type { ReleaseTree } from '../api/release.ts';
 import type { BranchState, FleetWriter } from '../gitops/branches.ts';
-import type { RenderedClass } from '../reconcilers/clusterstackrelease.ts';
+import { type RenderedClass, releaseClassBranch } from '../reconcilers/clusterstackrelease.ts';
 import type { StackDescription } from '../releases/description.ts';
 import { renderCsctlClusterClass } from '../rendering/clusterclass.ts';
 import { type RenderPool, withBoundedGoEngine } from '../rendering/index.ts';
-
-/** The ref folder of release branches under the fleet prefix (see the top of this file). */
-export const RELEASE_BRANCH_FOLDER = '_releases';
-
-/** The fleet branch holding one release's rendered cluster-class. */
-export function releaseClassBranch(prefix: string, namespace: string, release: string): string {
-  return `${prefix}${RELEASE_BRANCH_FOLDER}/${namespace}/${release}`;
-}
 
 export interface ReleaseFleet {
   url: string;

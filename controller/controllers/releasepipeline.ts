@@ -12,6 +12,7 @@ import {
 import { API_VERSION } from '../api/meta.ts';
 import type { FleetWriter } from '../gitops/branches.ts';
 import { clusterUse } from '../reconcilers/clusterstack.ts';
+import { RELEASE_BRANCH_FOLDER } from '../reconcilers/clusterstackrelease.ts';
 import { providerObjectKind } from '../reconcilers/provider.ts';
 import { type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
@@ -32,7 +33,7 @@ import { ClusterUseView, servedClusterApiVersion } from './clusterview.ts';
 import { ownerKey, sameJson, secretCredentials, sourceSecretCredentials } from './common.ts';
 import { namespaceInformer, namespaceLabelsChanged } from './namespaces.ts';
 import { ProviderKinds } from './provider.ts';
-import { RELEASE_BRANCH_FOLDER, type ReleaseFleet, releaseClassRenderer } from './releaseclass.ts';
+import { type ReleaseFleet, releaseClassRenderer } from './releaseclass.ts';
 
 export { CLUSTER_API_VERSIONS, servedClusterApiVersion } from './clusterview.ts';
 

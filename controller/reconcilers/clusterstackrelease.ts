@@ -88,6 +88,18 @@ export type RenderedClass =
       message: string;
     };
 
+/**
+ * The ref folder of release branches under the fleet prefix: a namespace never starts with "_", so
+ * no release branch shares a ref path with a Cluster's `<prefix><namespace>/<cluster>` (git cannot
+ * hold refs a/b and a/b/c at once).
+ */
+export const RELEASE_BRANCH_FOLDER = '_releases';
+
+/** The fleet branch holding one release's rendered cluster-class. */
+export function releaseClassBranch(prefix: string, namespace: string, release: string): string {
+  return `${prefix}${RELEASE_BRANCH_FOLDER}/${namespace}/${release}`;
+}
+
 /** Whether a release's cluster-class is rendered by stackflux (not applied as the files are). */
 export function rendersClusterClass(stack: StackManifest | StackDescription): stack is StackDescription {
   return 'clusterClass' in stack && stack.clusterClass.kind === 'helm-chart';

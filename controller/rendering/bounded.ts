@@ -733,11 +733,40 @@ function goEngineCallKey(call: GoEngineCall): string {
     .digest('hex');
 }
 
+/** A Go engine that answers the calls in `done` and collects the others in `missing`. */
+export function goEngineMemo(done: ReadonlyMap<string, GoEngineResult | RenderFailure>): {
+  engine: (call: GoEngineCall) => GoEngineResult | RenderFailure;
+  missing: Map<string, GoEngineCall>;
+} {
+  const missing = new Map<string, GoEngineCall>();
+  const engine = (call: GoEngineCall): GoEngineResult | RenderFailure => {
+    const key = goEngineCallKey(call);
+    const known = done.get(key);
+    if (known !== undefined) return known;
+    missing.set(key, call);
+    return ENGINE_PENDING;
+  };
+  return { engine, missing };
+}
+
+/** Runs the `missing` calls in `pool` (in parallel) and records their answers in `done`. */
+export async function answerGoEngineCalls(
+  pool: RenderPool,
+  missing: ReadonlyMap<string, GoEngineCall>,
+  done: Map<string, GoEngineResult | RenderFailure>,
+  request: RenderRequestOptions = {},
+): Promise<void> {
+  const answered = await Promise.all(
+    [...missing].map(async ([key, call]) => [key, await pool.goEngine(call, request)] as const),
+  );
+  for (const [key, r] of answered) done.set(key, r);
+}
+
 /**
  * withBoundedRenders for Go engine calls: runs `run` (pure and synchronous) with every Go engine
  * call answered by `pool` (time budget, output and memory caps), re-running it until every call it
  * makes is known. The live controller and the offline renderer render a csctl cluster-class
- * through this, so both run the same code under the same limits.
+ * through these, so both run the same code under the same limits.
  */
 export async function withBoundedGoEngine<T>(
   pool: RenderPool,
@@ -746,14 +775,7 @@ export async function withBoundedGoEngine<T>(
   done: Map<string, GoEngineResult | RenderFailure> = new Map(),
 ): Promise<T> {
   for (let round = 0; round < MAX_ROUNDS; round++) {
-    const missing = new Map<string, GoEngineCall>();
-    const engine = (call: GoEngineCall): GoEngineResult | RenderFailure => {
-      const key = goEngineCallKey(call);
-      const known = done.get(key);
-      if (known !== undefined) return known;
-      missing.set(key, call);
-      return ENGINE_PENDING;
-    };
+    const { engine, missing } = goEngineMemo(done);
     let result: T | undefined;
     let error: unknown;
     let failed = false;
@@ -767,10 +789,7 @@ export async function withBoundedGoEngine<T>(
       if (failed) throw error;
       return result as T;
     }
-    const answered = await Promise.all(
-      [...missing].map(async ([key, call]) => [key, await pool.goEngine(call, request)] as const),
-    );
-    for (const [key, r] of answered) done.set(key, r);
+    await answerGoEngineCalls(pool, missing, done, request);
   }
   throw new Error(`Go engine calls did not settle after ${MAX_ROUNDS} rounds`);
 }

@@ -1,8 +1,10 @@
 // Addon rendering: pure functions from a release tree, a stack and a Cluster to the files and
 // objects Flux applies into the workload cluster. See stacks/README.md for the author's view.
 export {
+  answerGoEngineCalls,
   DEFAULT_COOL_DOWN_AFTER,
   DEFAULT_COOL_DOWN_MS,
+  goEngineMemo,
   RENDER_NICENESS,
   RenderPool,
   type RenderPoolOptions,
