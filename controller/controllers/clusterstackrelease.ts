@@ -9,7 +9,7 @@
 import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import type { GitRepository, Kustomization } from '../api/flux.ts';
-import { API_VERSION } from '../api/meta.ts';
+import { API_VERSION, FINALIZER_RELEASE_IN_USE } from '../api/meta.ts';
 import {
   type RenderedClass,
   reconcileClusterStackRelease,
@@ -220,7 +220,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
           message: 'its cluster-class is a Helm chart, which this controller does not render',
         };
       const name = key.slice(key.indexOf('/') + 1);
-      return deps.classes({
+      return deps.classes.render({
         treeKey: `${source.url}\n${at}\n${source.path ?? ''}\n${tag}`,
         namespace,
         release: name,
@@ -317,6 +317,12 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
         if (!(deleting && (isNotFound(err) || isConflict(err)))) throw err;
       }
     }
+    // A deleted release's rendered cluster-class branch goes before the release does (its
+    // GitRepository names the branch; a native release's does not, so it costs nothing).
+    const releasing = deleting && !want.includes(FINALIZER_RELEASE_IN_USE) && !sameFinalizers;
+    const branch = gitRepository?.spec.ref?.branch;
+    if (releasing && branch !== undefined && deps.classes !== undefined)
+      await deps.classes.remove(namespace, release.metadata.name);
     // ... and comes off last, once nothing else needs writing.
     if (!adding && !sameFinalizers) await setFinalizers();
 

@@ -61,7 +61,17 @@ export function releaseClassRenderer(deps: ReleaseClassDeps) {
     return value;
   };
 
-  return async (req: ReleaseClassRequest): Promise<RenderedClass> => {
+  /** Deletes a deleted release's branch (its Flux objects go with the release by owner reference). */
+  const remove = async (namespace: string, release: string): Promise<void> => {
+    const fleet = deps.fleet;
+    if (fleet === undefined) return;
+    const branch = releaseClassBranch(fleet.branchPrefix, namespace, release);
+    for (const key of cache.keys()) if (key.includes(`\n${namespace}\n${release}\n`)) cache.delete(key);
+    const writer = await fleet.writer();
+    await writer.write([{ branch, files: null, message: `Release ${namespace}/${release} was deleted` }]);
+  };
+
+  const render = async (req: ReleaseClassRequest): Promise<RenderedClass> => {
     const fleet = deps.fleet;
     if (fleet === undefined)
       return {
@@ -121,4 +131,5 @@ export function releaseClassRenderer(deps: ReleaseClassDeps) {
       ...(fleet.secretName !== undefined ? { secretName: fleet.secretName } : {}),
     });
   };
+  return { render, remove };
 }

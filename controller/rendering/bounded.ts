@@ -683,21 +683,46 @@ export async function withBoundedRenders<T>(
   done: Map<string, RenderResult> = new Map(),
   request: RenderRequestOptions = {},
 ): Promise<T> {
-  for (let round = 0; round < MAX_ROUNDS; round++) {
-    const missing = new Map<string, RenderAddonInput>();
-    const render: AddonRenderer = (input) => {
-      const slim = slimInput(input);
-      const key = renderKey(slim);
-      const known = done.get(key);
-      if (known !== undefined) return known;
-      missing.set(key, slim);
-      return PENDING;
-    };
+  return untilSettled(
+    () => {
+      const missing = new Map<string, RenderAddonInput>();
+      const render: AddonRenderer = (input) => {
+        const slim = slimInput(input);
+        const key = renderKey(slim);
+        const known = done.get(key);
+        if (known !== undefined) return known;
+        missing.set(key, slim);
+        return PENDING;
+      };
+      return { missing, run: () => run(render) };
+    },
+    async (missing) => {
+      const rendered = await Promise.all(
+        [...missing].map(async ([key, slim]) => [key, await pool.render(slim, request)] as const),
+      );
+      for (const [key, r] of rendered) done.set(key, r);
+    },
+    'addon renders',
+  );
+}
+
+/**
+ * Runs a round (a pure, synchronous run that records what it lacked in `missing`) until one lacks
+ * nothing, answering what each asked for in between. An error thrown by a round that lacked
+ * answers is not the result (a placeholder may have caused it).
+ */
+async function untilSettled<T, C>(
+  round: () => { missing: ReadonlyMap<string, C>; run: () => T },
+  answer: (missing: ReadonlyMap<string, C>) => Promise<void>,
+  what: string,
+): Promise<T> {
+  for (let i = 0; i < MAX_ROUNDS; i++) {
+    const { missing, run } = round();
     let result: T | undefined;
     let error: unknown;
     let failed = false;
     try {
-      result = run(render);
+      result = run();
     } catch (err) {
       failed = true;
       error = err;
@@ -706,12 +731,9 @@ export async function withBoundedRenders<T>(
       if (failed) throw error;
       return result as T;
     }
-    const rendered = await Promise.all(
-      [...missing].map(async ([key, slim]) => [key, await pool.render(slim, request)] as const),
-    );
-    for (const [key, r] of rendered) done.set(key, r);
+    await answer(missing);
   }
-  throw new Error(`addon renders did not settle after ${MAX_ROUNDS} rounds`);
+  throw new Error(`${what} did not settle after ${MAX_ROUNDS} rounds`);
 }
 
 const ENGINE_PENDING: RenderFailure = {
@@ -774,22 +796,12 @@ export async function withBoundedGoEngine<T>(
   request: RenderRequestOptions = {},
   done: Map<string, GoEngineResult | RenderFailure> = new Map(),
 ): Promise<T> {
-  for (let round = 0; round < MAX_ROUNDS; round++) {
-    const { engine, missing } = goEngineMemo(done);
-    let result: T | undefined;
-    let error: unknown;
-    let failed = false;
-    try {
-      result = run(engine);
-    } catch (err) {
-      failed = true;
-      error = err;
-    }
-    if (missing.size === 0) {
-      if (failed) throw error;
-      return result as T;
-    }
-    await answerGoEngineCalls(pool, missing, done, request);
-  }
-  throw new Error(`Go engine calls did not settle after ${MAX_ROUNDS} rounds`);
+  return untilSettled(
+    () => {
+      const { engine, missing } = goEngineMemo(done);
+      return { missing, run: () => run(engine) };
+    },
+    (missing) => answerGoEngineCalls(pool, missing, done, request),
+    'Go engine calls',
+  );
 }

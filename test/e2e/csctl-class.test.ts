@@ -23,6 +23,7 @@ import {
   deleteTestNamespace,
   e2eSuite,
   git,
+  gone,
   initRepo,
   installFixtureCrds,
   push,
@@ -209,6 +210,20 @@ describe('csctl release: the cluster-class chart rendered, written to the fleet,
         /cluster\.x-k8s\.io\/v1beta1, which the management cluster does not serve/,
       );
       assert.equal(await client.get(CAPI, 'ClusterClass', tag('v2'), ns), undefined);
+    });
+  });
+
+  it('a release dropped from the ClusterStack takes its fleet branch and Flux prunes its ClusterClass', async () => {
+    await controller?.step(async () => {
+      await client.mergePatch(API_VERSION, 'ClusterStack', 'csoferrol', ns, { spec: { versions: ['v2'] } });
+      await gone(`release ${tag('v1')}`, () => release('v1'), 180_000);
+      const branch = `stackflux/_releases/${ns}/${tag('v1')}`;
+      assert.equal(
+        git(work, 'ls-remote', fleetUrl, `refs/heads/${branch}`),
+        '',
+        `fleet branch ${branch} deleted`,
+      );
+      await gone(`ClusterClass ${tag('v1')}`, () => client.get(CAPI, 'ClusterClass', tag('v1'), ns), 180_000);
     });
   });
 });
