@@ -111,7 +111,11 @@ export class FleetBatch<T> {
     this.firstPendingAt ??= now;
     const deadline = this.firstPendingAt + this.opts.windowMs;
     const skipWindow = immediately || this.pending.size >= this.maxSize;
-    const delay = Math.max(0, skipWindow ? 0 : deadline - now, (this.opts.notBefore?.() ?? 0) - now);
+    const delay = Math.max(
+      0,
+      skipWindow ? 0 : deadline - now,
+      (this.opts.notBefore?.() ?? 0) - now,
+    );
     if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
     this.timer = this.clock.setTimeout(() => {
       this.timer = undefined;

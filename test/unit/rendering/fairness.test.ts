@@ -95,10 +95,12 @@ describe('RenderPool: fair across namespaces', () => {
           return r;
         });
       // The slow tenant's second render waits: its namespace already renders, so not reserved.
-      const queued = pool.render(input({ 'good.yaml.hbs': GOOD }), { namespace: 'tenant-slow' }).then((r) => {
-        done.push('slow-tenant-quick');
-        return r;
-      });
+      const queued = pool
+        .render(input({ 'good.yaml.hbs': GOOD }), { namespace: 'tenant-slow' })
+        .then((r) => {
+          done.push('slow-tenant-quick');
+          return r;
+        });
       const quick = await pool.render(input({ 'good.yaml.hbs': GOOD }), { namespace: 'tenant-quick' });
       done.push('quick');
       assert.equal(quick.ok, true, JSON.stringify(quick));
