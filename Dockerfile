@@ -18,7 +18,7 @@ RUN npx tsc -p tsconfig.build.json
 FROM golang:1.26 AS goengine
 WORKDIR /src
 COPY hack/build-goengine.sh ./hack/
-COPY hack/tools/goengine ./hack/tools/goengine
+COPY hack/goengine ./hack/goengine
 RUN XDG_CACHE_HOME=/cache GOENGINE_WASM_ONLY=1 hack/build-goengine.sh \
  && cp "$(XDG_CACHE_HOME=/cache GOENGINE_WASM_ONLY=1 hack/build-goengine.sh | tail -1)/goengine.wasm" /goengine.wasm
 

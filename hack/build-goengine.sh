@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Go reference implementations stackflux runs (hack/tools/goengine) and caches them
+# Builds the Go reference implementations stackflux runs (hack/goengine: beside, not under,
+# hack/tools, whose modules key the test environment's binaries) and caches them
 # outside the repository, keyed by the module's pins and sources:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/stackflux/goengine/<key>/
 #     goengine.wasm    the WASI reactor controller/rendering/goengine/ loads
@@ -12,7 +13,7 @@
 # same key to find the build.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-src="$here/tools/goengine"
+src="$here/goengine"
 cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/stackflux/goengine"
 
 command -v go >/dev/null || { echo "build-goengine: Go is required (go1.26+)" >&2; exit 1; }

@@ -11,10 +11,7 @@ cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/stackflux/testenv"
 command -v go >/dev/null || { echo "build-testenv: Go is required (go1.26+) to build the test environment" >&2; exit 1; }
 command -v git >/dev/null || { echo "build-testenv: git is required" >&2; exit 1; }
 
-# The Go engine (hack/tools/goengine) has its own build and key: hack/build-goengine.sh.
-"$here/build-goengine.sh" >/dev/null
-testenv_modules=$(ls -d "$tools"/*/ | grep -v '/goengine/$')
-key=$( { go env GOVERSION GOOS GOARCH; for m in $testenv_modules; do cat "$m"go.mod; [ ! -f "$m"go.sum ] || cat "$m"go.sum; done; cat "$tools"/gitserver/*.go "$0"; } | sha256sum | cut -c1-16)
+key=$( { go env GOVERSION GOOS GOARCH; cat "$tools"/*/go.mod "$tools"/*/go.sum "$tools"/gitserver/*.go "$0"; } | sha256sum | cut -c1-16)
 bin="$cache_root/bin-$key"
 if [ -f "$bin/.complete" ]; then
   echo "$bin"

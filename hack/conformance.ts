@@ -1,16 +1,29 @@
 // `npm run conformance -- <stack dir> [--tag TAG] [--version vN]`: reads a stack folder as it
 // would be released (a real cluster-stack-operator stack copied unchanged, or a stackflux one)
 // through the release-format interface and prints what stackflux makes of it: the stack
-// description as YAML. The rendered ClusterClass and addon output are to follow once the Go
-// engine (controller/rendering/goengine) is wired behind the format's renderer seams.
+// description as YAML and, for a csctl release, every addon rendered for a sample Cluster with
+// the cluster-stack-operator's values (the same renderer the controller runs).
 // Exit status 1 and the errors on stderr when the release is invalid.
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { canonicalYaml } from '../controller/offline/yaml.ts';
+import { csctlAddonPlan } from '../controller/reconcilers/clusteraddon.ts';
 import { readReleaseDescription } from '../controller/releases/format.ts';
 import { parseReleaseTag } from '../controller/releases/tags.ts';
 import { binaryFilesOf } from '../controller/releases/tree.ts';
+import { renderCsctlAddon } from '../controller/rendering/csctl.ts';
 import { readStackDir, tagOfStackDir } from './lib/stack-dir.ts';
+
+/** The Cluster the addons are rendered for (as Cluster API serves one). */
+const SAMPLE_CLUSTER = {
+  apiVersion: 'cluster.x-k8s.io/v1beta1',
+  kind: 'Cluster',
+  metadata: { name: 'sample', namespace: 'default' },
+  spec: {
+    clusterNetwork: { pods: { cidrBlocks: ['192.168.0.0/16'] }, services: { cidrBlocks: ['10.96.0.0/12'] } },
+    controlPlaneEndpoint: { host: '172.18.0.3', port: 6443 },
+  },
+};
 
 /** The report of one stack folder: the description (without the native stack.yaml copy), or errors. */
 export function conformanceReport(dir: string, opts: { tag?: string; version?: string } = {}) {
@@ -23,10 +36,29 @@ export function conformanceReport(dir: string, opts: { tag?: string; version?: s
   const read = readReleaseDescription(tree, parsed.value);
   if (!read.ok) return { ok: false as const, tag, errors: read.errors };
   const { manifest: _manifest, ...description } = read.value;
+  const addons: Record<string, unknown> = {};
+  if (description.format === 'csctl') {
+    for (const planned of csctlAddonPlan(read.value)) {
+      const addon = description.addons.find((a) => a.name === planned.name);
+      if (addon === undefined) continue;
+      const result = renderCsctlAddon({
+        format: 'csctl',
+        tree,
+        binary: binaryFilesOf(tree),
+        addon: addon.name,
+        chartPath: addon.path,
+        ...(addon.valuesTemplate !== undefined ? { valuesTemplate: addon.valuesTemplate } : {}),
+        kubernetesVersion: description.kubernetesVersion,
+        cluster: SAMPLE_CLUSTER,
+      });
+      addons[addon.name] = result.ok ? Object.fromEntries(result.files) : { error: result.message };
+    }
+  }
   return {
     ok: true as const,
     tag,
     description,
+    ...(description.format === 'csctl' ? { renderedAddons: { cluster: SAMPLE_CLUSTER, addons } } : {}),
     files: { text: tree.size, binary: [...binaryFilesOf(tree).keys()] },
   };
 }
@@ -51,5 +83,12 @@ if (import.meta.main) {
     );
     process.exit(1);
   }
-  process.stdout.write(canonicalYaml({ tag: report.tag, ...report.description, files: report.files }));
+  process.stdout.write(
+    canonicalYaml({
+      tag: report.tag,
+      ...report.description,
+      files: report.files,
+      ...(report.renderedAddons !== undefined ? { renderedAddons: report.renderedAddons } : {}),
+    }),
+  );
 }

@@ -85,17 +85,24 @@ import {
   MANAGED_BY_LABELS,
   ownerReferenceTo,
 } from '../releases/flux.ts';
-import { nativeManifestOf, readReleaseDescription } from '../releases/format.ts';
+import {
+  type AddonStage,
+  nativeManifestOf,
+  readReleaseDescription,
+  type StackDescription,
+} from '../releases/format.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import { type TenancyPolicy, withChartPolicy } from '../releases/tenancy.ts';
+import { binaryFilesOf } from '../releases/tree.ts';
 import {
   type AddonOrderEntry,
   type AddonRenderer,
+  type AddonRenderInput,
   addonOrder,
   type HelmAddon,
   type PlainObject,
   type RenderFailure,
-  renderAddon,
+  renderAnyAddon,
 } from '../rendering/index.ts';
 import {
   findCondition,
@@ -370,7 +377,15 @@ export function enabledDependencies(
   stack: StackManifest,
   enabled: ReadonlySet<string>,
 ): Map<string, string[]> {
-  const direct = new Map(addonOrder(stack).map((e) => [e.name, e.dependsOn]));
+  return dependenciesAmong(addonOrder(stack), enabled);
+}
+
+/** enabledDependencies over addons in apply order (any release format). */
+function dependenciesAmong(
+  order: readonly AddonOrderEntry[],
+  enabled: ReadonlySet<string>,
+): Map<string, string[]> {
+  const direct = new Map(order.map((e) => [e.name, e.dependsOn]));
   const memo = new Map<string, string[]>();
   // stack.yaml only allows dependencies on earlier addons, so this terminates; `seen` guards anyway.
   const effective = (name: string, seen: Set<string>): string[] => {
@@ -387,7 +402,7 @@ export function enabledDependencies(
     return list;
   };
   const result = new Map<string, string[]>();
-  for (const addon of stack.addons) {
+  for (const addon of order) {
     if (enabled.has(addon.name)) result.set(addon.name, effective(addon.name, new Set([addon.name])));
   }
   return result;
@@ -482,12 +497,22 @@ interface Target {
   release: ClusterStackRelease;
   tree: ReleaseTree;
   clusterStack: ClusterStack;
-  stack: StackManifest;
+  /** The release's addons in apply order, whatever its format. */
+  addons: PlannedAddon[];
+  /** The native release's stack.yaml; undefined for a csctl release. */
+  stack?: StackManifest;
+  description: StackDescription;
+}
+
+/** One addon of the release as this reconcile applies it. */
+interface PlannedAddon extends AddonOrderEntry {
+  /** csctl stages: the stage the addon is in (see csctlAddonPlan). */
+  stage?: AddonStage;
 }
 
 /** The enabled addons in apply order, their effective dependencies and the disabled ones. */
 interface Selection {
-  order: AddonOrderEntry[];
+  order: PlannedAddon[];
   dependencies: Map<string, string[]>;
   disabled: Set<string>;
   clusterValues: Record<string, unknown> | undefined;
@@ -721,14 +746,16 @@ function resolveTarget(ctx: Context): Step<Target> {
   }
   const parsedTag = parseReleaseTag(release.spec.tag);
   if (!parsedTag.ok) return failed(Reason.InvalidRelease, `release ${release.spec.tag}: ${parsedTag.reason}`);
-  const read = withChartPolicy(
-    nativeManifestOf(readReleaseDescription(tree, parsedTag.value)),
-    input.tenancy,
-  );
-  if (!read.ok) {
+  const described = readReleaseDescription(tree, parsedTag.value);
+  const read =
+    described.ok && described.value.format === 'csctl'
+      ? { ok: true as const, value: undefined }
+      : withChartPolicy(nativeManifestOf(described), input.tenancy);
+  if (!read.ok || !described.ok) {
+    const errors = read.ok ? (described.ok ? [] : described.errors) : read.errors;
     return failed(
       Reason.InvalidRelease,
-      `release ${releaseName}${input.treeCommit ? ` at ${input.treeCommit}` : ''} is invalid: ${read.errors.join('; ')}`,
+      `release ${releaseName}${input.treeCommit ? ` at ${input.treeCommit}` : ''} is invalid: ${errors.join('; ')}`,
     );
   }
   // Objects the templates read must be in the cache before rendering (else a false "missing field").
@@ -758,9 +785,43 @@ function resolveTarget(ctx: Context): Step<Target> {
       release,
       tree,
       clusterStack,
-      stack: read.value,
+      ...(read.value !== undefined
+        ? { stack: read.value, addons: addonOrder(read.value) }
+        : { addons: csctlAddonPlan(described.value) }),
+      description: described.value,
     },
   };
+}
+
+/**
+ * The addons of a csctl release as one Kustomization each. An addon is one chart (one folder),
+ * rendered the same in whichever stage lists it, so a name listed in both stages is one addon:
+ * ordered (dependsOn) by its first entry, i.e. as AfterControlPlaneInitialized orders it; its stage
+ * is BeforeClusterUpgrade when that stage applies it (the upgrade hook waits for those), else
+ * AfterControlPlaneInitialized. An addon whose last entry is `action: delete` is not rendered, so
+ * Flux prunes what an earlier release applied of it. The old layout's one chart has no stage.
+ */
+export function csctlAddonPlan(description: StackDescription): PlannedAddon[] {
+  const last = new Map(description.addons.map((a) => [a.name, a]));
+  const kept = new Set([...last].filter(([, a]) => a.action === 'apply').map(([name]) => name));
+  const plan = new Map<string, PlannedAddon>();
+  for (const addon of description.addons) {
+    if (!kept.has(addon.name)) continue;
+    const stage =
+      addon.stage === 'BeforeClusterUpgrade' && addon.action === 'apply' ? addon.stage : undefined;
+    const have = plan.get(addon.name);
+    if (have !== undefined) {
+      if (stage !== undefined) have.stage = stage;
+      continue;
+    }
+    plan.set(addon.name, {
+      name: addon.name,
+      dependsOn: addon.dependsOn.filter((d) => kept.has(d) && d !== addon.name),
+      ...(addon.targetNamespace !== undefined ? { targetNamespace: addon.targetNamespace } : {}),
+      ...(addon.stage !== undefined ? { stage: addon.stage } : {}),
+    });
+  }
+  return [...plan.values()];
 }
 
 /** Result of a failure the user must fix: Ready=False (Stalled), the rest as it was. */
@@ -779,12 +840,12 @@ function selectAddons(ctx: Context, target: Target): Step<Selection> {
     ...(target.clusterStack.spec.addons ?? []).filter((a) => a.enabled === false).map((a) => a.name),
     ...disabledByAnnotation(target.cluster),
   ]);
-  const enabled = new Set(target.stack.addons.map((a) => a.name).filter((a) => !disabled.has(a)));
+  const enabled = new Set(target.addons.map((a) => a.name).filter((a) => !disabled.has(a)));
   return {
     ok: true,
     value: {
-      order: addonOrder(target.stack).filter((e) => enabled.has(e.name)),
-      dependencies: enabledDependencies(target.stack, enabled),
+      order: target.addons.filter((e) => enabled.has(e.name)),
+      dependencies: dependenciesAmong(target.addons, enabled),
       disabled,
       clusterValues,
     },
@@ -857,19 +918,38 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
   const files = new Map<string, string>();
   const helm = new Map<string, HelmAddon>();
   const failures: { addon: string; failure: RenderFailure }[] = [];
-  const render = input.render ?? renderAddon;
+  const render = input.render ?? renderAnyAddon;
+  const refs = {
+    ...(input.controlPlane !== undefined ? { controlPlane: input.controlPlane } : {}),
+    ...(input.infraCluster !== undefined ? { infraCluster: input.infraCluster } : {}),
+  };
   for (const entry of selection.order) {
     const addon = entry.name;
-    const result = render({
-      tree: target.tree,
-      stack: target.stack,
-      addon,
-      cluster: target.cluster,
-      ...(input.controlPlane !== undefined ? { controlPlane: input.controlPlane } : {}),
-      ...(input.infraCluster !== undefined ? { infraCluster: input.infraCluster } : {}),
-      ...(selection.clusterValues !== undefined ? { clusterValues: selection.clusterValues } : {}),
-      ...(centralValues !== undefined ? { centralValues } : {}),
-    });
+    const described = target.description.addons.find((a) => a.name === addon);
+    const renderInput: AddonRenderInput =
+      target.stack !== undefined || described === undefined
+        ? {
+            tree: target.tree,
+            stack: target.stack as StackManifest,
+            addon,
+            cluster: target.cluster,
+            ...refs,
+            ...(selection.clusterValues !== undefined ? { clusterValues: selection.clusterValues } : {}),
+            ...(centralValues !== undefined ? { centralValues } : {}),
+          }
+        : {
+            // csctl: the values come from the Cluster only, as with the cluster-stack-operator.
+            format: 'csctl',
+            tree: target.tree,
+            binary: binaryFilesOf(target.tree),
+            addon,
+            chartPath: described.path,
+            ...(described.valuesTemplate !== undefined ? { valuesTemplate: described.valuesTemplate } : {}),
+            kubernetesVersion: target.description.kubernetesVersion,
+            cluster: target.cluster,
+            ...refs,
+          };
+    const result = render(renderInput);
     if (!result.ok) failures.push({ addon, failure: result });
     else if (result.helm !== undefined) {
       helm.set(addon, result.helm);
@@ -1111,7 +1191,7 @@ function withHelmRelease(ctx: Context, entry: AddonOrderEntry, r: AddonReadiness
 function addonReadiness(
   ctx: Context,
   target: Target,
-  entry: AddonOrderEntry,
+  entry: PlannedAddon,
   expected: string | undefined,
   pending: boolean,
   helm: boolean,
@@ -1136,6 +1216,7 @@ function addonReadiness(
     reason,
     message,
     release,
+    ...(entry.stage !== undefined ? { stage: entry.stage } : {}),
     kustomization: kname,
     ...(applied !== undefined ? { lastAppliedRevision: applied } : {}),
   });

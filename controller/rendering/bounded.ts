@@ -38,7 +38,13 @@ import { fileURLToPath } from 'node:url';
 import { type GoEngineCall, type GoEngineResult, locateGoEngine } from './goengine/index.ts';
 import { DEFAULT_RENDER_LIMITS, formatMs, type RenderLimits } from './limits.ts';
 import { ADDON_ROOT } from './render.ts';
-import type { AddonRenderer, RenderAddonInput, RenderFailure, RenderResult } from './types.ts';
+import {
+  type AddonRenderer,
+  type AddonRenderInput,
+  isCsctlAddonInput,
+  type RenderFailure,
+  type RenderResult,
+} from './types.ts';
 import type { GoEngineRequest, RenderReply, RenderRequest } from './worker.ts';
 
 export interface RenderPoolOptions extends Partial<RenderLimits> {
@@ -91,7 +97,7 @@ const WORKER_PATH = fileURLToPath(
 interface Job {
   id: number;
   /** An addon render, or else a Go engine call. */
-  input?: RenderAddonInput;
+  input?: AddonRenderInput;
   goEngine?: GoEngineCall;
   namespace: string;
   resolve: (r: RenderResult | GoEngineResult) => void;
@@ -105,6 +111,8 @@ interface Slot {
   child: ChildProcess | undefined;
   /** The process has loaded (a render's time budget starts when it is sent to a ready one). */
   ready: boolean;
+  /** The process has loaded the Go engine (its first engine request gets ENGINE_LOAD_MS more). */
+  engineLoaded: boolean;
   job: Job | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
   /** When the current render was sent to the process (undefined: none, or it is loading). */
@@ -127,13 +135,20 @@ interface TemplateKeys {
   withValues: string;
 }
 
+/** Time a render process may take to load the Go engine, before a render's own budget starts. */
+const ENGINE_LOAD_MS = 60_000;
 /** Memory of the Go engine beyond the render limit: its runtime, Helm's and Kubernetes' tables. */
 export const GO_ENGINE_BASE_MB = 256;
 
 /** Where a job was when it hit a limit, for the message (the file the process last named wins). */
 function jobPlace(job: Job | undefined): string {
   if (job?.goEngine !== undefined) return `the Go engine (${job.goEngine.op})`;
-  return `${ADDON_ROOT}/${job?.input?.addon ?? ''}/`;
+  return job?.input !== undefined ? addonPlace(job.input) : `${ADDON_ROOT}/`;
+}
+
+/** The folder of an addon in its release, for messages. */
+function addonPlace(input: AddonRenderInput): string {
+  return isCsctlAddonInput(input) ? input.chartPath : `${ADDON_ROOT}/${input.addon}/`;
 }
 
 function limitFailure(message: string): RenderFailure {
@@ -141,7 +156,15 @@ function limitFailure(message: string): RenderFailure {
 }
 
 /** The input with only the addon's own files: all a render reads, and cheap to post to a worker. */
-export function slimInput(input: RenderAddonInput): RenderAddonInput {
+export function slimInput(input: AddonRenderInput): AddonRenderInput {
+  if (isCsctlAddonInput(input)) {
+    const wanted = (path: string) => path.startsWith(input.chartPath) || path === input.valuesTemplate;
+    return {
+      ...input,
+      tree: new Map([...input.tree].filter(([path]) => wanted(path))),
+      binary: new Map([...input.binary].filter(([path]) => wanted(path))),
+    };
+  }
   const prefix = `${ADDON_ROOT}/${input.addon}/`;
   const tree = new Map([...input.tree].filter(([path]) => path.startsWith(prefix)));
   const clusterValues = input.clusterValues?.[input.addon];
@@ -159,7 +182,21 @@ export function slimInput(input: RenderAddonInput): RenderAddonInput {
 }
 
 /** Identity of a render: equal keys render equally (renderAddon is pure). */
-export function renderKey(slim: RenderAddonInput): string {
+export function renderKey(slim: AddonRenderInput): string {
+  if (isCsctlAddonInput(slim)) {
+    return JSON.stringify([
+      slim.format,
+      slim.addon,
+      slim.chartPath,
+      slim.valuesTemplate ?? null,
+      slim.kubernetesVersion,
+      [...slim.tree],
+      filesDigest(new Map(), slim.binary),
+      slim.cluster,
+      slim.controlPlane ?? null,
+      slim.infraCluster ?? null,
+    ]);
+  }
   return JSON.stringify([
     slim.addon,
     slim.stack,
@@ -177,14 +214,35 @@ export function renderKey(slim: RenderAddonInput): string {
  * it renders with. Not the Cluster object, which changes with every status update; with the values,
  * one Cluster's hostile per-cluster values cool down that Cluster's renders, not its neighbours'.
  */
-function templateKeys(namespace: string, slim: RenderAddonInput): TemplateKeys {
-  const files = createHash('sha256');
-  for (const [path, text] of slim.tree) files.update(path).update('\0').update(text).update('\0');
+function templateKeys(namespace: string, slim: AddonRenderInput): TemplateKeys {
+  // A csctl addon's values come from the Cluster itself: its name stands for them (the object
+  // changes with every status update).
   const values = createHash('sha256')
-    .update(JSON.stringify([slim.clusterValues ?? null, slim.centralValues ?? null]))
+    .update(
+      JSON.stringify(
+        isCsctlAddonInput(slim)
+          ? clusterIdOf(slim.cluster)
+          : [slim.clusterValues ?? null, slim.centralValues ?? null],
+      ),
+    )
     .digest('hex');
-  const template = `${namespace}/${slim.addon}/${files.digest('hex')}`;
+  const binary = isCsctlAddonInput(slim) ? slim.binary : new Map<string, Uint8Array>();
+  const template = `${namespace}/${slim.addon}/${filesDigest(slim.tree, binary)}`;
   return { template, withValues: `${template}/${values}` };
+}
+
+/** A Cluster's namespace and name. */
+function clusterIdOf(cluster: Record<string, unknown>): unknown[] {
+  const meta = (cluster.metadata ?? {}) as { namespace?: unknown; name?: unknown };
+  return [meta.namespace ?? null, meta.name ?? null];
+}
+
+/** A digest of files by path and content, text and binary. */
+function filesDigest(text: ReadonlyMap<string, string>, binary: ReadonlyMap<string, Uint8Array>): string {
+  const files = createHash('sha256');
+  for (const [path, content] of text) files.update(path).update('\0').update(content).update('\0');
+  for (const [path, content] of binary) files.update(path).update('\0').update(content).update('\0');
+  return files.digest('hex');
 }
 
 export class RenderPool {
@@ -225,6 +283,7 @@ export class RenderPool {
     this.coolDownMs = opts.coolDownMs ?? DEFAULT_COOL_DOWN_MS;
     this.slots = Array.from({ length: size + 1 }, (_, i) => ({
       reserved: i === size,
+      engineLoaded: false,
       child: undefined,
       job: undefined,
       ready: false,
@@ -245,8 +304,15 @@ export class RenderPool {
   }
 
   /** Renders one addon in a process; never rejects (a breached limit is a LimitExceeded failure). */
-  render(input: RenderAddonInput, options: RenderRequestOptions = {}): Promise<RenderResult> {
+  render(input: AddonRenderInput, options: RenderRequestOptions = {}): Promise<RenderResult> {
     if (this.closed) return Promise.resolve(limitFailure('the render pool is shut down'));
+    if (isCsctlAddonInput(input)) {
+      // A csctl addon renders with the Go engine in the render process.
+      const located = locateGoEngine();
+      if ('error' in located)
+        return Promise.resolve({ ok: false, reason: 'TemplateError', message: located.error });
+      this.enginePath = located.path;
+    }
     const slim = slimInput(input);
     const namespace = options.namespace ?? '';
     const key = templateKeys(namespace, slim);
@@ -298,14 +364,14 @@ export class RenderPool {
   }
 
   /** The failure of a render of a template that is cooling down, or undefined. */
-  private coolingDown(key: string, slim: RenderAddonInput): RenderFailure | undefined {
+  private coolingDown(key: string, slim: AddonRenderInput): RenderFailure | undefined {
     const streak = this.streaks.get(key);
     if (streak?.until === undefined || Date.now() >= streak.until) return undefined;
     this.workerStats.coolingDown += 1;
     return {
       ok: false,
       reason: 'CoolingDown',
-      message: `${ADDON_ROOT}/${slim.addon}/: not rendered until ${new Date(streak.until).toISOString()}: its renders hit a limit ${streak.hits} times in a row${streak.values !== undefined ? ' with different values' : ''}, last: ${streak.last}`,
+      message: `${addonPlace(slim)}: not rendered until ${new Date(streak.until).toISOString()}: its renders hit a limit ${streak.hits} times in a row${streak.values !== undefined ? ' with different values' : ''}, last: ${streak.last}`,
     };
   }
 
@@ -519,7 +585,11 @@ export class RenderPool {
       const job = slot.job;
       if (job === undefined || reply.id !== job.id) return;
       if (reply.type === 'template') job.file = reply.file;
-      else this.finish(slot, reply.result);
+      else if (reply.type === 'engineLoaded') {
+        slot.engineLoaded = true;
+        slot.sentAt = performance.now();
+        this.armBudget(slot, job, this.limits.timeoutMs);
+      } else this.finish(slot, reply.result);
     });
     child.on('error', (err: Error) => {
       if (slot.child !== child) return;
@@ -559,6 +629,7 @@ export class RenderPool {
     slot.idleTimer = undefined;
     if (slot.child === undefined) {
       slot.ready = false;
+      slot.engineLoaded = false;
       slot.child = this.spawn(slot);
     }
     slot.job = job;
@@ -571,6 +642,23 @@ export class RenderPool {
     const child = slot.child;
     if (child === undefined) return;
     slot.sentAt = performance.now();
+    const needsEngine =
+      job.goEngine !== undefined || (job.input !== undefined && isCsctlAddonInput(job.input));
+    // The engine's load is timed on its own (the process says when it is done, then the render's
+    // budget starts afresh): a template cannot spend it, it ends before any template runs.
+    this.armBudget(
+      slot,
+      job,
+      this.limits.timeoutMs + (needsEngine && !slot.engineLoaded ? ENGINE_LOAD_MS : 0),
+    );
+    this.send(child, job);
+  }
+
+  /** (Re)starts the time budget of the job running in the slot: `ms` from now. */
+  private armBudget(slot: Slot, job: Job, ms: number): void {
+    const child = slot.child;
+    if (child === undefined) return;
+    if (slot.timer !== undefined) clearTimeout(slot.timer);
     slot.timer = setTimeout(() => {
       if (slot.job !== job) return;
       this.stopped.timeout += 1;
@@ -584,7 +672,10 @@ export class RenderPool {
           `${where}: rendering took longer than the time budget of ${formatMs(this.limits.timeoutMs)} (--render-timeout) and was stopped`,
         ),
       );
-    }, this.limits.timeoutMs);
+    }, ms);
+  }
+
+  private send(child: ChildProcess, job: Job): void {
     if (job.goEngine !== undefined) {
       const request: GoEngineRequest = {
         id: job.id,
@@ -596,10 +687,14 @@ export class RenderPool {
       child.send(request);
       return;
     }
+    const input = job.input as AddonRenderInput;
     const request: RenderRequest = {
       id: job.id,
-      input: job.input as RenderAddonInput,
+      input,
       maxOutputBytes: this.limits.maxOutputBytes,
+      ...(isCsctlAddonInput(input)
+        ? { engine: { path: this.enginePath, memoryMb: this.limits.maxMemoryMb + GO_ENGINE_BASE_MB } }
+        : {}),
     };
     child.send(request);
   }
@@ -685,7 +780,7 @@ export async function withBoundedRenders<T>(
 ): Promise<T> {
   return untilSettled(
     () => {
-      const missing = new Map<string, RenderAddonInput>();
+      const missing = new Map<string, AddonRenderInput>();
       const render: AddonRenderer = (input) => {
         const slim = slimInput(input);
         const key = renderKey(slim);

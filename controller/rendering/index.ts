@@ -1,5 +1,7 @@
 // Addon rendering: pure functions from a release tree, a stack and a Cluster to the files and
 // objects Flux applies into the workload cluster. See stacks/README.md for the author's view.
+
+export { renderAnyAddon } from './addon.ts';
 export {
   answerGoEngineCalls,
   DEFAULT_COOL_DOWN_AFTER,
@@ -15,6 +17,7 @@ export {
   withBoundedRenders,
 } from './bounded.ts';
 export { cidrHost, cidrNetmask, cidrNetwork, cidrPrefix } from './cidr.ts';
+export { CSO_ADDON_NAMESPACE, CSO_ADDON_RELEASE_NAME, csctlAddonValues, renderCsctlAddon } from './csctl.ts';
 export { HELPERS } from './helpers.ts';
 export {
   DEFAULT_RENDER_LIMITS,
@@ -52,4 +55,5 @@ export type {
   RenderSuccess,
   ValuesByAddon,
 } from './types.ts';
+export { type AddonRenderInput, type CsctlAddonInput, isCsctlAddonInput } from './types.ts';
 export { mergeAll, mergeValues } from './values.ts';

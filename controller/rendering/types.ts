@@ -106,5 +106,39 @@ export interface RenderOptions {
   onTemplate?: (file: string) => void;
 }
 
-/** A synchronous addon renderer, as the pure reconcilers call it (default: renderAddon in-line). */
-export type AddonRenderer = (input: RenderAddonInput) => RenderResult;
+/** One csctl addon step of one Cluster: what renderCsctlAddon reads. */
+export interface CsctlAddonInput {
+  format: 'csctl';
+  /** The release's text files (at least the chart folder and the values template). */
+  tree: ReleaseTree;
+  /**
+   * The binary files (vendored charts/*.tgz), carried on their own: a structured clone to a render
+   * process keeps a Map's entries, not the `binary` property of a ReleaseTree.
+   */
+  binary: ReadonlyMap<string, Uint8Array>;
+  /** The addon's name (its folder on the fleet branch). */
+  addon: string;
+  /** The chart folder in the tree, with a trailing "/": `cluster-addon/cni/`, `cluster-addon/`. */
+  chartPath: string;
+  /** The values template's path in the tree; undefined: none (CSO pipes empty values then). */
+  valuesTemplate?: string;
+  /** --kube-version: the release's full Kubernetes version (metadata.yaml / csctl.yaml). */
+  kubernetesVersion: string;
+  /** The Cluster API Cluster as served. Template name `.Cluster`. */
+  cluster: PlainObject;
+  /** Template name `.ControlPlane`; absent when the Cluster has no controlPlaneRef. */
+  controlPlane?: PlainObject;
+  /** Template name `.InfraCluster`; absent when the Cluster has no infrastructureRef. */
+  infraCluster?: PlainObject;
+}
+
+/** What an addon renderer takes: a stackflux (native) addon, or a csctl (cluster-stack-operator) one. */
+export type AddonRenderInput = RenderAddonInput | CsctlAddonInput;
+
+/** Whether the input is a csctl addon's. */
+export function isCsctlAddonInput(input: AddonRenderInput): input is CsctlAddonInput {
+  return 'format' in input && input.format === 'csctl';
+}
+
+/** A synchronous addon renderer, as the pure reconcilers call it (default: renderAnyAddon in-line). */
+export type AddonRenderer = (input: AddonRenderInput) => RenderResult;

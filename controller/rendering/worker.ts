@@ -5,20 +5,24 @@
 // Every reply is bounded before it is sent (issue 22): a result's files and values count against
 // the output cap inside renderAddon, and the texts a reply carries besides (a failure's message, a
 // file name) are cut to a few KiB, so nothing a template does makes the controller receive more.
+
+import { renderAnyAddon } from './addon.ts';
 import {
   configureGoEngine,
   type GoEngineCall,
   type GoEngineResult,
+  loadGoEngine,
   runGoEngineCall,
 } from './goengine/index.ts';
-import { renderAddon } from './render.ts';
-import type { RenderAddonInput, RenderResult } from './types.ts';
+import type { AddonRenderInput, RenderResult } from './types.ts';
 
 /** parent → render process */
 export interface RenderRequest {
   id: number;
-  input: RenderAddonInput;
+  input: AddonRenderInput;
   maxOutputBytes: number;
+  /** A csctl addon: goengine.wasm (located by the parent) and the engine's memory cap. */
+  engine?: { path: string; memoryMb: number };
 }
 
 /** parent → render process: one Go engine call (Go template, helm template, Go YAML). */
@@ -35,6 +39,8 @@ export interface GoEngineRequest {
 export type RenderReply =
   | { id: 0; type: 'ready' }
   | { id: number; type: 'template'; file: string }
+  /** The Go engine was loaded for this request: its time budget starts now. */
+  | { id: number; type: 'engineLoaded' }
   | { id: number; type: 'done'; result: RenderResult }
   | { id: number; type: 'goEngine'; result: GoEngineResult };
 
@@ -55,21 +61,28 @@ export function boundedReply(result: RenderResult): RenderResult {
 const send = process.send?.bind(process);
 if (send !== undefined) {
   let engineConfig = '';
+  // The instance lives as long as this process: configured once, reused by every call. It is
+  // loaded before the request runs, and the parent told, so that the request's time budget does
+  // not pay for compiling the module (seconds on a loaded machine).
+  const useEngine = (id: number, path: string, maxMemoryMb: number) => {
+    const config = `${path}\0${maxMemoryMb}`;
+    if (config === engineConfig) return;
+    configureGoEngine({ path, maxMemoryMb });
+    engineConfig = config;
+    loadGoEngine(); // a failure is the request's own answer, from the call that follows
+    send({ id, type: 'engineLoaded' } satisfies RenderReply);
+  };
   process.on('message', (request: RenderRequest | GoEngineRequest) => {
     if ('goEngine' in request) {
-      // The instance lives as long as this process: configured once, reused by every call.
-      const config = `${request.enginePath}\0${request.engineMemoryMb}`;
-      if (config !== engineConfig) {
-        configureGoEngine({ path: request.enginePath, maxMemoryMb: request.engineMemoryMb });
-        engineConfig = config;
-      }
+      useEngine(request.id, request.enginePath, request.engineMemoryMb);
       const result = runGoEngineCall(request.goEngine, request.maxOutputBytes);
       const bounded = result.ok ? result : { ...result, error: capText(result.error) };
       send({ id: request.id, type: 'goEngine', result: bounded } satisfies RenderReply);
       return;
     }
-    const { id, input, maxOutputBytes } = request;
-    const result = renderAddon(input, {
+    const { id, input, maxOutputBytes, engine } = request;
+    if (engine !== undefined) useEngine(id, engine.path, engine.memoryMb);
+    const result = renderAnyAddon(input, {
       maxOutputBytes,
       onTemplate: (file) => send({ id, type: 'template', file: capText(file) } satisfies RenderReply),
     });

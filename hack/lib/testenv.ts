@@ -46,9 +46,14 @@ export function defaultStateDir(): string {
   );
 }
 
-/** Runs hack/build-testenv.sh (a no-op when cached) and returns the bin directory. */
+/**
+ * Runs hack/build-testenv.sh and hack/build-goengine.sh (each a no-op when cached) and returns the
+ * test binaries' directory. The Go engine is the product's (csctl releases render with it), built
+ * here so that `npm test` and `npm run demo` on a fresh machine have it.
+ */
 export function buildBinaries(log: Log): string {
   log('building/locating test binaries (cold build takes several minutes)…');
+  execFileSync(join(repoRoot, 'hack', 'build-goengine.sh'), { stdio: ['ignore', 'ignore', 'inherit'] });
   const out = execFileSync(join(repoRoot, 'hack', 'build-testenv.sh'), {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -6,7 +6,7 @@
 // The instance gets WASI preview1 with args (Go's klog reads os.Args[0] at start), an empty
 // environment, no preopened directories (templates cannot read files), stdout sent nowhere and
 // stderr to a private temp file (read only to tell why an instance stopped). Requests and responses are JSON in the module's memory (protocol:
-// hack/tools/goengine/wasm.go).
+// hack/goengine/wasm.go).
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -126,6 +126,16 @@ function engine(): EngineExports | EngineFailure {
       engine: 'unavailable',
     };
   }
+}
+
+/**
+ * Loads the module and starts its instance now (a no-op when it runs): a render process does this
+ * before a render's time budget starts, since compiling the module takes seconds on a loaded
+ * machine and is no template's doing. Undefined when the engine runs, else why it cannot.
+ */
+export function loadGoEngine(): EngineFailure | undefined {
+  const started = engine();
+  return 'ok' in started ? (started as EngineFailure) : undefined;
 }
 
 /**

@@ -13,6 +13,7 @@ export {
   DEFAULT_ENGINE_MEMORY_MB,
   type EngineConfig,
   type EngineFailure,
+  loadGoEngine,
 } from './engine.ts';
 export { goEngineBuildDir, locateGoEngine } from './locate.ts';
 

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const BUILD_SCRIPT = join(repoRoot, 'hack', 'build-goengine.sh');
-const SOURCES = join(repoRoot, 'hack', 'tools', 'goengine');
+const SOURCES = join(repoRoot, 'hack', 'goengine');
 
 /** The cache folder build-goengine.sh builds into, or undefined without the sources (an image). */
 export function goEngineBuildDir(env: NodeJS.ProcessEnv = process.env): string | undefined {

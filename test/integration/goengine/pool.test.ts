@@ -59,3 +59,25 @@ describe('Go engine calls in the render pool', () => {
     });
   });
 });
+
+describe('loading the Go engine is not charged to a render', () => {
+  it('a fresh render process loads the engine outside the time budget, then the budget holds', async () => {
+    const saved = process.env.STACKFLUX_GO_ENGINE;
+    process.env.STACKFLUX_GO_ENGINE = join(goEngineBuild(), 'goengine.wasm');
+    // Compiling the module takes far longer than this budget; a quick template does not.
+    const pool = new RenderPool({ workers: 1, timeoutMs: 300 });
+    try {
+      const first = await pool.goEngine({ op: 'goTemplate', text: '{{ "loaded" }}', data: null });
+      assert.deepEqual(first, { ok: true, output: 'loaded' });
+      assert.equal(pool.stopped.timeout, 0);
+      const endless = '{{ range until 100000 }}{{ range until 100000 }}{{ end }}{{ end }}';
+      const stuck = await pool.goEngine({ op: 'goTemplate', text: endless, data: null });
+      assert.equal(!stuck.ok && 'reason' in stuck && stuck.reason, 'LimitExceeded');
+      assert.equal(pool.stopped.timeout, 1);
+    } finally {
+      await pool.close();
+      if (saved === undefined) delete process.env.STACKFLUX_GO_ENGINE;
+      else process.env.STACKFLUX_GO_ENGINE = saved;
+    }
+  });
+});

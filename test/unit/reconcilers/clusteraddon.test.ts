@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parse as parseYaml } from 'yaml';
 import type { ClusterAddon } from '../../../controller/api/clusteraddon.ts';
@@ -16,6 +17,7 @@ import {
   type ClusterAddonResult,
   clusterAddonReconcileInputs,
   clusterStackAddonInputs,
+  csctlAddonPlan,
   enabledDependencies,
   FINALIZER_FLEET_CLEANUP,
   type FleetSettings,
@@ -27,7 +29,14 @@ import { reconcileClusterStack } from '../../../controller/reconcilers/clusterst
 import { servedClusterNames } from '../../../controller/reconcilers/sharing.ts';
 import type { FluxTemplates } from '../../../controller/releases/flux.ts';
 import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
-import { renderAddon } from '../../../controller/rendering/index.ts';
+import { readReleaseDescription } from '../../../controller/releases/format.ts';
+import { parseReleaseTag } from '../../../controller/releases/tags.ts';
+import {
+  type AddonRenderInput,
+  isCsctlAddonInput,
+  renderAnyAddon,
+} from '../../../controller/rendering/index.ts';
+import { readStackDir } from '../../../hack/lib/stack-dir.ts';
 
 // The templates are the product under test; reading them is the one fixture read here.
 const templates: FluxTemplates = loadFluxTemplates();
@@ -945,7 +954,8 @@ describe('reconcileClusterAddon: failures keep what runs', () => {
     const r = must(
       reconcileClusterAddon({
         ...worldInput(w, 'alpha'),
-        render: (i) => (i.addon === 'dns' ? { ok: false, reason: 'CoolingDown', message } : renderAddon(i)),
+        render: (i) =>
+          i.addon === 'dns' ? { ok: false, reason: 'CoolingDown', message } : renderAnyAddon(i),
       }),
     );
     assertNoChanges(r);
@@ -1969,5 +1979,88 @@ describe('garbage collection: a foreign Cluster keeps a release only where it is
     const selective = sharingStack({ matchLabels: { 'stackflux.io/tenant': 'shared' } });
     assert.deepEqual(servedClusterNames(users, selective, labels), ['own', `${TENANT}/alpha`]);
     assert.deepEqual(servedClusterNames(users, selective, undefined), users, 'unknown labels: kept');
+  });
+});
+
+describe('reconcileClusterAddon: a csctl (cluster-stack-operator) release', () => {
+  const CSCTL = 'docker-csoferrol-1-30-v1';
+  const csctlTree = readStackDir(
+    join(import.meta.dirname, '..', '..', '..', 'stacks', 'docker-csoferrol-1-30'),
+  );
+  /** The renderer the reconcile calls, recording what it was asked (the csctl renderer itself is tested against helm). */
+  const recorded: AddonRenderInput[] = [];
+  const render = (i: AddonRenderInput) => {
+    recorded.push(i);
+    const text = `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${i.addon}\n`;
+    return { ok: true as const, files: new Map([['cm.yaml', text]]), objects: [], values: {} };
+  };
+
+  it('plans one addon per chart: first-entry order, BeforeClusterUpgrade stage, action: delete dropped', () => {
+    const tag = parseReleaseTag(CSCTL);
+    assert.ok(tag.ok);
+    const read = readReleaseDescription(csctlTree, tag.value);
+    assert.ok(read.ok);
+    assert.deepEqual(csctlAddonPlan(read.value), [
+      { name: 'cni', dependsOn: [], targetNamespace: 'kube-system', stage: 'BeforeClusterUpgrade' },
+      { name: 'metrics', dependsOn: ['cni'], targetNamespace: 'kube-system', stage: 'BeforeClusterUpgrade' },
+    ]);
+    const deleting = {
+      ...read.value,
+      addons: [
+        ...read.value.addons.filter((a) => a.stage === 'AfterControlPlaneInitialized'),
+        {
+          ...read.value.addons[0],
+          stage: 'BeforeClusterUpgrade' as const,
+          action: 'delete' as const,
+          dependsOn: [],
+        },
+      ],
+    } as typeof read.value;
+    assert.deepEqual(csctlAddonPlan(deleting), [
+      {
+        name: 'metrics',
+        dependsOn: [],
+        targetNamespace: 'kube-system',
+        stage: 'AfterControlPlaneInitialized',
+      },
+    ]);
+  });
+
+  it('renders each addon with its chart, values template and Kubernetes version; Kustomizations into kube-system in order; stage in status', () => {
+    recorded.length = 0;
+    const w = newWorld(cluster({ release: CSCTL }));
+    const over = {
+      release: { ...releaseObject(CSCTL), spec: { ...releaseObject(CSCTL).spec, clusterStack: 'ferrol' } },
+      tree: csctlTree,
+      render,
+    };
+    converge(w, 'alpha', over);
+    const asked = recorded.filter(isCsctlAddonInput);
+    assert.deepEqual(
+      [...new Set(asked.map((i) => `${i.addon} ${i.chartPath} ${i.valuesTemplate} ${i.kubernetesVersion}`))],
+      [
+        'cni cluster-addon/cni/ cluster-addon/cni/overwrite.yaml v1.30.4',
+        'metrics cluster-addon/metrics/ cluster-addon/metrics/overwrite.yaml v1.30.4',
+      ],
+    );
+    assert.ok(asked.every((i) => (i.cluster.metadata as { name: string }).name === 'alpha'));
+    assert.deepEqual([...(w.files?.keys() ?? [])].sort(), ['cni/cm.yaml', 'metrics/cm.yaml']);
+    const ks = [...w.kustomizations.values()];
+    assert.deepEqual(
+      ks.map((k) => [k.metadata.name, k.spec.targetNamespace, (k.spec.dependsOn ?? []).map((d) => d.name)]),
+      [
+        ['alpha.cni', 'kube-system', []],
+        ['alpha.metrics', 'kube-system', ['alpha.cni']],
+      ],
+    );
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha', over)));
+    assert.equal(cond(r, 'Ready')?.status, 'True', cond(r, 'Ready')?.message);
+    assert.deepEqual(
+      r.status.addons?.map((a) => [a.name, a.stage]),
+      [
+        ['cni', 'BeforeClusterUpgrade'],
+        ['metrics', 'BeforeClusterUpgrade'],
+      ],
+    );
   });
 });
