@@ -5,16 +5,20 @@ import { checkFixedPoint } from '../offline/output.ts';
 import { type RenderOptions, type RenderOutput, renderSnapshot } from '../offline/render.ts';
 import type { Snapshot } from '../offline/snapshot.ts';
 import { reconcileClusterAddon } from '../reconcilers/clusteraddon.ts';
+import type { GoEngineResult } from '../rendering/goengine/index.ts';
 import {
+  answerGoEngineCalls,
   DEFAULT_COOL_DOWN_AFTER,
   DEFAULT_COOL_DOWN_MS,
   DEFAULT_RENDER_LIMITS,
   formatBytes,
   formatMs,
+  goEngineMemo,
   RenderPool,
   type RenderPoolOptions,
   withBoundedRenders,
 } from '../rendering/index.ts';
+import type { RenderFailure } from '../rendering/types.ts';
 import { type Command, type FlagValues, UsageError } from './command.ts';
 
 export const DEFAULT_RENDER_WORKERS = 2;
@@ -113,6 +117,9 @@ export function renderPoolOptions(flags: FlagValues): RenderPoolOptions {
   return options;
 }
 
+/** Passes of the offline render before every Go engine call it makes is answered. */
+const MAX_ENGINE_PASSES = 16;
+
 /**
  * renderSnapshot (and the fixed-point check when asked) with every addon render in a bounded
  * worker pool, as the controller renders.
@@ -124,20 +131,29 @@ export async function renderSnapshotBounded(
   checkFixed = false,
 ): Promise<RenderOutput> {
   const pool = new RenderPool(limits);
+  // Go engine calls (a csctl cluster-class) are answered between passes, as addon renders are.
+  const engineDone = new Map<string, GoEngineResult | RenderFailure>();
   try {
-    return await withBoundedRenders(pool, (render) => {
-      const bounded: RenderOptions = {
-        ...options,
-        reconcilers: {
-          ...options.reconcilers,
-          clusterAddon: (input) =>
-            (options.reconcilers?.clusterAddon ?? reconcileClusterAddon)({ ...input, render }),
-        },
-      };
-      const output = renderSnapshot(snapshot, bounded);
-      if (checkFixed) checkFixedPoint(snapshot, output, bounded);
-      return output;
-    });
+    for (let pass = 0; ; pass++) {
+      const { engine, missing } = goEngineMemo(engineDone);
+      const output = await withBoundedRenders(pool, (render) => {
+        const bounded: RenderOptions = {
+          ...options,
+          goEngine: engine,
+          reconcilers: {
+            ...options.reconcilers,
+            clusterAddon: (input) =>
+              (options.reconcilers?.clusterAddon ?? reconcileClusterAddon)({ ...input, render }),
+          },
+        };
+        const out = renderSnapshot(snapshot, bounded);
+        if (checkFixed && missing.size === 0) checkFixedPoint(snapshot, out, bounded);
+        return out;
+      });
+      if (missing.size === 0) return output;
+      if (pass >= MAX_ENGINE_PASSES) throw new Error('Go engine calls did not settle');
+      await answerGoEngineCalls(pool, missing, engineDone);
+    }
   } finally {
     await pool.close();
   }

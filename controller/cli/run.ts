@@ -321,7 +321,32 @@ export const runCommand: Command = {
         : {}),
     });
     manager.installProcessHandlers();
+    const fleetUrl = str(flags['fleet-url']);
+    const secretFlag = str(flags['fleet-secret']);
+    const [secretNs, secretName, ...rest] = secretFlag.split('/');
+    if (secretFlag !== '' && (!secretNs || !secretName || rest.length > 0))
+      throw new UsageError(`--fleet-secret must be NAMESPACE/NAME, got "${secretFlag}"`);
+    const author = { name: 'stackflux', email: 'stackflux@users.noreply.stackflux.io' };
     const pipeline = await setupReleasePipeline(manager, {
+      render,
+      ...(fleetUrl !== ''
+        ? {
+            fleet: {
+              url: fleetUrl,
+              branchPrefix,
+              ...(secretNs && secretName ? { secret: { namespace: secretNs, name: secretName } } : {}),
+              // Its own local repository: the addon controller's writer keeps the Cluster branches'.
+              writer: (prefix, credentials) =>
+                new GitFleetWriter({
+                  url: fleetUrl,
+                  branchPrefix: prefix,
+                  cacheDir: join(cacheDir, 'release-classes'),
+                  author,
+                  ...(credentials !== undefined ? { credentials } : {}),
+                }),
+            },
+          }
+        : {}),
       ...(namespace ? { namespace } : {}),
       cacheDir,
       templates,
@@ -360,18 +385,12 @@ export const runCommand: Command = {
         );
       }
     }
-    const fleetUrl = str(flags['fleet-url']);
     if (fleetUrl !== '') {
       const windowText = str(flags['fleet-batch-window']) || '2s';
       const batchWindowMs = parseDuration(windowText);
       if (batchWindowMs === undefined)
         throw new UsageError(`--fleet-batch-window "${windowText}" is not a duration like 2s`);
-      const secretFlag = str(flags['fleet-secret']);
-      const [secretNs, secretName, ...rest] = secretFlag.split('/');
-      if (secretFlag !== '' && (!secretNs || !secretName || rest.length > 0))
-        throw new UsageError(`--fleet-secret must be NAMESPACE/NAME, got "${secretFlag}"`);
       const crashMarker = io.env.STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT;
-      const author = { name: 'stackflux', email: 'stackflux@users.noreply.stackflux.io' };
       // Checks the URL and prefix now (a usage error), before anything runs.
       try {
         new GitFleetWriter({ url: fleetUrl, branchPrefix, cacheDir, author });

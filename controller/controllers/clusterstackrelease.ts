@@ -4,16 +4,21 @@
 // memory), passes where the tag points now (moved-tag detection), calls reconcileClusterStackRelease with `now`,
 // and applies what it returns: the in-use finalizer, the owned GitRepository + Kustomization
 // (server-side apply; owner references let Kubernetes GC remove them with the release), status.
+// A release whose cluster-class is a Helm chart (csctl) is rendered and written to the fleet
+// repository first (./releaseclass.ts); the reconcile is fed where it was written.
 import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import type { GitRepository, Kustomization } from '../api/flux.ts';
-import { API_VERSION } from '../api/meta.ts';
-import type { StackManifest } from '../api/release.ts';
-import { reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
+import { API_VERSION, FINALIZER_RELEASE_IN_USE } from '../api/meta.ts';
+import {
+  type RenderedClass,
+  reconcileClusterStackRelease,
+  rendersClusterClass,
+} from '../reconcilers/clusterstackrelease.ts';
 import { providerObjectRef, type ReleaseProviderInput } from '../reconcilers/provider.ts';
 import { servedClusterNames } from '../reconcilers/sharing.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
-import { nativeManifestOf, readReleaseDescription } from '../releases/format.ts';
+import { readReleaseDescription, type StackDescription } from '../releases/format.ts';
 import type { ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, type ReleaseTag } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
@@ -28,6 +33,7 @@ import type { ClusterUseView } from './clusterview.ts';
 import { needsApply, readyCondition, sameJson } from './common.ts';
 import { namespaceLabelsOf } from './namespaces.ts';
 import type { ProviderKinds } from './provider.ts';
+import type { releaseClassRenderer } from './releaseclass.ts';
 
 export interface ClusterStackReleaseDeps {
   client: KubeClient;
@@ -56,7 +62,12 @@ export interface ClusterStackReleaseDeps {
    * only when its ClusterStack serves that namespace (clusterNamespaceSelector).
    */
   sharing?: { clusterStacks: Informer<ClusterStack & KubeObject>; namespaces: Informer<KubeObject> };
+  /** Renders and writes a Helm-chart cluster-class (csctl); absent: such a release cannot be applied. */
+  classes?: ReturnType<typeof releaseClassRenderer>;
 }
+
+/** Look again at a release whose rendered cluster-class could not be written (the fleet may recover). */
+const CLASS_RETRY_MS = 30_000;
 
 const PROVIDER_RECHECK_MS = 30_000;
 
@@ -96,7 +107,7 @@ function servedUsers(
 const MAX_CACHED_VALIDATIONS = 1000;
 
 export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
-  const validations = new Map<string, ValidationResult<StackManifest>>();
+  const validations = new Map<string, ValidationResult<StackDescription>>();
 
   return async (key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> => {
     const { client } = deps;
@@ -133,11 +144,11 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     const validateAt = async (
       at: string,
       parsedTag: ReleaseTag,
-    ): Promise<ValidationResult<StackManifest>> => {
+    ): Promise<ValidationResult<StackDescription>> => {
       const cacheKey = `${source.url}\n${at}\n${source.path ?? ''}\n${tag}`;
       const cached = validations.get(cacheKey);
       if (cached !== undefined) return cached;
-      let result: ValidationResult<StackManifest>;
+      let result: ValidationResult<StackDescription>;
       try {
         const tree = await deps.fetchTree(
           source.url,
@@ -147,7 +158,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
           deps.cacheDir,
           await getCreds(),
         );
-        result = nativeManifestOf(readReleaseDescription(tree, parsedTag));
+        result = readReleaseDescription(tree, parsedTag);
       } catch (err) {
         // A symbolic link, a submodule, a tree over a limit: a verdict on the commit, not a failure
         // to fetch it, so the release reports it (InvalidRelease) and is not retried.
@@ -167,7 +178,8 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     const pinned = release.status?.commit;
     let listed = deps.pollers.commitOf(ref, tag);
     let commit = pinned ?? listed;
-    let stack: ValidationResult<StackManifest> | undefined;
+    let stack: ValidationResult<StackDescription> | undefined;
+    let renderedClass: RenderedClass | undefined;
     let fetchError: unknown;
     const parsed = parseReleaseTag(tag);
     if (!parsed.ok) {
@@ -186,6 +198,10 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
           commit = listed;
           stack = await validateAt(commit, parsed.value);
         }
+        if (stack.ok && rendersClusterClass(stack.value)) {
+          const at = commit;
+          renderedClass = await renderClass(at, stack.value);
+        }
       } catch (err) {
         fetchError = err;
         if (err instanceof SourceError && err.reason === 'TagMoved') deps.pollers.trigger([source.url]);
@@ -196,6 +212,25 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       }
     }
 
+    async function renderClass(at: string, description: StackDescription): Promise<RenderedClass> {
+      if (deps.classes === undefined)
+        return {
+          ok: false,
+          reason: 'FleetNotConfigured',
+          message: 'its cluster-class is a Helm chart, which this controller does not render',
+        };
+      const name = key.slice(key.indexOf('/') + 1);
+      return deps.classes.render({
+        treeKey: `${source.url}\n${at}\n${source.path ?? ''}\n${tag}`,
+        namespace,
+        release: name,
+        tag,
+        description,
+        tree: async () =>
+          deps.fetchTree(source.url, tag, at, source.path ?? '', deps.cacheDir, await getCreds()),
+      });
+    }
+
     const provider = await lookUpProvider(deps.providers, release);
     const result = reconcileClusterStackRelease({
       release,
@@ -203,6 +238,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       ...(gitRepository !== undefined ? { gitRepository } : {}),
       ...(kustomization !== undefined ? { kustomization } : {}),
       ...(stack !== undefined ? { stack } : {}),
+      ...(renderedClass !== undefined ? { renderedClass } : {}),
       ...(commit !== undefined ? { commit } : {}),
       ...(listed !== undefined ? { listedCommit: listed } : {}),
       clusters: clusters ?? [],
@@ -281,6 +317,12 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
         if (!(deleting && (isNotFound(err) || isConflict(err)))) throw err;
       }
     }
+    // A deleted release's rendered cluster-class branch goes before the release does (its
+    // GitRepository names the branch; a native release's does not, so it costs nothing).
+    const releasing = deleting && !want.includes(FINALIZER_RELEASE_IN_USE) && !sameFinalizers;
+    const branch = gitRepository?.spec.ref?.branch;
+    if (releasing && branch !== undefined && deps.classes !== undefined)
+      await deps.classes.remove(namespace, release.metadata.name);
     // ... and comes off last, once nothing else needs writing.
     if (!adding && !sameFinalizers) await setFinalizers();
 
@@ -304,7 +346,12 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
         ready.message ?? `release ${tag} is ready`,
       );
     }
+    if (renderedClass?.ok === false) {
+      void recorder.event(release, 'Warning', renderedClass.reason, 'Render', renderedClass.message);
+    }
     if (fetchError !== undefined) throw fetchError;
+    if (renderedClass?.ok === false && renderedClass.reason !== 'InvalidRelease')
+      return { requeueAfter: CLASS_RETRY_MS };
     // A provider kind not served (yet) or a cache not synced: look again (CRDs may be installed later).
     if (
       provider !== undefined &&

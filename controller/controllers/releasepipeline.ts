@@ -10,25 +10,30 @@ import {
   type Kustomization,
 } from '../api/flux.ts';
 import { API_VERSION } from '../api/meta.ts';
+import type { FleetWriter } from '../gitops/branches.ts';
 import { clusterUse } from '../reconcilers/clusterstack.ts';
+import { RELEASE_BRANCH_FOLDER } from '../reconcilers/clusterstackrelease.ts';
 import { providerObjectKind } from '../reconcilers/provider.ts';
 import { type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
+import { CLUSTER_CLASS_API_VERSIONS } from '../rendering/clusterclass.ts';
+import { RenderPool, type RenderPoolOptions } from '../rendering/index.ts';
 import type { KubeObject } from '../runtime/client.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
 import type { Controller } from '../runtime/controller.ts';
 import { type Informer, objectKey } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
-import { fetchReleaseTree, listTags } from '../sources/git.ts';
+import { fetchReleaseTree, type GitCredentials, listTags } from '../sources/git.ts';
 import { GitHubReleases, type GitHubTagLister } from '../sources/github.ts';
 import { SourcePollers, type TagLister } from '../sources/poller.ts';
 import { clusterStackReconciler, NAMESPACE_INDEX } from './clusterstack.ts';
 import { clusterStackReleaseReconciler } from './clusterstackrelease.ts';
 import { ClusterUseView, servedClusterApiVersion } from './clusterview.ts';
-import { ownerKey, sameJson, sourceSecretCredentials } from './common.ts';
+import { ownerKey, sameJson, secretCredentials, sourceSecretCredentials } from './common.ts';
 import { namespaceInformer, namespaceLabelsChanged } from './namespaces.ts';
 import { ProviderKinds } from './provider.ts';
+import { type ReleaseFleet, releaseClassRenderer } from './releaseclass.ts';
 
 export { CLUSTER_API_VERSIONS, servedClusterApiVersion } from './clusterview.ts';
 
@@ -48,6 +53,16 @@ export interface ReleasePipelineOptions {
   githubLister?: GitHubTagLister;
   /** --default-service-account and --allowed-chart-hosts (default: neither). */
   tenancy?: TenancyPolicy;
+  /** Limits of the render processes a Helm-chart cluster-class (csctl) renders in. */
+  render?: RenderPoolOptions;
+  /**
+   * The fleet repository (--fleet-url): a rendered cluster-class is written to a branch of it.
+   * `writer` makes a writer for branches under `prefix` (credentials from the fleet Secret).
+   */
+  fleet?: Omit<ReleaseFleet, 'writer' | 'secretName'> & {
+    secret?: { namespace: string; name: string };
+    writer: (prefix: string, credentials: GitCredentials | undefined) => FleetWriter;
+  };
 }
 
 export interface ReleasePipeline {
@@ -165,6 +180,47 @@ export async function setupReleasePipeline(
   });
   csController = clusterStackController;
 
+  // A Helm-chart cluster-class (csctl) is rendered in render processes and written to the fleet.
+  const classPool = new RenderPool(opts.render);
+  void manager.done.then(() => classPool.close());
+  const fleet = opts.fleet;
+  let classWriter: Promise<FleetWriter> | undefined;
+  const classes = releaseClassRenderer({
+    pool: classPool,
+    ...(fleet !== undefined
+      ? {
+          fleet: {
+            url: fleet.url,
+            branchPrefix: fleet.branchPrefix,
+            ...(fleet.secret !== undefined ? { secretName: fleet.secret.name } : {}),
+            writer: () => {
+              classWriter ??= (async () => {
+                const creds =
+                  fleet.secret !== undefined
+                    ? await secretCredentials(manager.client, fleet.secret.namespace, fleet.secret.name)
+                    : undefined;
+                return fleet.writer(`${fleet.branchPrefix}${RELEASE_BRANCH_FOLDER}/`, creds);
+              })().catch((err: unknown) => {
+                classWriter = undefined;
+                throw err;
+              });
+              return classWriter;
+            },
+          },
+        }
+      : {}),
+    servedClassVersions: async () => {
+      const served: string[] = [];
+      for (const v of CLUSTER_CLASS_API_VERSIONS) {
+        try {
+          await manager.client.resource(v, 'ClusterClass');
+          served.push(v);
+        } catch {}
+      }
+      return served;
+    },
+  });
+
   const releaseController = manager.addController({
     name: 'clusterstackrelease',
     kind: 'ClusterStackRelease',
@@ -187,6 +243,7 @@ export async function setupReleasePipeline(
       withShardLabel: (o) => manager.withShardLabel(o),
       providers,
       sharing: { clusterStacks, namespaces },
+      classes,
     }),
   });
   watchProviderKinds(providers, clusterStacks, releases, clusterStackController, releaseController);

@@ -17,7 +17,7 @@ import {
 } from '../api/flux.ts';
 import type { Condition } from '../api/meta.ts';
 import { API_VERSION, GROUP, LABEL_CLUSTER } from '../api/meta.ts';
-import type { ReleaseTree, StackManifest } from '../api/release.ts';
+import type { ReleaseTree } from '../api/release.ts';
 import {
   groupOf,
   isDeclaredOutput,
@@ -27,6 +27,7 @@ import {
 } from '../api/resources.ts';
 import { ROLLOUT_CONDITION, ROLLOUT_FIELD_MANAGER, withoutRolloutStatus } from '../api/rollout.ts';
 import { needsApply, sameJson } from '../controllers/common.ts';
+import { treeId } from '../gitops/objects.ts';
 import {
   type BranchUpdate,
   type ClusterAddonResult,
@@ -42,16 +43,23 @@ import {
   type SourceListing,
   sourceUrl,
 } from '../reconcilers/clusterstack.ts';
-import { reconcileClusterStackRelease } from '../reconcilers/clusterstackrelease.ts';
+import {
+  type RenderedClass,
+  reconcileClusterStackRelease,
+  releaseClassBranch,
+  rendersClusterClass,
+} from '../reconcilers/clusterstackrelease.ts';
 import { providerConfig } from '../reconcilers/provider.ts';
 import { clusterApplyBody, type RolloutCluster, reconcileRollout } from '../reconcilers/rollout.ts';
 import { clusterStackOfTag, type NamespaceLabels, servedClusterNames } from '../reconcilers/sharing.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
-import { nativeManifestOf, readReleaseDescription } from '../releases/format.ts';
+import { readReleaseDescription, type StackDescription } from '../releases/format.ts';
 import type { ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { binaryFilesOf, mapTreePaths, releaseTree } from '../releases/tree.ts';
+import { renderCsctlClusterClass, type SyncGoEngine } from '../rendering/clusterclass.ts';
+import { DEFAULT_MAX_OUTPUT_BYTES, runGoEngineCall } from '../rendering/goengine/index.ts';
 import type { KubeObject } from '../runtime/client.ts';
 import { snapshotReleaseProvider, snapshotTemplate } from './provider.ts';
 import { objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
@@ -132,6 +140,11 @@ export interface RenderOptions {
   /** Injected for tests (e.g. a deliberately nondeterministic reconciler); default: the real ones. */
   reconcilers?: Partial<Reconcilers>;
   maxRounds?: number;
+  /**
+   * Answers the Go engine calls of a Helm-chart cluster-class (csctl); default: the engine in this
+   * process (renderSnapshotBounded passes the render processes, as the controller renders).
+   */
+  goEngine?: SyncGoEngine;
 }
 
 export class RenderError extends Error {
@@ -495,7 +508,8 @@ class Renderer {
       // A snapshot holds the tree of each tag at its listed commit only, so a release pinned to
       // another commit (a moved tag) is validated only when the pin is the listed commit.
       const commit = release.status?.commit ?? listed;
-      let stack: ValidationResult<StackManifest> | undefined;
+      let stack: ValidationResult<StackDescription> | undefined;
+      let renderedClass: RenderedClass | undefined;
       const parsed = parseReleaseTag(tag);
       if (!parsed.ok) {
         stack = { ok: false, errors: [`tag ${tag}: ${parsed.reason}`] };
@@ -504,7 +518,9 @@ class Renderer {
           commit !== undefined && commit === listed
             ? treeAt(source, tag, release.spec.source.path ?? '')
             : undefined;
-        if (tree !== undefined) stack = nativeManifestOf(readReleaseDescription(tree, parsed.value));
+        if (tree !== undefined) stack = readReleaseDescription(tree, parsed.value);
+        if (tree !== undefined && stack?.ok === true && rendersClusterClass(stack.value))
+          renderedClass = this.renderClass(tree, stack.value, tag, namespace, name);
       }
       this.current = this.outcome('clusterstackrelease', namespace, name);
       const provider = snapshotReleaseProvider(w, release);
@@ -514,6 +530,7 @@ class Renderer {
         ...(gitRepository !== undefined ? { gitRepository } : {}),
         ...(kustomization !== undefined ? { kustomization } : {}),
         ...(stack !== undefined ? { stack } : {}),
+        ...(renderedClass !== undefined ? { renderedClass } : {}),
         ...(commit !== undefined ? { commit } : {}),
         ...(listed !== undefined ? { listedCommit: listed } : {}),
         clusters,
@@ -594,6 +611,54 @@ class Renderer {
       if (!adding && !sameFinalizers) patchFinalizers();
       Object.assign(this.current, readyOf(result.status.conditions));
     }
+  }
+
+  /**
+   * A Helm-chart cluster-class (csctl), as controllers/releaseclass.ts does live: rendered by the
+   * same pure code, written to the release's fleet branch when its tree differs (one push).
+   */
+  private renderClass(
+    tree: ReleaseTree,
+    description: StackDescription,
+    tag: string,
+    namespace: string,
+    name: string,
+  ): RenderedClass {
+    const fleet = this.snapshot.settings.fleet;
+    if (fleet.url === '')
+      return {
+        ok: false,
+        reason: 'FleetNotConfigured',
+        message:
+          'its cluster-class is a Helm chart, which stackflux renders into the fleet repository for Flux; set fleet.url (settings.yaml or --fleet-url)',
+      };
+    const engine = this.options.goEngine ?? ((call) => runGoEngineCall(call, DEFAULT_MAX_OUTPUT_BYTES));
+    const rendering = renderCsctlClusterClass(engine, { tree, description, tag, namespace });
+    if (!rendering.ok) return rendering;
+    const w = this.world;
+    const branch = releaseClassBranch(fleet.branchPrefix, namespace, name);
+    if (w.branchState(branch)?.tree !== treeId(rendering.value.files)) {
+      w.writeBranch(branch, rendering.value.files);
+      const commits = this.branchCommits.get(branch) ?? [];
+      commits.push(`Render the cluster-class of release ${tag}`);
+      this.branchCommits.set(branch, commits);
+      this.pushes++;
+      this.fleetChanged = true;
+    }
+    const state = w.branchState(branch);
+    if (state === undefined)
+      return {
+        ok: false,
+        reason: 'InvalidRelease',
+        message: `${description.clusterClass.path}: renders no objects`,
+      };
+    return {
+      ok: true,
+      url: fleet.url,
+      branch,
+      commit: state.commit,
+      ...(fleet.secretRef !== undefined ? { secretName: fleet.secretRef } : {}),
+    };
   }
 
   // ---- ClusterAddon (the live addon controller follows the same contract: one push per wave).

@@ -15,12 +15,16 @@
 //   not in --allowed-chart-hosts makes the release InvalidRelease.
 // - The finalizer stackflux.io/release-in-use is kept while any Cluster uses the ClusterClass,
 //   also when the release is being deleted (by GC or by hand).
+// - A release whose cluster-class stackflux renders (csctl: a Helm chart) is applied from where
+//   the controller wrote the rendered objects (`renderedClass`: a fleet branch pinned to a commit);
+//   until they are written nothing is applied, and a render that fails keeps the last good state.
 
 import type { ClusterStackRelease, ClusterStackReleaseStatus } from '../api/clusterstackrelease.ts';
 import type { GitRepository, Kustomization } from '../api/flux.ts';
 import { type Condition, ConditionType, FINALIZER_RELEASE_IN_USE } from '../api/meta.ts';
 import type { StackManifest } from '../api/release.ts';
-import { type FluxTemplates, releaseFluxObjects } from '../releases/flux.ts';
+import type { StackDescription } from '../releases/description.ts';
+import { type FluxTemplates, type RenderedClassSource, releaseFluxObjects } from '../releases/flux.ts';
 import type { ValidationResult } from '../releases/stack.ts';
 import { type TenancyPolicy, withChartPolicy } from '../releases/tenancy.ts';
 import {
@@ -49,7 +53,12 @@ export interface ClusterStackReleaseInput {
    * readRelease() of the release tree at `commit`; undefined while the tree is not available
    * (not fetched yet).
    */
-  stack?: ValidationResult<StackManifest>;
+  stack?: ValidationResult<StackManifest | StackDescription>;
+  /**
+   * A release whose cluster-class stackflux renders (a description with clusterClass.kind
+   * helm-chart): where the rendered objects are, or why they are not (undefined: not yet).
+   */
+  renderedClass?: RenderedClass;
   /** The commit `stack` is the validation of (the release's pinned commit, or the listed one before a pin). */
   commit?: string;
   /** The commit the tag points at in the latest listing, if known (to detect a moved tag). */
@@ -67,6 +76,45 @@ export interface ClusterStackReleaseInput {
   tenancy?: TenancyPolicy;
   templates: FluxTemplates;
   now: Date;
+}
+
+/** The rendered cluster-class of a release: written to a fleet branch, or why not. */
+export type RenderedClass =
+  | ({ ok: true } & RenderedClassSource)
+  | {
+      ok: false;
+      /** RenderFailed, LimitExceeded, InvalidRelease, ClusterClassVersionNotServed, FleetNotConfigured, FleetWriteFailed. */
+      reason: string;
+      message: string;
+    };
+
+/**
+ * The ref folder of release branches under the fleet prefix: a namespace never starts with "_", so
+ * no release branch shares a ref path with a Cluster's `<prefix><namespace>/<cluster>` (git cannot
+ * hold refs a/b and a/b/c at once).
+ */
+export const RELEASE_BRANCH_FOLDER = '_releases';
+
+/** The fleet branch holding one release's rendered cluster-class. */
+export function releaseClassBranch(prefix: string, namespace: string, release: string): string {
+  return `${prefix}${RELEASE_BRANCH_FOLDER}/${namespace}/${release}`;
+}
+
+/** Whether a release's cluster-class is rendered by stackflux (not applied as the files are). */
+export function rendersClusterClass(stack: StackManifest | StackDescription): stack is StackDescription {
+  return 'clusterClass' in stack && stack.clusterClass.kind === 'helm-chart';
+}
+
+/** The stack.yaml the chart policy reads (a csctl release has no remote chart: vendored only). */
+function policyStack(
+  stack: ValidationResult<StackManifest | StackDescription>,
+  tenancy: TenancyPolicy | undefined,
+): ValidationResult<StackManifest | StackDescription> {
+  if (!stack.ok) return stack;
+  const manifest = 'clusterClass' in stack.value ? stack.value.manifest : stack.value;
+  if (manifest === undefined) return stack;
+  const checked = withChartPolicy({ ok: true, value: manifest }, tenancy);
+  return checked.ok ? stack : checked;
 }
 
 export interface ClusterStackReleaseResult {
@@ -101,7 +149,9 @@ export const Reason = {
  */
 export function commitOfRevision(revision: string | undefined, tag: string): string | undefined {
   if (revision === undefined) return undefined;
-  const prefix = [`${tag}@sha1:`, `refs/tags/${tag}@sha1:`].find((p) => revision.startsWith(p));
+  const prefix = [`${tag}@sha1:`, `refs/tags/${tag}@sha1:`, `refs/heads/${tag}@sha1:`].find((p) =>
+    revision.startsWith(p),
+  );
   if (prefix === undefined) return undefined;
   const commit = revision.slice(prefix.length);
   return /^[0-9a-f]{40}$/.test(commit) ? commit : undefined;
@@ -130,20 +180,25 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
   const generation = release.metadata.generation;
   const deleting = release.metadata.deletionTimestamp !== undefined;
   const clusters = [...new Set(input.clusters)].sort();
-  const stack = input.stack === undefined ? undefined : withChartPolicy(input.stack, input.tenancy);
+  const stack = input.stack === undefined ? undefined : policyStack(input.stack, input.tenancy);
 
   // The pinned commit: the one this reconcile validated, else the pin the release already has.
   const validated = input.commit ?? release.status?.commit;
   const commit = stack?.ok === true ? validated : release.status?.commit;
-  const desired = releaseFluxObjects(input.templates, release, commit, input.tenancy);
+  const rendering = stack?.ok === true && rendersClusterClass(stack.value);
+  const rendered = rendering && input.renderedClass?.ok === true ? input.renderedClass : undefined;
+  const desired = releaseFluxObjects(input.templates, release, commit, input.tenancy, rendered);
+  // What Flux's artifact is labelled with: the tag at its commit, or the release branch at its commit.
+  const sourceRef = rendered !== undefined ? rendered.branch : tag;
+  const sourceCommit = rendered !== undefined ? rendered.commit : commit;
   const tagMoved =
     stack?.ok === true &&
     commit !== undefined &&
     input.listedCommit !== undefined &&
     input.listedCommit !== commit;
-  const expectedRevision = commit !== undefined ? `${tag}@sha1:${commit}` : undefined;
+  const expectedRevision = sourceCommit !== undefined ? `${sourceRef}@sha1:${sourceCommit}` : undefined;
   const applied = input.kustomization?.status?.lastAppliedRevision;
-  const appliedCommit = commitOfRevision(applied, tag);
+  const appliedCommit = commitOfRevision(applied, sourceRef);
 
   // Finalizer: held while in use; released when deleting and no Cluster uses the class.
   const others = (release.metadata.finalizers ?? []).filter((f) => f !== FINALIZER_RELEASE_IN_USE);
@@ -184,10 +239,29 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     conditions = removeCondition(conditions, ConditionType.Reconciling);
   } else if (gate !== undefined && !gate.ready) {
     conditions = providerNotReady(conditions, gate, input.kustomization !== undefined, applied, mark, now);
+  } else if (rendering && input.renderedClass === undefined) {
+    conditions = markReconciling(
+      conditions,
+      mark(
+        Reason.ArtifactNotReady,
+        `waiting for the cluster-class chart of ${tag} to be rendered and written`,
+      ),
+      now,
+    );
+  } else if (rendering && input.renderedClass?.ok === false) {
+    conditions = markNotReady(
+      conditions,
+      mark(
+        input.renderedClass.reason,
+        `the cluster-class of release ${tag} was not applied${input.kustomization !== undefined ? ' (the previously applied state is kept)' : ''}: ${input.renderedClass.message}`,
+      ),
+      now,
+    );
+    conditions = removeCondition(conditions, ConditionType.Reconciling);
   } else {
     kustomization = desired.kustomization;
     const ready = kustomizationReady(input.kustomization);
-    const appliedPinned = expectedRevision !== undefined && appliedCommit === commit;
+    const appliedPinned = expectedRevision !== undefined && appliedCommit === sourceCommit;
     const name = desired.kustomization.metadata.name;
     if (release.spec.suspend === true) {
       conditions = setCondition(
@@ -296,7 +370,11 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     conditions,
   };
   return {
-    ...(desired.gitRepository !== undefined ? { gitRepository: desired.gitRepository } : {}),
+    // A release to render gets its GitRepository only once its rendered objects are written; until
+    // then (or after a failed render) the one that exists is left as it is.
+    ...(desired.gitRepository !== undefined && (!rendering || rendered !== undefined)
+      ? { gitRepository: desired.gitRepository }
+      : {}),
     ...(kustomization !== undefined ? { kustomization } : {}),
     ...(gate?.apply !== undefined && !deleting ? { providerObject: gate.apply } : {}),
     finalizers,

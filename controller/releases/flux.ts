@@ -148,6 +148,16 @@ export function releaseLabels(clusterStack: string, release: string): Record<str
   });
 }
 
+/** Where stackflux wrote a release's rendered cluster-class: a fleet branch at a commit. */
+export interface RenderedClassSource {
+  url: string;
+  /** Branch name without refs/heads/. */
+  branch: string;
+  commit: string;
+  /** The fleet Secret's name (the same name in every namespace, as for Cluster branches). */
+  secretName?: string;
+}
+
 /** Defaults when the ClusterStack left interval/timeout unset (the CRD defaults are the same). */
 export const DEFAULT_INTERVAL = '5m';
 export const DEFAULT_TIMEOUT = '5m';
@@ -163,13 +173,17 @@ export const DEFAULT_TIMEOUT = '5m';
  *
  * The pin is Flux's `ref.commit` ("takes precedence over all reference fields") with
  * `ref.name: refs/tags/<tag>`, so Flux checks out exactly that commit, whatever the tag points at
- * now, and labels the artifact "refs/tags/<tag>@sha1:<commit>".
+ * now, and labels the artifact "refs/tags/<tag>@sha1:<commit>". *
+ * `rendered`: the release's cluster-class is rendered by stackflux (csctl: a Helm chart, which
+ * kustomize-controller cannot read); the GitRepository is the fleet repository's release branch
+ * pinned to the commit holding the rendered objects, and the Kustomization applies its root.
  */
 export function releaseFluxObjects(
   templates: FluxTemplates,
   release: ClusterStackRelease,
   commit: string | undefined,
   tenancy: TenancyPolicy = {},
+  rendered?: RenderedClassSource,
 ): { gitRepository: GitRepository | undefined; kustomization: Kustomization } {
   const name = release.metadata.name;
   const namespace = release.metadata.namespace ?? 'default';
@@ -181,19 +195,32 @@ export function releaseFluxObjects(
     interval: release.spec.interval ?? DEFAULT_INTERVAL,
   };
   const path = release.spec.source.path ?? '';
-  const gitRepository =
-    commit === undefined
-      ? undefined
-      : (renderFluxTemplate(
-          templates.releaseGitRepository,
-          {
-            ...common,
+  const source =
+    rendered !== undefined
+      ? {
+          url: rendered.url,
+          refName: null,
+          branch: rendered.branch,
+          commit: rendered.commit,
+          secretRef: rendered.secretName !== undefined ? { name: rendered.secretName } : null,
+          ignore: null,
+        }
+      : commit !== undefined
+        ? {
             url: release.spec.source.url,
-            tag: release.spec.tag,
+            refName: `refs/tags/${release.spec.tag}`,
+            branch: null,
             commit,
             secretRef: release.spec.source.secretRef ? { name: release.spec.source.secretRef.name } : null,
             ignore: ignoreAllBut(path) ?? null,
-          },
+          }
+        : undefined;
+  const gitRepository =
+    source === undefined
+      ? undefined
+      : (renderFluxTemplate(
+          templates.releaseGitRepository,
+          { ...common, ...source },
           FLUX_TEMPLATE_FILES.releaseGitRepository,
         ) as GitRepository);
   const kustomization = renderFluxTemplate(
@@ -201,7 +228,7 @@ export function releaseFluxObjects(
     {
       ...common,
       timeout: release.spec.timeout ?? DEFAULT_TIMEOUT,
-      path: joinPath(path, CLUSTER_CLASS_DIR),
+      path: rendered !== undefined ? './' : joinPath(path, CLUSTER_CLASS_DIR),
       sourceName: name,
       suspend: release.spec.suspend === true ? true : null,
       serviceAccountName: release.spec.serviceAccountName ?? tenancy.defaultServiceAccount ?? null,

@@ -778,21 +778,46 @@ export async function withBoundedRenders<T>(
   done: Map<string, RenderResult> = new Map(),
   request: RenderRequestOptions = {},
 ): Promise<T> {
-  for (let round = 0; round < MAX_ROUNDS; round++) {
-    const missing = new Map<string, AddonRenderInput>();
-    const render: AddonRenderer = (input) => {
-      const slim = slimInput(input);
-      const key = renderKey(slim);
-      const known = done.get(key);
-      if (known !== undefined) return known;
-      missing.set(key, slim);
-      return PENDING;
-    };
+  return untilSettled(
+    () => {
+      const missing = new Map<string, AddonRenderInput>();
+      const render: AddonRenderer = (input) => {
+        const slim = slimInput(input);
+        const key = renderKey(slim);
+        const known = done.get(key);
+        if (known !== undefined) return known;
+        missing.set(key, slim);
+        return PENDING;
+      };
+      return { missing, run: () => run(render) };
+    },
+    async (missing) => {
+      const rendered = await Promise.all(
+        [...missing].map(async ([key, slim]) => [key, await pool.render(slim, request)] as const),
+      );
+      for (const [key, r] of rendered) done.set(key, r);
+    },
+    'addon renders',
+  );
+}
+
+/**
+ * Runs a round (a pure, synchronous run that records what it lacked in `missing`) until one lacks
+ * nothing, answering what each asked for in between. An error thrown by a round that lacked
+ * answers is not the result (a placeholder may have caused it).
+ */
+async function untilSettled<T, C>(
+  round: () => { missing: ReadonlyMap<string, C>; run: () => T },
+  answer: (missing: ReadonlyMap<string, C>) => Promise<void>,
+  what: string,
+): Promise<T> {
+  for (let i = 0; i < MAX_ROUNDS; i++) {
+    const { missing, run } = round();
     let result: T | undefined;
     let error: unknown;
     let failed = false;
     try {
-      result = run(render);
+      result = run();
     } catch (err) {
       failed = true;
       error = err;
@@ -801,10 +826,77 @@ export async function withBoundedRenders<T>(
       if (failed) throw error;
       return result as T;
     }
-    const rendered = await Promise.all(
-      [...missing].map(async ([key, slim]) => [key, await pool.render(slim, request)] as const),
-    );
-    for (const [key, r] of rendered) done.set(key, r);
+    await answer(missing);
   }
-  throw new Error(`addon renders did not settle after ${MAX_ROUNDS} rounds`);
+  throw new Error(`${what} did not settle after ${MAX_ROUNDS} rounds`);
+}
+
+const ENGINE_PENDING: RenderFailure = {
+  ok: false,
+  reason: 'TemplateError',
+  message: 'Go engine call pending',
+};
+
+/** A stable key of one Go engine call (binary chart files by content). */
+function goEngineCallKey(call: GoEngineCall): string {
+  return createHash('sha256')
+    .update(
+      JSON.stringify(call, (_, v: unknown) => {
+        if (v instanceof Uint8Array) return `b64:${Buffer.from(v).toString('base64')}`;
+        if (v instanceof Map) return [...v].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+        return v;
+      }),
+    )
+    .digest('hex');
+}
+
+/** A Go engine that answers the calls in `done` and collects the others in `missing`. */
+export function goEngineMemo(done: ReadonlyMap<string, GoEngineResult | RenderFailure>): {
+  engine: (call: GoEngineCall) => GoEngineResult | RenderFailure;
+  missing: Map<string, GoEngineCall>;
+} {
+  const missing = new Map<string, GoEngineCall>();
+  const engine = (call: GoEngineCall): GoEngineResult | RenderFailure => {
+    const key = goEngineCallKey(call);
+    const known = done.get(key);
+    if (known !== undefined) return known;
+    missing.set(key, call);
+    return ENGINE_PENDING;
+  };
+  return { engine, missing };
+}
+
+/** Runs the `missing` calls in `pool` (in parallel) and records their answers in `done`. */
+export async function answerGoEngineCalls(
+  pool: RenderPool,
+  missing: ReadonlyMap<string, GoEngineCall>,
+  done: Map<string, GoEngineResult | RenderFailure>,
+  request: RenderRequestOptions = {},
+): Promise<void> {
+  const answered = await Promise.all(
+    [...missing].map(async ([key, call]) => [key, await pool.goEngine(call, request)] as const),
+  );
+  for (const [key, r] of answered) done.set(key, r);
+}
+
+/**
+ * withBoundedRenders for Go engine calls: runs `run` (pure and synchronous) with every Go engine
+ * call answered by `pool` (time budget, output and memory caps), re-running it until every call it
+ * makes is known. The live controller and the offline renderer render a csctl cluster-class
+ * through these, so both run the same code under the same limits.
+ */
+export async function withBoundedGoEngine<T>(
+  pool: RenderPool,
+  run: (engine: (call: GoEngineCall) => GoEngineResult | RenderFailure) => T,
+  request: RenderRequestOptions = {},
+  done: Map<string, GoEngineResult | RenderFailure> = new Map(),
+): Promise<T> {
+  return untilSettled(
+    () => {
+      const { engine, missing } = goEngineMemo(done);
+      return { missing, run: () => run(engine) };
+    },
+    (missing) => answerGoEngineCalls(pool, missing, done, request),
+    'Go engine calls',
+  );
 }

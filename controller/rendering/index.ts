@@ -3,14 +3,17 @@
 
 export { renderAnyAddon } from './addon.ts';
 export {
+  answerGoEngineCalls,
   DEFAULT_COOL_DOWN_AFTER,
   DEFAULT_COOL_DOWN_MS,
+  goEngineMemo,
   RENDER_NICENESS,
   RenderPool,
   type RenderPoolOptions,
   type RenderRequestOptions,
   renderKey,
   slimInput,
+  withBoundedGoEngine,
   withBoundedRenders,
 } from './bounded.ts';
 export { cidrHost, cidrNetmask, cidrNetwork, cidrPrefix } from './cidr.ts';

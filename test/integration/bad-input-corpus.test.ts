@@ -22,11 +22,20 @@ import { reconcileClusterStack, type SourceListing } from '../../controller/reco
 import { reconcileClusterStackRelease } from '../../controller/reconcilers/clusterstackrelease.ts';
 import { healthCheckProblem } from '../../controller/reconcilers/healthcheck.ts';
 import { loadFluxTemplates } from '../../controller/releases/flux-templates.ts';
+import { readReleaseDescription } from '../../controller/releases/format.ts';
 import { readRelease } from '../../controller/releases/stack.ts';
 import { parseReleaseTag } from '../../controller/releases/tags.ts';
-import { RenderPool, type RenderPoolOptions, withBoundedRenders } from '../../controller/rendering/index.ts';
+import { releaseTree } from '../../controller/releases/tree.ts';
+import { renderCsctlClusterClass } from '../../controller/rendering/clusterclass.ts';
+import {
+  RenderPool,
+  type RenderPoolOptions,
+  withBoundedGoEngine,
+  withBoundedRenders,
+} from '../../controller/rendering/index.ts';
 import { readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
 import { MAX_BODY } from '../../controller/sources/webhook.ts';
+import { readStackDir } from '../../hack/lib/stack-dir.ts';
 import { nestedAll } from '../support/cel.ts';
 import { type CraftedEntry, CraftedRepo } from '../support/crafted-tree.ts';
 import { hookOutcome, servingCertificate } from '../support/runtimehook.ts';
@@ -1045,6 +1054,8 @@ const corpus: Case[] = [
       },
     ];
   })(),
+  // ---- issue 23: a csctl cluster-class (a Helm chart) rendering what it must not ----
+  ...csctlClassCases(),
 ];
 
 /**
@@ -1219,3 +1230,89 @@ describe('bad-input corpus: every case ends in its condition reason, none throws
     });
   }
 });
+
+// ---- issue 23: a csctl cluster-class (a Helm chart) rendering what it must not ------------------
+/**
+ * stacks/docker-csoferrol-1-30 with cluster-class files added, rendered as the live controller
+ * renders it (withBoundedGoEngine in a render pool under `limits`) and fed to the release reconcile
+ * as the controller feeds it: the release's Ready condition.
+ */
+function csctlClassCases(): Case[] {
+  const CSO_TAG = 'docker-csoferrol-1-30-v1';
+  const base = readStackDir(join(import.meta.dirname, '..', '..', 'stacks', 'docker-csoferrol-1-30'));
+  const outcome = async (
+    files: Record<string, string>,
+    limits: RenderPoolOptions = { workers: 1 },
+  ): Promise<{ reason: string; message: string }> => {
+    const tree = releaseTree(new Map([...base, ...Object.entries(files)]), base.binary);
+    const parsed = parseReleaseTag(CSO_TAG);
+    assert.ok(parsed.ok);
+    const description = readReleaseDescription(tree, parsed.value);
+    assert.ok(description.ok, JSON.stringify(description));
+    const pool = new RenderPool(limits);
+    try {
+      const rendering = await withBoundedGoEngine(
+        pool,
+        (engine) =>
+          renderCsctlClusterClass(engine, {
+            tree,
+            description: description.value,
+            tag: CSO_TAG,
+            namespace: NS,
+          }),
+        { namespace: NS },
+      );
+      assert.ok(!rendering.ok, 'the hostile chart is refused');
+      const r = reconcileClusterStackRelease({
+        release: release(CSO_TAG),
+        stack: description,
+        renderedClass: rendering,
+        commit: 'c'.repeat(40),
+        clusters: [],
+        templates,
+        now,
+      });
+      assert.equal(r.kustomization, undefined, 'nothing applied');
+      const ready = find(r.status.conditions, 'Ready');
+      return { reason: ready?.reason ?? '', message: ready?.message ?? '' };
+    } finally {
+      await pool.close();
+    }
+  };
+  return [
+    {
+      name: 'csctl cluster-class: a chart rendering a ClusterRoleBinding',
+      run: () =>
+        outcome({
+          'cluster-class/templates/rbac.yaml':
+            'apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {{ .Release.Name }}-admin\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\nsubjects:\n  - kind: ServiceAccount\n    name: default\n    namespace: {{ .Release.Namespace }}\n',
+        }),
+      reason: 'InvalidRelease',
+      message:
+        /cluster-class\/templates\/rbac\.yaml: ClusterRoleBinding docker-csoferrol-1-30-admin is cluster-scoped; a cluster-class may only hold objects of the ClusterStack's namespace team/,
+    },
+    {
+      name: 'csctl cluster-class: a chart rendering an object into another namespace',
+      run: () =>
+        outcome({
+          'cluster-class/templates/elsewhere.yaml':
+            'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: planted\n  namespace: kube-system\ndata:\n  x: "1"\n',
+        }),
+      reason: 'InvalidRelease',
+      message: /cluster-class\/templates\/elsewhere\.yaml: ConfigMap planted is in namespace kube-system/,
+    },
+    {
+      name: 'csctl cluster-class: a template that never ends hits the time budget',
+      run: () =>
+        outcome(
+          {
+            'cluster-class/templates/forever.yaml':
+              '{{- range until 100000 }}{{- range until 100000 }}{{- range until 100000 }}{{- end }}{{- end }}{{- end }}\n',
+          },
+          { workers: 1, timeoutMs: 2000 },
+        ),
+      reason: 'LimitExceeded',
+      message: /cluster-class\/ \(helm template docker-csoferrol-1-30\): .*2s \(--render-timeout\)/,
+    },
+  ];
+}

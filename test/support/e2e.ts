@@ -140,7 +140,12 @@ export const PROVIDER_OBJECT_KIND = 'DockerClusterStackRelease';
 
 /** Installs (idempotently) the test provider's CRDs and waits until they are Established. */
 export async function installTestProviderCrds(client: KubeClient): Promise<void> {
-  const text = readFileSync(join(ROOT, 'test', 'e2e', 'fixtures', 'provider-crds.yaml'), 'utf8');
+  await installFixtureCrds(client, 'provider-crds.yaml');
+}
+
+/** Installs (idempotently) the CRDs of test/e2e/fixtures/<file> and waits until they are Established. */
+export async function installFixtureCrds(client: KubeClient, file: string): Promise<void> {
+  const text = readFileSync(join(ROOT, 'test', 'e2e', 'fixtures', file), 'utf8');
   const crds = parseAllDocuments(text).map((d) => d.toJS() as KubeObject);
   for (const crd of crds) await client.apply(crd, { force: true, fieldManager: 'stackflux-test' });
   for (const crd of crds)
