@@ -1101,6 +1101,7 @@ function fluxObjects(
   selection: Selection,
   helm: ReadonlyMap<string, HelmAddon>,
   healthChecks: ReadonlyMap<string, HealthCheckExpr[]>,
+  settled: boolean,
 ): Pick<
   ClusterAddonResult,
   'gitRepository' | 'deleteGitRepository' | 'kustomizations' | 'deleteKustomizations' | 'patches'
@@ -1166,9 +1167,20 @@ function fluxObjects(
     kustomizations.push(desired);
   }
   const wanted = new Set(kustomizations.map((k) => k.metadata.name));
-  // One delete per object: one already being deleted (Flux pruning) is only waited for.
+  const planned = new Set(selection.order.map((e) => e.name));
+  // One delete per object: one already being deleted (Flux pruning) is only waited for. The
+  // Kustomization of an addon the release no longer has (renamed, moved into another chart: csctl's
+  // umbrella chart split into stages, or action: delete) goes only once every planned addon is Ready
+  // at the branch tip: its finalizer prunes only the objects still labelled as its own, so objects
+  // another addon now applies stay (same uid, never absent) and only those nobody applies go. That
+  // of a planned addon (the other kind, another target) goes at once: its successor waits for it.
   const deleteKustomizations = [...existing]
-    .filter(([n, k]) => !wanted.has(n) && k.metadata.deletionTimestamp === undefined)
+    .filter(
+      ([n, k]) =>
+        !wanted.has(n) &&
+        k.metadata.deletionTimestamp === undefined &&
+        (settled || planned.has(k.metadata.labels?.[LABEL_ADDON] ?? '')),
+    )
     .map(([n]) => n);
   return {
     ...(gitRepository !== undefined ? { gitRepository } : { deleteGitRepository: sourceName }),
@@ -1442,6 +1454,13 @@ function reconcilePhases(input: ClusterAddonInput): ClusterAddonResult | undefin
     finalizers: ctx.withFinalizer,
     status: { ...status, conditions: postConditionsCondition(ctx, status.conditions ?? [], postConditions) },
     ...(update !== undefined ? { branch: update } : {}),
-    ...fluxObjects(ctx, target.value, selection.value, helm, healthChecks),
+    ...fluxObjects(
+      ctx,
+      target.value,
+      selection.value,
+      helm,
+      healthChecks,
+      update === undefined && (status.addons ?? []).every((a) => a.ready),
+    ),
   };
 }

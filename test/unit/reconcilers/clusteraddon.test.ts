@@ -653,7 +653,8 @@ describe("reconcileClusterAddon: rendering into the Cluster's fleet branch", () 
         ['metrics-server', ['service.yaml']],
       ],
     );
-    assert.deepEqual(r.deleteKustomizations, ['alpha.csi']);
+    // alpha.csi goes once the addons of v2 are Ready at its commit (converge below), not before.
+    assert.deepEqual(r.deleteKustomizations, []);
     assert.equal(r.branch?.change.reason, `release ${V1} → ${V2}`);
     assert.deepEqual(r.branch?.change.rendered, ['cni', 'dns']);
     assert.deepEqual(r.branch?.change.removed, ['csi']);
@@ -808,7 +809,7 @@ describe('reconcileClusterAddon: enable/disable', () => {
     w.cluster = cluster({ disabled: ' csi , nope' });
     const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
     assert.deepEqual([...(folders(r)?.keys() ?? [])], ['cni', 'metrics-server']);
-    assert.deepEqual(r.deleteKustomizations, ['alpha.csi']);
+    assert.deepEqual(r.deleteKustomizations, [], 'alpha.csi goes once the rest is Ready at the new commit');
     const metrics = r.kustomizations?.find((k) => k.metadata.name === 'alpha.metrics-server');
     assert.deepEqual(metrics?.spec.dependsOn, [{ name: 'alpha.cni' }], 'csi depended on cni');
     assert.deepEqual(r.branch?.change.removed, ['csi']);
