@@ -118,13 +118,13 @@ import {
 import { clusterUse } from './clusterstack.ts';
 import { ProviderReason, releaseProviderBlock } from './provider.ts';
 import { acknowledgeReconcileRequest } from './reconcilerequest.ts';
-import { type AppliedObject, type HealthCheckExpr, postConditionHealthChecks } from './waitcondition.ts';
 import {
   CLUSTER_CLASS_NOT_SHARED,
   type NamespaceLabels,
   notSharedMessage,
   servesNamespace,
 } from './sharing.ts';
+import { type AppliedObject, type HealthCheckExpr, postConditionHealthChecks } from './waitcondition.ts';
 
 /** Finalizer on the ClusterAddon: its fleet branch must be removed before it goes. */
 export const FINALIZER_FLEET_CLEANUP = 'stackflux.io/fleet-cleanup';

@@ -2103,7 +2103,7 @@ describe('reconcileClusterAddon: a csctl (cluster-stack-operator) release', () =
     assert.equal(cond(r2, 'PostConditionsChecked')?.reason, 'PostConditionNotMapped');
     assert.match(
       cond(r2, 'PostConditionsChecked')?.message ?? '',
-      /addon cni: "cniconfig.data.clusterName != \"\"": ConfigMap kube-system\/cni-config is not an object this addon applies/,
+      /addon cni: "cniconfig.data.clusterName != """: ConfigMap kube-system\/cni-config is not an object this addon applies/,
     );
   });
 });

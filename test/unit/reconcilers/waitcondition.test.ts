@@ -5,12 +5,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Environment } from '@marcbachmann/cel-js';
-import type { WaitForCondition } from '../../../controller/releases/description.ts';
 import {
   type AppliedObject,
   postConditionHealthChecks,
   withoutKey,
 } from '../../../controller/reconcilers/waitcondition.ts';
+import type { WaitForCondition } from '../../../controller/releases/description.ts';
 
 const cel = new Environment({ unlistedVariablesAreDyn: true });
 const CNI_CONFIG: AppliedObject = {
