@@ -28,7 +28,12 @@ import { binaryFilesOf } from '../../controller/releases/tree.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { readStackDir } from '../../hack/lib/stack-dir.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
-import { cutCsctlRelease, servedClusterClass, csoferrolTag as tag } from '../support/csctl.ts';
+import {
+  csoferrolClusterStack,
+  cutCsctlRelease,
+  servedClusterClass,
+  csoferrolTag as tag,
+} from '../support/csctl.ts';
 import {
   addonCluster,
   CAPI,
@@ -38,6 +43,7 @@ import {
   createTestNamespace,
   e2eEnv,
   initRepo,
+  moveClusterTo,
   push,
   ROOT,
   releaseAddonNamespace,
@@ -188,18 +194,7 @@ function watchObjects(objects: Obj[], uids: ReadonlyMap<string, string>) {
   };
 }
 
-async function moveTo(version: string): Promise<void> {
-  const c = await client.get<KubeObject & { spec: { topology: Record<string, unknown> } }>(
-    CAPI,
-    'Cluster',
-    'c1',
-    ns,
-  );
-  assert.ok(c);
-  await client.mergePatch(CAPI, 'Cluster', 'c1', ns, {
-    spec: { topology: { ...c.spec.topology, classRef: { name: tag(version) } } },
-  });
-}
+const moveTo = (version: string): Promise<void> => moveClusterTo(client, ns, 'c1', tag(version));
 
 let controller: ControllerProcess | undefined;
 const step = controllerSteps(() => controller);
@@ -225,23 +220,10 @@ describe('csctl addons applied into the workload cluster as CSO renders them; th
       cacheDir: join(work, 'cache'),
       extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-batch-window=1s'],
     });
-    await client.create({
-      apiVersion: API_VERSION,
-      kind: 'ClusterStack',
-      metadata: { name: 'csoferrol', namespace: ns },
-      spec: {
-        noProvider: true,
-        provider: 'docker',
-        name: 'csoferrol',
-        kubernetesVersion: '1.30',
-        autoSubscribe: false,
-        versions: ['v1', 'v2', 'v3', 'v4'],
-        interval: '1m',
-        // The Kustomizations' timeout: how long step 4's health check runs before Flux gives up.
-        timeout: '1m',
-        source: { git: { url: repoUrl }, path: 'stack' },
-      },
-    });
+    await client.create(
+      // timeout: that of the Kustomizations, how long step 4's health check runs before Flux gives up.
+      csoferrolClusterStack(ns, repoUrl, ['v1', 'v2', 'v3', 'v4'], { timeout: '1m' }),
+    );
   });
 
   after(async () => {

@@ -15,7 +15,12 @@ import type { Kustomization } from '../../controller/api/flux.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
-import { cutCsctlRelease, servedClusterClass, csoferrolTag as tag } from '../support/csctl.ts';
+import {
+  csoferrolClusterStack,
+  cutCsctlRelease,
+  servedClusterClass,
+  csoferrolTag as tag,
+} from '../support/csctl.ts';
 import {
   CAPI,
   ControllerProcess,
@@ -57,21 +62,7 @@ describe('csctl release: the cluster-class chart rendered, written to the fleet,
       cacheDir: join(work, 'cache'),
       extraArgs: [`--fleet-url=${fleetUrl}`],
     });
-    await client.create({
-      apiVersion: API_VERSION,
-      kind: 'ClusterStack',
-      metadata: { name: 'csoferrol', namespace: ns },
-      spec: {
-        noProvider: true,
-        provider: 'docker',
-        name: 'csoferrol',
-        kubernetesVersion: '1.30',
-        autoSubscribe: false,
-        versions: ['v1', 'v2'],
-        interval: '1m',
-        source: { git: { url: repoUrl }, path: 'stack' },
-      },
-    });
+    await client.create(csoferrolClusterStack(ns, repoUrl, ['v1', 'v2']));
   });
 
   after(async () => {

@@ -3,6 +3,9 @@
 // test environment serves (v1beta2) where a test needs its release Ready.
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { ClusterStack } from '../../controller/api/clusterstack.ts';
+import { API_VERSION } from '../../controller/api/meta.ts';
+import type { KubeObject } from '../../controller/runtime/client.ts';
 import { CAPI, git, ROOT } from './e2e.ts';
 
 /** A release tag of the csoferrol stacks (both layouts are the same stack, docker-csoferrol-1-30). */
@@ -72,4 +75,29 @@ export function cutCsctlRelease(
   git(repoDir, 'commit', '-q', '--allow-empty', '-m', csoferrolTag(version));
   git(repoDir, 'tag', csoferrolTag(version));
   return csoferrolTag(version);
+}
+
+/** The ClusterStack `csoferrol` of the csctl example stacks (docker, 1.30) at `versions` of `repoUrl`'s path stack/. */
+export function csoferrolClusterStack(
+  ns: string,
+  repoUrl: string,
+  versions: string[],
+  spec: Partial<ClusterStack['spec']> = {},
+): ClusterStack & KubeObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'ClusterStack',
+    metadata: { name: 'csoferrol', namespace: ns },
+    spec: {
+      noProvider: true,
+      provider: 'docker',
+      name: 'csoferrol',
+      kubernetesVersion: '1.30',
+      autoSubscribe: false,
+      versions,
+      interval: '1m',
+      source: { git: { url: repoUrl }, path: 'stack' },
+      ...spec,
+    },
+  };
 }
