@@ -206,7 +206,12 @@ describe('csctl addons rendered as the cluster-stack-operator renders them', () 
         assert.ok(cni);
         // Warm the process (the engine loads once per process), then the endless template.
         await quick.render(cni);
-        const endless = withTemplate(cni, '{{ range until 2000000000 }}{{ end }}');
+        // 10^10 iterations over two small lists: endless in time, constant in memory (a single
+        // `until 2000000000` allocates its whole list and hits the memory cap first).
+        const endless = withTemplate(
+          cni,
+          '{{ range until 100000 }}{{ range until 100000 }}{{ end }}{{ end }}',
+        );
         const result = failure(await quick.render(endless, { namespace: 'tenant-a' }));
         assert.equal(result.reason, 'LimitExceeded');
         assert.match(result.message, /cluster-addon\/cni\/overwrite\.yaml: .*--render-timeout/);
