@@ -46,6 +46,14 @@ export interface Kustomization {
     deletionPolicy?: 'MirrorPrune' | 'Delete' | 'WaitForTermination' | 'Orphan';
     /** ServiceAccount (same namespace) kustomize-controller impersonates to apply. */
     serviceAccountName?: string;
+    /** CEL health checks per kind of applied object (kustomize-controller v1.5+). */
+    healthCheckExprs?: {
+      apiVersion: string;
+      kind?: string;
+      current: string;
+      inProgress?: string;
+      failed?: string;
+    }[];
   };
   status?: {
     observedGeneration?: number;

@@ -121,6 +121,8 @@ export const ConditionType = {
   ProviderTemplateReady: 'ProviderTemplateReady',
   /** ClusterStackRelease: its provider object exists and its provider made it ready. */
   ProviderReady: 'ProviderReady',
+  /** ClusterAddon of a csctl release: its addons' waitForPostConditions are Flux health checks. */
+  PostConditionsChecked: 'PostConditionsChecked',
 } as const;
 
 /** meta.ReconcileRequestStatus of Flux, the field `flux reconcile` and Flux's tooling wait on. */

@@ -90,6 +90,7 @@ import {
   nativeManifestOf,
   readReleaseDescription,
   type StackDescription,
+  type WaitForCondition,
 } from '../releases/format.ts';
 import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import { type TenancyPolicy, withChartPolicy } from '../releases/tenancy.ts';
@@ -100,6 +101,7 @@ import {
   type AddonRenderInput,
   addonOrder,
   type HelmAddon,
+  type KubernetesObject,
   type PlainObject,
   type RenderFailure,
   renderAnyAddon,
@@ -111,6 +113,7 @@ import {
   markReconciling,
   markStalled,
   removeCondition,
+  setCondition,
 } from '../runtime/conditions.ts';
 import { clusterUse } from './clusterstack.ts';
 import { ProviderReason, releaseProviderBlock } from './provider.ts';
@@ -121,6 +124,7 @@ import {
   notSharedMessage,
   servesNamespace,
 } from './sharing.ts';
+import { type AppliedObject, type HealthCheckExpr, postConditionHealthChecks } from './waitcondition.ts';
 
 /** Finalizer on the ClusterAddon: its fleet branch must be removed before it goes. */
 export const FINALIZER_FLEET_CLEANUP = 'stackflux.io/fleet-cleanup';
@@ -147,6 +151,10 @@ export const Reason = {
   FleetSyncPending: 'FleetSyncPending',
   Progressing: 'Progressing',
   AddonNotReady: 'AddonNotReady',
+  /** PostConditionsChecked: every csctl waitForPostCondition is a Flux health check. */
+  PostConditionsMapped: 'PostConditionsMapped',
+  /** PostConditionsChecked=False: a waitForPostCondition that no Flux health check can hold. */
+  PostConditionNotMapped: 'PostConditionNotMapped',
   NotAStackfluxClass: 'NotAStackfluxClass',
   ClusterClassNotShared: CLUSTER_CLASS_NOT_SHARED,
   NamespaceNotKnown: 'NamespaceNotKnown',
@@ -856,6 +864,36 @@ function selectAddons(ctx: Context, target: Target): Step<Selection> {
 interface Rendered {
   files: Map<string, string>;
   helm: Map<string, HelmAddon>;
+  /** csctl waitForPostCondition as Flux health check expressions, by addon. */
+  healthChecks: Map<string, HealthCheckExpr[]>;
+  postConditions: PostConditionSummary;
+}
+
+/** How many waitForPostConditions the rendered addons have, and those no Flux health check holds. */
+interface PostConditionSummary {
+  count: number;
+  unmapped: string[];
+}
+
+/** The distinct waitForPostConditions of the entries that apply `addon` (it may be in both stages). */
+function postConditionsOf(description: StackDescription, addon: string): WaitForCondition[] {
+  const all = description.addons
+    .filter((a) => a.name === addon && a.action === 'apply')
+    .flatMap((a) => (a.waitForPostCondition !== undefined ? [a.waitForPostCondition] : []));
+  return [...new Map(all.map((c) => [JSON.stringify(c), c])).values()];
+}
+
+/** The rendered objects as the addon's Kustomization applies them (its targetNamespace set). */
+function appliedObjects(
+  objects: readonly KubernetesObject[],
+  targetNamespace: string | undefined,
+): AppliedObject[] {
+  return objects.map((o) => ({
+    apiVersion: String(o.apiVersion),
+    kind: String(o.kind),
+    name: String(o.metadata?.name ?? ''),
+    namespace: targetNamespace ?? String(o.metadata?.namespace ?? ''),
+  }));
 }
 
 /** Default namespace of a Helm addon's release when stack.yaml gives no targetNamespace. */
@@ -917,6 +955,8 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
   const centralValues = target.clusterStack.spec.values;
   const files = new Map<string, string>();
   const helm = new Map<string, HelmAddon>();
+  const healthChecks = new Map<string, HealthCheckExpr[]>();
+  const postConditions: PostConditionSummary = { count: 0, unmapped: [] };
   const failures: { addon: string; failure: RenderFailure }[] = [];
   const render = input.render ?? renderAnyAddon;
   const refs = {
@@ -954,9 +994,18 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
     else if (result.helm !== undefined) {
       helm.set(addon, result.helm);
       for (const [path, text] of helmAddonFiles(ctx, target, entry, result.helm)) files.set(path, text);
-    } else for (const [path, text] of result.files) files.set(`${addon}/${path}`, text);
+    } else {
+      for (const [path, text] of result.files) files.set(`${addon}/${path}`, text);
+      const post = target.stack === undefined ? postConditionsOf(target.description, addon) : [];
+      if (post.length > 0) {
+        const checks = postConditionHealthChecks(post, appliedObjects(result.objects, entry.targetNamespace));
+        if (checks.exprs.length > 0) healthChecks.set(addon, checks.exprs);
+        postConditions.count += post.length;
+        postConditions.unmapped.push(...checks.unmapped.map((u) => `addon ${addon}: ${u}`));
+      }
+    }
   }
-  if (failures.length === 0) return { ok: true, value: { files, helm } };
+  if (failures.length === 0) return { ok: true, value: { files, helm, healthChecks, postConditions } };
 
   const first = failures[0];
   const reason = first === undefined ? Reason.RenderFailed : renderFailureReason(first.failure);
@@ -1051,6 +1100,8 @@ function fluxObjects(
   target: Target,
   selection: Selection,
   helm: ReadonlyMap<string, HelmAddon>,
+  healthChecks: ReadonlyMap<string, HealthCheckExpr[]>,
+  settled: boolean,
 ): Pick<
   ClusterAddonResult,
   'gitRepository' | 'deleteGitRepository' | 'kustomizations' | 'deleteKustomizations' | 'patches'
@@ -1096,6 +1147,7 @@ function fluxObjects(
         ? { serviceAccountName: input.tenancy.defaultServiceAccount }
         : {}),
       ...(entry.targetNamespace !== undefined ? { targetNamespace: entry.targetNamespace } : {}),
+      ...(healthChecks.has(entry.name) ? { healthCheckExprs: healthChecks.get(entry.name) } : {}),
       ...(interval !== undefined ? { interval } : {}),
       ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),
       ownerReferences: owner,
@@ -1115,9 +1167,20 @@ function fluxObjects(
     kustomizations.push(desired);
   }
   const wanted = new Set(kustomizations.map((k) => k.metadata.name));
-  // One delete per object: one already being deleted (Flux pruning) is only waited for.
+  const planned = new Set(selection.order.map((e) => e.name));
+  // One delete per object: one already being deleted (Flux pruning) is only waited for. The
+  // Kustomization of an addon the release no longer has (renamed, moved into another chart: csctl's
+  // umbrella chart split into stages, or action: delete) goes only once every planned addon is Ready
+  // at the branch tip: its finalizer prunes only the objects still labelled as its own, so objects
+  // another addon now applies stay (same uid, never absent) and only those nobody applies go. That
+  // of a planned addon (the other kind, another target) goes at once: its successor waits for it.
   const deleteKustomizations = [...existing]
-    .filter(([n, k]) => !wanted.has(n) && k.metadata.deletionTimestamp === undefined)
+    .filter(
+      ([n, k]) =>
+        !wanted.has(n) &&
+        k.metadata.deletionTimestamp === undefined &&
+        (settled || planned.has(k.metadata.labels?.[LABEL_ADDON] ?? '')),
+    )
     .map(([n]) => n);
   return {
     ...(gitRepository !== undefined ? { gitRepository } : { deleteGitRepository: sourceName }),
@@ -1339,6 +1402,35 @@ function addonStatus(
   };
 }
 
+/**
+ * PostConditionsChecked: whether every csctl waitForPostCondition is a Flux health check of its
+ * addon's Kustomization (then Ready waits for it as CSO waits). False names each condition that is
+ * not and why: its addon is applied and Ready without it. Absent when the release has none.
+ */
+function postConditionsCondition(
+  ctx: Context,
+  conditions: Condition[],
+  summary: PostConditionSummary,
+): Condition[] {
+  if (summary.count === 0) return removeCondition(conditions, ConditionType.PostConditionsChecked);
+  const mapped = summary.unmapped.length === 0;
+  return setCondition(
+    conditions,
+    {
+      type: ConditionType.PostConditionsChecked,
+      status: mapped ? 'True' : 'False',
+      ...markOf(
+        ctx,
+        mapped ? Reason.PostConditionsMapped : Reason.PostConditionNotMapped,
+        mapped
+          ? `${summary.count} waitForPostCondition(s) checked by Flux health checks of the addons' Kustomizations`
+          : `not checked (the addon does not wait for it): ${summary.unmapped.join('; ')}`,
+      ),
+    },
+    ctx.input.now,
+  );
+}
+
 /** One reconcile, with a reconcile.fluxcd.io/requestedAt request acknowledged in the status (Flux's convention). */
 export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonResult | undefined {
   const result = reconcilePhases(input);
@@ -1354,13 +1446,21 @@ function reconcilePhases(input: ClusterAddonInput): ClusterAddonResult | undefin
   if (!selection.ok) return selection.result;
   const rendered = renderAddons(ctx, target.value, selection.value);
   if (!rendered.ok) return rendered.result;
-  const { files, helm } = rendered.value;
+  const { files, helm, healthChecks, postConditions } = rendered.value;
   const update = branchUpdate(ctx, target.value, selection.value, files);
+  const status = addonStatus(ctx, target.value, selection.value, update, helm);
   return {
     clusterAddon: target.value.clusterAddon,
     finalizers: ctx.withFinalizer,
-    status: addonStatus(ctx, target.value, selection.value, update, helm),
+    status: { ...status, conditions: postConditionsCondition(ctx, status.conditions ?? [], postConditions) },
     ...(update !== undefined ? { branch: update } : {}),
-    ...fluxObjects(ctx, target.value, selection.value, helm),
+    ...fluxObjects(
+      ctx,
+      target.value,
+      selection.value,
+      helm,
+      healthChecks,
+      update === undefined && (status.addons ?? []).every((a) => a.ready),
+    ),
   };
 }

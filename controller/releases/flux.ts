@@ -382,6 +382,8 @@ export interface AddonKustomizationInput {
   interval?: string;
   timeout?: string;
   ownerReferences: OwnerReference[];
+  /** CEL health checks of the applied objects (a csctl addon's waitForPostCondition). */
+  healthCheckExprs?: { apiVersion: string; kind: string; current: string }[];
 }
 
 /**
@@ -419,6 +421,10 @@ export function addonKustomization(templates: FluxTemplates, input: AddonKustomi
       serviceAccountName: input.helm === true ? (input.serviceAccountName ?? null) : null,
       deletionPolicy: input.deletionPolicy ?? null,
       suspend: input.suspend === true ? true : null,
+      healthCheckExprs:
+        input.healthCheckExprs !== undefined && input.healthCheckExprs.length > 0
+          ? input.healthCheckExprs
+          : null,
     },
     FLUX_TEMPLATE_FILES.addonKustomization,
   ) as Kustomization;

@@ -18,7 +18,6 @@ import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/ru
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
 import {
   addonCluster,
-  CAPI,
   ControllerProcess,
   cond,
   controllerSteps,
@@ -28,6 +27,7 @@ import {
   ferrolClusterStack,
   git,
   initRepo,
+  moveClusterTo,
   push,
   releaseAddonNamespace,
   releaseReaders,
@@ -135,18 +135,7 @@ function watchMove(oldTip: string) {
   };
 }
 
-async function moveTo(version: string): Promise<void> {
-  const c = await client.get<KubeObject & { spec: { topology: Record<string, unknown> } }>(
-    CAPI,
-    'Cluster',
-    'c1',
-    ns,
-  );
-  assert.ok(c);
-  await client.mergePatch(CAPI, 'Cluster', 'c1', ns, {
-    spec: { topology: { ...c.spec.topology, classRef: { name: tag(version) } } },
-  });
-}
+const moveTo = (version: string): Promise<void> => moveClusterTo(client, ns, 'c1', tag(version));
 
 describe('an addon that changes kind between releases never applies old content to the management cluster', {
   timeout: 20 * 60_000,

@@ -7,7 +7,7 @@
 // the stack as written (v1beta1, as real SCS stacks) and must say that its version is not served.
 // The template kinds are installed as schemaless stand-ins (fixtures/capi-template-crds.yaml).
 import assert from 'node:assert/strict';
-import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
@@ -15,6 +15,12 @@ import type { Kustomization } from '../../controller/api/flux.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
+import {
+  csoferrolClusterStack,
+  cutCsctlRelease,
+  servedClusterClass,
+  csoferrolTag as tag,
+} from '../support/csctl.ts';
 import {
   CAPI,
   ControllerProcess,
@@ -27,62 +33,12 @@ import {
   initRepo,
   installFixtureCrds,
   push,
-  ROOT,
   releaseControllerHolds,
 } from '../support/e2e.ts';
 import { eventually } from '../support/env.ts';
 
 const { env, client, ns, work, repoDir } = e2eSuite('csctl-class');
-const tag = (v: string) => `docker-csoferrol-1-30-${v}`;
 type CSKR = ClusterStackRelease & KubeObject;
-
-/** v1beta2's ClusterClass over the chart's own templates, through a helper of the chart. */
-const V1BETA2_CLASS = `apiVersion: ${CAPI}
-kind: ClusterClass
-metadata:
-  name: {{ include "csoferrol.prefix" . }}
-  namespace: {{ .Release.Namespace }}
-  labels:
-    {{- include "csoferrol.labels" . | nindent 4 }}
-spec:
-  infrastructure:
-    templateRef:
-      {{- include "test.templateRef" (list . "infrastructure.cluster.x-k8s.io/v1beta1" "DockerClusterTemplate" "cluster") | nindent 6 }}
-  controlPlane:
-    templateRef:
-      {{- include "test.templateRef" (list . "controlplane.cluster.x-k8s.io/v1beta1" "KubeadmControlPlaneTemplate" "control-plane") | nindent 6 }}
-    machineInfrastructure:
-      templateRef:
-        {{- include "test.templateRef" (list . "infrastructure.cluster.x-k8s.io/v1beta1" "DockerMachineTemplate" "machine") | nindent 8 }}
-  workers:
-    machineDeployments:
-      - class: default-worker
-        bootstrap:
-          templateRef:
-            {{- include "test.templateRef" (list . "bootstrap.cluster.x-k8s.io/v1beta1" "KubeadmConfigTemplate" "worker") | nindent 12 }}
-        infrastructure:
-          templateRef:
-            {{- include "test.templateRef" (list . "infrastructure.cluster.x-k8s.io/v1beta1" "DockerMachineTemplate" "machine") | nindent 12 }}
-`;
-const TEMPLATE_REF_HELPER = `
-{{- define "test.templateRef" -}}
-apiVersion: {{ index . 1 }}
-kind: {{ index . 2 }}
-name: {{ include "csoferrol.prefix" (index . 0) }}-{{ index . 3 }}
-{{- end }}
-`;
-
-/** Copies stacks/docker-csoferrol-1-30 into stack/ (edited), commits and tags it as csctl names it. */
-function cutCsctlRelease(version: string, edit?: (dir: string) => void): string {
-  const target = join(repoDir, 'stack');
-  rmSync(target, { recursive: true, force: true });
-  cpSync(join(ROOT, 'stacks', 'docker-csoferrol-1-30'), target, { recursive: true });
-  edit?.(target);
-  git(repoDir, 'add', '-A');
-  git(repoDir, 'commit', '-q', '--allow-empty', '-m', tag(version));
-  git(repoDir, 'tag', tag(version));
-  return tag(version);
-}
 
 let controller: ControllerProcess | undefined;
 let fleetUrl = '';
@@ -97,12 +53,8 @@ describe('csctl release: the cluster-class chart rendered, written to the fleet,
     const repoUrl = await createRepo(env as Endpoints, `${ns}-release`);
     fleetUrl = await createRepo(env as Endpoints, `${ns}-fleet`);
     initRepo(repoDir);
-    cutCsctlRelease('v1', (dir) => {
-      writeFileSync(join(dir, 'cluster-class', 'templates', 'cluster-class.yaml'), V1BETA2_CLASS);
-      const helpers = join(dir, 'cluster-class', 'templates', '_helpers.tpl');
-      writeFileSync(helpers, readFileSync(helpers, 'utf8') + TEMPLATE_REF_HELPER);
-    });
-    cutCsctlRelease('v2');
+    cutCsctlRelease(repoDir, 'docker-csoferrol-1-30', 'v1', servedClusterClass);
+    cutCsctlRelease(repoDir, 'docker-csoferrol-1-30', 'v2');
     push(repoDir, repoUrl, tag('v1'), tag('v2'));
     controller = await ControllerProcess.start({
       kubeconfig: env.kubeconfig,
@@ -110,21 +62,7 @@ describe('csctl release: the cluster-class chart rendered, written to the fleet,
       cacheDir: join(work, 'cache'),
       extraArgs: [`--fleet-url=${fleetUrl}`],
     });
-    await client.create({
-      apiVersion: API_VERSION,
-      kind: 'ClusterStack',
-      metadata: { name: 'csoferrol', namespace: ns },
-      spec: {
-        noProvider: true,
-        provider: 'docker',
-        name: 'csoferrol',
-        kubernetesVersion: '1.30',
-        autoSubscribe: false,
-        versions: ['v1', 'v2'],
-        interval: '1m',
-        source: { git: { url: repoUrl }, path: 'stack' },
-      },
-    });
+    await client.create(csoferrolClusterStack(ns, repoUrl, ['v1', 'v2']));
   });
 
   after(async () => {

@@ -338,6 +338,18 @@ export function addonCluster(
   };
 }
 
+/** Moves a Cluster to another ClusterClass: a merge patch of spec.topology.classRef.name only. */
+export async function moveClusterTo(
+  client: KubeClient,
+  ns: string,
+  cluster: string,
+  className: string,
+): Promise<void> {
+  await client.mergePatch(CAPI, 'Cluster', cluster, ns, {
+    spec: { topology: { classRef: { name: className } } },
+  });
+}
+
 /** Waits until get() returns undefined. */
 export async function gone(what: string, get: () => Promise<unknown>, timeoutMs = 300_000): Promise<void> {
   await waitFor(what, async () => ((await get()) === undefined ? true : undefined), { timeoutMs });

@@ -5,11 +5,8 @@
 // Plus the corners: values unwrapped from `values: |` or used whole, `<no value>` for a missing
 // key, the old single-chart layout, errors naming the file, and the render pool's limits.
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import type { ReleaseTree } from '../../../controller/api/release.ts';
 import { readReleaseDescription } from '../../../controller/releases/format.ts';
 import { parseReleaseTag } from '../../../controller/releases/tags.ts';
@@ -22,7 +19,7 @@ import {
   renderCsctlAddon,
 } from '../../../controller/rendering/index.ts';
 import { readStackDir } from '../../../hack/lib/stack-dir.ts';
-import { goEngineBuild, runHelm, runNative } from '../../support/goengine.ts';
+import { csoAddonReference, goEngineBuild, runNative } from '../../support/goengine.ts';
 
 const STACKS = join(import.meta.dirname, '..', '..', '..', 'stacks');
 const NEW_LAYOUT = join(STACKS, 'docker-csoferrol-1-30');
@@ -63,47 +60,6 @@ function inputsOf(dir: string, c: Record<string, unknown> = cluster): CsctlAddon
       },
     ];
   });
-}
-
-/** What CSO gets: native Go for the template, CSO's unwrap, the helm CLI for the chart. */
-function reference(dir: string, input: CsctlAddonInput): unknown[] {
-  let values = '';
-  if (input.valuesTemplate !== undefined) {
-    const native = runNative({
-      op: 'goTemplate',
-      name: `cluster-addon-values-${cluster.metadata.name}`,
-      text: input.tree.get(input.valuesTemplate),
-      data: { Cluster: input.cluster },
-      funcs: 'cso',
-      options: [],
-    });
-    assert.equal(native.ok, true, String(native.error));
-    const output = String(native.output);
-    const doc = parseYaml(output) as Record<string, unknown>;
-    values = typeof doc.values === 'string' ? doc.values : output;
-  }
-  const work = mkdtempSync(join(tmpdir(), 'csctl-addon-ref-'));
-  cpSync(join(dir, input.chartPath), join(work, 'chart'), { recursive: true });
-  writeFileSync(join(work, 'values.yaml'), values);
-  const cli = runHelm(
-    [
-      'template',
-      '--include-crds',
-      '--kube-version',
-      input.kubernetesVersion,
-      'cluster-addon',
-      'chart',
-      '--namespace',
-      'kube-system',
-      '-f',
-      'values.yaml',
-    ],
-    work,
-  );
-  assert.equal(cli.status, 0, cli.stderr);
-  return parseAllDocuments(cli.stdout)
-    .map((d) => d.toJS() as unknown)
-    .filter((d) => d !== null);
 }
 
 /** The objects of a render, in the order helm printed them (files are grouped per source). */
@@ -151,7 +107,7 @@ describe('csctl addons rendered as the cluster-stack-operator renders them', () 
       for (const input of inputs) {
         const ours = objectsOf(renderCsctlAddon(input));
         assert.ok(ours.length > 0, `${input.addon} renders objects`);
-        assert.deepEqual(sortById(ours), sortById(reference(dir, input)), input.addon);
+        assert.deepEqual(sortById(ours), sortById(csoAddonReference(dir, input)), input.addon);
       }
     });
   }

@@ -653,7 +653,8 @@ describe("reconcileClusterAddon: rendering into the Cluster's fleet branch", () 
         ['metrics-server', ['service.yaml']],
       ],
     );
-    assert.deepEqual(r.deleteKustomizations, ['alpha.csi']);
+    // alpha.csi goes once the addons of v2 are Ready at its commit (converge below), not before.
+    assert.deepEqual(r.deleteKustomizations, []);
     assert.equal(r.branch?.change.reason, `release ${V1} → ${V2}`);
     assert.deepEqual(r.branch?.change.rendered, ['cni', 'dns']);
     assert.deepEqual(r.branch?.change.removed, ['csi']);
@@ -808,7 +809,7 @@ describe('reconcileClusterAddon: enable/disable', () => {
     w.cluster = cluster({ disabled: ' csi , nope' });
     const r = must(reconcileClusterAddon(worldInput(w, 'alpha')));
     assert.deepEqual([...(folders(r)?.keys() ?? [])], ['cni', 'metrics-server']);
-    assert.deepEqual(r.deleteKustomizations, ['alpha.csi']);
+    assert.deepEqual(r.deleteKustomizations, [], 'alpha.csi goes once the rest is Ready at the new commit');
     const metrics = r.kustomizations?.find((k) => k.metadata.name === 'alpha.metrics-server');
     assert.deepEqual(metrics?.spec.dependsOn, [{ name: 'alpha.cni' }], 'csi depended on cni');
     assert.deepEqual(r.branch?.change.removed, ['csi']);
@@ -2061,6 +2062,48 @@ describe('reconcileClusterAddon: a csctl (cluster-stack-operator) release', () =
         ['cni', 'BeforeClusterUpgrade'],
         ['metrics', 'BeforeClusterUpgrade'],
       ],
+    );
+  });
+
+  it('holds the cni waitForPostCondition as a health check of alpha.cni; says which condition it cannot hold', () => {
+    const renderObjects = (name: string) => (i: AddonRenderInput) => {
+      const text = `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\n`;
+      const objects = [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } }];
+      return { ok: true as const, files: new Map([[`${i.addon}.yaml`, text]]), objects, values: {} };
+    };
+    const over = (name: string) => ({
+      release: { ...releaseObject(CSCTL), spec: { ...releaseObject(CSCTL).spec, clusterStack: 'ferrol' } },
+      tree: csctlTree,
+      render: renderObjects(name),
+    });
+    const w = newWorld(cluster({ release: CSCTL }));
+    converge(w, 'alpha', over('cni-config'));
+    const exprs = new Map(
+      [...w.kustomizations.values()].map((k) => [k.metadata.name, k.spec.healthCheckExprs]),
+    );
+    assert.deepEqual(exprs.get('alpha.cni'), [
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        current:
+          '(metadata.name == "cni-config" && metadata.namespace == "kube-system" ? (data.clusterName != "") : true)',
+      },
+    ]);
+    assert.equal(exprs.get('alpha.metrics'), undefined, 'metrics has no post-condition');
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha', over('cni-config'))));
+    assert.equal(cond(r, 'PostConditionsChecked')?.status, 'True');
+    assert.equal(cond(r, 'PostConditionsChecked')?.reason, 'PostConditionsMapped');
+
+    // The chart no longer applies the ConfigMap the condition reads: no health check, and it says so.
+    const other = newWorld(cluster({ release: CSCTL }));
+    converge(other, 'alpha', over('renamed'));
+    assert.equal(other.kustomizations.get('alpha.cni')?.spec.healthCheckExprs, undefined);
+    const r2 = must(reconcileClusterAddon(worldInput(other, 'alpha', over('renamed'))));
+    assert.equal(cond(r2, 'PostConditionsChecked')?.status, 'False');
+    assert.equal(cond(r2, 'PostConditionsChecked')?.reason, 'PostConditionNotMapped');
+    assert.match(
+      cond(r2, 'PostConditionsChecked')?.message ?? '',
+      /addon cni: "cniconfig.data.clusterName != """: ConfigMap kube-system\/cni-config is not an object this addon applies/,
     );
   });
 });

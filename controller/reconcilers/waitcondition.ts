@@ -1,0 +1,186 @@
+// A csctl addon's waitForPostCondition (clusteraddon.yaml) as Flux health checks of the addon's
+// Kustomization. The cluster-stack-operator evaluates ONE CEL expression over the named objects of
+// the workload cluster, each bound to its `key` (internal/controller/clusteraddon_controller.go,
+// getDynamicResourceAndEvaluateCEL), and moves on once it is true. kustomize-controller (v1.5+)
+// evaluates `spec.healthCheckExprs` per applied object of a kind, the object's top-level fields
+// being the variables (`data.x`, not `key.data.x`), and with `wait: true` only over the objects the
+// Kustomization applies (`spec.healthChecks` is then ignored). So a condition maps when it reads
+// one object, that object is one the addon applies, and every use of its key is `<key>.<field>`:
+// `<key>.` is dropped and the expression is guarded to that object's name and namespace, so the
+// other objects of the kind stay as they are (only kinds kstatus treats as ready once they exist
+// may share the expression). Anything else is reported, never silently dropped.
+import { Environment } from '@marcbachmann/cel-js';
+import type { WaitForCondition } from '../releases/description.ts';
+
+/** One entry of a Kustomization's spec.healthCheckExprs (kustomize.toolkit.fluxcd.io/v1). */
+export interface HealthCheckExpr {
+  apiVersion: string;
+  kind: string;
+  current: string;
+}
+
+/** An object the addon's Kustomization applies, its namespace as applied (targetNamespace filled in). */
+export interface AppliedObject {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  /** Empty for a cluster-scoped object. */
+  namespace: string;
+}
+
+/** The health check expressions of an addon's post-conditions, and the conditions that have none. */
+export interface PostConditionChecks {
+  exprs: HealthCheckExpr[];
+  /** Why a condition cannot be a Flux health check, one line each. */
+  unmapped: string[];
+}
+
+/** Kinds kstatus reports Current as soon as they exist: a guarded expression changes nothing for them. */
+const READY_ONCE_EXISTING = new Set(['/ConfigMap', '/Secret', '/ServiceAccount', '/Namespace']);
+
+const parser = new Environment({ unlistedVariablesAreDyn: true });
+
+const groupOf = (apiVersion: string): string =>
+  (apiVersion.includes('/') ? apiVersion.split('/')[0] : '') ?? '';
+const groupKind = (o: { apiVersion: string; kind: string }): string => `${groupOf(o.apiVersion)}/${o.kind}`;
+
+type Token = { kind: 'ident' | 'string' | 'other'; text: string; start: number; end: number };
+
+/** CEL's tokens as far as the rewrite needs them: identifiers, string literals (skipped), the rest. */
+function tokens(text: string): Token[] | string {
+  const out: Token[] = [];
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i] as string;
+    if (/\s/.test(c)) {
+      i++;
+      continue;
+    }
+    const prefix = /^[rRbB]{0,2}(?=['"])/.exec(text.slice(i, i + 3))?.[0];
+    if (prefix !== undefined) {
+      const start = i;
+      const raw = /r/i.test(prefix);
+      i += prefix.length;
+      const q = text[i] as string;
+      const delim = text.startsWith(q.repeat(3), i) ? q.repeat(3) : q;
+      i += delim.length;
+      for (;;) {
+        if (i >= text.length) return `an unterminated string at ${start}`;
+        if (!raw && text[i] === '\\') i += 2;
+        else if (text.startsWith(delim, i)) break;
+        else i++;
+      }
+      i += delim.length;
+      out.push({ kind: 'string', text: text.slice(start, i), start, end: i });
+      continue;
+    }
+    const ident = /^[A-Za-z_][A-Za-z0-9_]*/.exec(text.slice(i))?.[0];
+    if (ident !== undefined) {
+      out.push({ kind: 'ident', text: ident, start: i, end: i + ident.length });
+      i += ident.length;
+      continue;
+    }
+    out.push({ kind: 'other', text: c, start: i, end: i + 1 });
+    i++;
+  }
+  return out;
+}
+
+/** The expression over the object's top-level fields, or why there is none. */
+export function withoutKey(
+  expression: string,
+  key: string,
+): { ok: true; text: string } | { ok: false; why: string } {
+  const toks = tokens(expression);
+  if (typeof toks === 'string') return { ok: false, why: toks };
+  let text = '';
+  let copied = 0;
+  for (const [i, t] of toks.entries()) {
+    if (t.kind !== 'ident' || t.text !== key || toks[i - 1]?.text === '.') continue;
+    const dot = toks[i + 1];
+    const field = toks[i + 2];
+    if (dot?.text !== '.' || field?.kind !== 'ident')
+      return { ok: false, why: `it uses ${key} other than as ${key}.<field>` };
+    if (toks[i - 1]?.text === '(' && toks[i - 2]?.text === 'has' && toks[i + 3]?.text === ')')
+      return { ok: false, why: `has(${key}.${field.text}) has no form over the object's own fields` };
+    text += expression.slice(copied, t.start);
+    copied = field.start;
+  }
+  return { ok: true, text: text + expression.slice(copied) };
+}
+
+function parses(expression: string): string | undefined {
+  try {
+    parser.parse(expression);
+    return undefined;
+  } catch (err: unknown) {
+    return err instanceof Error ? err.message.split('\n')[0] : String(err);
+  }
+}
+
+/** One condition as a guarded expression for its object's kind, or why it cannot be one. */
+function mapCondition(
+  condition: WaitForCondition,
+  applied: readonly AppliedObject[],
+): { ok: true; object: AppliedObject; current: string } | { ok: false; why: string } {
+  const syntax = parses(condition.conditions);
+  if (syntax !== undefined) return { ok: false, why: `the expression does not parse: ${syntax}` };
+  const [object, ...more] = condition.objects;
+  if (object === undefined) return { ok: false, why: 'it names no object' };
+  if (more.length > 0)
+    return {
+      ok: false,
+      why: `it reads ${condition.objects.length} objects; Flux checks one object at a time`,
+    };
+  const ref = `${object.kind} ${object.namespace ? `${object.namespace}/` : ''}${object.name}`;
+  const same = (o: AppliedObject) => groupKind(o) === groupKind(object) && o.name === object.name;
+  // A reference without namespace is to a cluster-scoped object (CSO gets it without one).
+  const target = applied.find(
+    (o) => same(o) && (o.namespace === object.namespace || object.namespace === ''),
+  );
+  if (target === undefined)
+    return { ok: false, why: `${ref} is not an object this addon applies; Flux checks only those` };
+  const shared = applied.some((o) => groupKind(o) === groupKind(object) && o !== target);
+  if (shared && !READY_ONCE_EXISTING.has(groupKind(object)))
+    return {
+      ok: false,
+      why: `the addon applies other ${object.kind} objects, whose own readiness the expression would replace`,
+    };
+  const rewritten = withoutKey(condition.conditions, object.key);
+  if (!rewritten.ok) return rewritten;
+  const guard = [
+    `metadata.name == ${JSON.stringify(object.name)}`,
+    ...(object.namespace ? [`metadata.namespace == ${JSON.stringify(object.namespace)}`] : []),
+  ].join(' && ');
+  return { ok: true, object: target, current: `(${guard} ? (${rewritten.text}) : true)` };
+}
+
+/**
+ * The Flux health check expressions of an addon's post-conditions (one entry per kind, its
+ * conditions joined with &&) over the objects the addon applies, and the conditions that cannot be
+ * one (described for the ClusterAddon's condition).
+ */
+export function postConditionHealthChecks(
+  conditions: readonly WaitForCondition[],
+  applied: readonly AppliedObject[],
+): PostConditionChecks {
+  const byKind = new Map<string, HealthCheckExpr>();
+  const unmapped: string[] = [];
+  for (const condition of conditions) {
+    const mapped = mapCondition(condition, applied);
+    if (!mapped.ok) {
+      unmapped.push(`"${condition.conditions}": ${mapped.why}`);
+      continue;
+    }
+    const k = groupKind(mapped.object);
+    const have = byKind.get(k);
+    if (have !== undefined) have.current = `${have.current} && ${mapped.current}`;
+    else
+      byKind.set(k, {
+        apiVersion: mapped.object.apiVersion,
+        kind: mapped.object.kind,
+        current: mapped.current,
+      });
+  }
+  return { exprs: [...byKind.values()], unmapped };
+}
