@@ -35,6 +35,9 @@ import { namespaceInformer, namespaceLabelsChanged } from './namespaces.ts';
 import { ProviderKinds } from './provider.ts';
 import { type ReleaseFleet, releaseClassRenderer } from './releaseclass.ts';
 
+/** How long the ClusterClass versions the API server serves are taken as known (the README says 30 s). */
+const SERVED_VERSIONS_TTL_MS = 30_000;
+
 export { CLUSTER_API_VERSIONS, servedClusterApiVersion } from './clusterview.ts';
 
 export interface ReleasePipelineOptions {
@@ -83,6 +86,7 @@ export async function setupReleasePipeline(
   opts: ReleasePipelineOptions,
 ): Promise<ReleasePipeline> {
   const clock = opts.clock ?? realClock;
+  let servedVersions: { at: number; versions: Promise<string[]> } | undefined;
   const log = manager.log;
   const scope = opts.namespace ? { namespace: opts.namespace } : {};
   const managedBy = Object.entries(MANAGED_BY_LABELS)
@@ -209,15 +213,24 @@ export async function setupReleasePipeline(
           },
         }
       : {}),
-    servedClassVersions: async () => {
-      const served: string[] = [];
-      for (const v of CLUSTER_CLASS_API_VERSIONS) {
-        try {
-          await manager.client.resource(v, 'ClusterClass');
-          served.push(v);
-        } catch {}
+    // Asked at most every SERVED_VERSIONS_TTL_MS, not on every reconcile of a csctl release: a
+    // version the server does not serve costs a discovery request each time it is asked.
+    servedClassVersions: () => {
+      const now = clock.now();
+      if (servedVersions === undefined || now - servedVersions.at >= SERVED_VERSIONS_TTL_MS) {
+        const versions = (async () => {
+          const served: string[] = [];
+          for (const v of CLUSTER_CLASS_API_VERSIONS) {
+            try {
+              await manager.client.resource(v, 'ClusterClass');
+              served.push(v);
+            } catch {}
+          }
+          return served;
+        })();
+        servedVersions = { at: now, versions };
       }
-      return served;
+      return servedVersions.versions;
     },
   });
 
