@@ -10,7 +10,9 @@
 // other objects of the kind stay as they are (only kinds kstatus treats as ready once they exist
 // may share the expression). Anything else is reported, never silently dropped.
 import { Environment } from '@marcbachmann/cel-js';
+import { MAX_HEALTH_CHECK_LENGTH } from '../api/rollout.ts';
 import type { WaitForCondition } from '../releases/description.ts';
+import { ASSUMED_INPUT, compileHealthCheck, estimateCost, MAX_COST } from './healthcheck.ts';
 
 /** One entry of a Kustomization's spec.healthCheckExprs (kustomize.toolkit.fluxcd.io/v1). */
 export interface HealthCheckExpr {
@@ -123,8 +125,24 @@ function mapCondition(
   condition: WaitForCondition,
   applied: readonly AppliedObject[],
 ): { ok: true; object: AppliedObject; current: string } | { ok: false; why: string } {
+  // The expression runs in kustomize-controller, which every tenant shares: the length and cost
+  // bounds of a rollout health check hold for it too.
+  if (condition.conditions.length > MAX_HEALTH_CHECK_LENGTH)
+    return {
+      ok: false,
+      why: `the expression is ${condition.conditions.length} characters long, more than the limit of ${MAX_HEALTH_CHECK_LENGTH}`,
+    };
   const syntax = parses(condition.conditions);
   if (syntax !== undefined) return { ok: false, why: `the expression does not parse: ${syntax}` };
+  const compiled = compileHealthCheck(condition.conditions);
+  if (!('reason' in compiled)) {
+    const cost = estimateCost(compiled, ASSUMED_INPUT);
+    if (cost > MAX_COST)
+      return {
+        ok: false,
+        why: `the expression may cost ${cost.toExponential(2)} units over lists of ${ASSUMED_INPUT.items} items, more than the limit of ${MAX_COST}`,
+      };
+  }
   const [object, ...more] = condition.objects;
   if (object === undefined) return { ok: false, why: 'it names no object' };
   if (more.length > 0)

@@ -118,6 +118,19 @@ describe('waitForPostCondition as Flux health checks', () => {
       ],
       [condition('has(cniconfig.data)'), [CNI_CONFIG], /has\(cniconfig.data\) has no form/],
       [condition('cniconfig.data.x == '), [CNI_CONFIG], /does not parse/],
+      // It would run in kustomize-controller, which every tenant shares: bounded like a rollout check.
+      [
+        condition(`cniconfig.data.x == "${'y'.repeat(1100)}"`),
+        [CNI_CONFIG],
+        /characters long, more than the limit of 1024/,
+      ],
+      [
+        condition(
+          'cniconfig.data.l.all(a, cniconfig.data.l.all(b, cniconfig.data.l.all(c, cniconfig.data.l.all(d, cniconfig.data.l.all(e, cniconfig.data.l.all(f, true))))))',
+        ),
+        [CNI_CONFIG],
+        /may cost .* units over lists of 20 items, more than the limit of 1000000/,
+      ],
       [
         condition('d.status.readyReplicas > 0', [{ key: 'd', ...deployment }]),
         [deployment, { ...deployment, name: 'e' }],
