@@ -1,5 +1,6 @@
 // Cuts cluster stack releases from this repository's stacks/ folder into a Git repository,
-// the way a platform team would: copy the stack, set its version, commit, tag, push.
+// the way a platform team would: copy the stack, set its version, commit, tag, push. Stacks in
+// stackflux's format (stack.yaml) and in the cluster-stack-operator's (csctl.yaml) alike.
 // Used by the demo and by end-to-end tests.
 import { execFileSync } from 'node:child_process';
 import {
@@ -27,7 +28,7 @@ export interface CutRelease {
   repoUrl: string;
   /** Local working clone (created if missing). */
   workdir: string;
-  /** Folder of the stack in stacks/ format, e.g. <repo>/stacks/docker-ferrol-1-30. */
+  /** Folder of the stack in stacks/, e.g. <repo>/stacks/docker-ferrol-1-30 or <repo>/stacks/docker-csoferrol-1-30. */
   stackDir: string;
   /** Folder inside the release repository (ClusterStack spec.source.path). */
   path: string;
@@ -35,6 +36,8 @@ export interface CutRelease {
   version: string;
   /** Optional edits to the copied files before committing (path relative to the stack root → new text, null deletes). */
   edits?: Record<string, string | null>;
+  /** Optional edit of the copied stack folder (after `edits`), before committing. */
+  edit?: (dir: string) => void;
 }
 
 function git(cwd: string, ...args: string[]): string {
@@ -48,25 +51,44 @@ function walk(dir: string): string[] {
   });
 }
 
+/**
+ * The release name without its version (`<provider>-<name>-<major>-<minor>`) and the version the
+ * stack's files carry: stack.yaml's, or none for a csctl stack (csctl.yaml), whose version is the tag's.
+ */
+function stackIdentity(stackDir: string): { base: string; version?: string } {
+  const k8sBase = (provider: string, name: string, kubernetesVersion: string) => {
+    const [major, minor] = kubernetesVersion.replace(/^v/, '').split('.');
+    return `${provider}-${name}-${major}-${minor}`;
+  };
+  if (!existsSync(join(stackDir, 'stack.yaml'))) {
+    const { config } = parse(readFileSync(join(stackDir, 'csctl.yaml'), 'utf8')) as {
+      config: { provider: { type: string }; clusterStackName: string; kubernetesVersion: string };
+    };
+    return { base: k8sBase(config.provider.type, config.clusterStackName, config.kubernetesVersion) };
+  }
+  const stack = parse(readFileSync(join(stackDir, 'stack.yaml'), 'utf8')) as {
+    provider: string;
+    name: string;
+    kubernetesVersion: string;
+    version: string;
+  };
+  return { base: k8sBase(stack.provider, stack.name, stack.kubernetesVersion), version: stack.version };
+}
+
 /** Copies the stack, renames version and ClusterClass to the release, commits, tags and pushes. Returns the tag and commit. */
 export function cutRelease(r: CutRelease): { tag: string; commit: string } {
   if (!existsSync(join(r.workdir, '.git'))) {
     mkdirSync(r.workdir, { recursive: true });
     git(r.workdir, 'init', '-q', '-b', 'main');
   }
-  const stack = parse(readFileSync(join(r.stackDir, 'stack.yaml'), 'utf8')) as {
-    provider: string;
-    name: string;
-    kubernetesVersion: string;
-    version: string;
-  };
-  const [major, minor] = stack.kubernetesVersion.replace(/^v/, '').split('.');
-  const base = `${stack.provider}-${stack.name}-${major}-${minor}`;
+  const stack = stackIdentity(r.stackDir);
+  const base = stack.base;
   const tag = `${base}-${r.version}`;
   const target = join(r.workdir, r.path);
   rmSync(target, { recursive: true, force: true });
   cpSync(r.stackDir, target, { recursive: true });
-  for (const file of walk(target)) {
+  // A csctl stack names nothing after its version (Helm templates use the release name and chart version).
+  for (const file of stack.version === undefined ? [] : walk(target)) {
     const text = readFileSync(file, 'utf8');
     // The release's version and its ClusterClass name follow the tag.
     const next = text
@@ -82,6 +104,7 @@ export function cutRelease(r: CutRelease): { tag: string; commit: string } {
       writeFileSync(file, text);
     }
   }
+  r.edit?.(target);
   git(r.workdir, 'add', '-A');
   git(r.workdir, 'commit', '-q', '--allow-empty', '-m', `release ${tag}`);
   git(r.workdir, 'tag', '-f', tag);
