@@ -19,12 +19,15 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
+import { readReleaseDescription } from '../controller/releases/format.ts';
+import { parseReleaseTag } from '../controller/releases/tags.ts';
 import { locateGoEngine } from '../controller/rendering/goengine/locate.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../controller/runtime/client.ts';
 import { csoferrolClusterStack, servedClusterClass } from '../test/support/csctl.ts';
 import { addonCluster, installFixtureCrds } from '../test/support/e2e.ts';
 import { playClusterApi } from './lib/capi.ts';
 import { cutRelease } from './lib/release-repo.ts';
+import { readStackDir } from './lib/stack-dir.ts';
 import { createRepo, down, type Endpoints, envShPath, up, workloadKubeconfigSecret } from './lib/testenv.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -195,6 +198,23 @@ const csoCluster = 'scs-1';
 /** Where the stack sits in its release repository, as in SovereignCloudStack/cluster-stacks. */
 const csoPath = 'providers/docker/csoferrol';
 
+const csoStackDir = join(root, 'stacks', 'docker-csoferrol-1-30');
+
+/** clusteraddon.yaml's stages as stackflux reads them (the release-format interface): entries in order. */
+function csctlStages(dir: string, tag: string): string[] {
+  const parsed = parseReleaseTag(tag);
+  if (!parsed.ok) return [`tag ${tag}: ${parsed.reason}`];
+  const read = readReleaseDescription(readStackDir(dir), parsed.value);
+  if (!read.ok) return read.errors;
+  const stages = new Map<string, string[]>();
+  for (const a of read.value.addons) {
+    const entry = `${a.action} ${a.name}${a.waitForPostCondition ? ' (waitForPostCondition)' : ''}`;
+    const stage = a.stage ?? '(no stage)';
+    stages.set(stage, [...(stages.get(stage) ?? []), entry]);
+  }
+  return [...stages].map(([stage, entries]) => `${stage}: ${entries.join(', ')}`);
+}
+
 /**
  * The cluster-stack-operator's format end to end: a csctl release of stacks/docker-csoferrol-1-30
  * (new layout: Helm cluster-class, addon stages, one umbrella chart per addon with overwrite.yaml),
@@ -211,7 +231,7 @@ async function csoPart(client: KubeClient, env: Endpoints, out: Out): Promise<vo
   const v1 = cutRelease({
     repoUrl,
     workdir: join(stateDir, 'cso-release-work'),
-    stackDir: join(root, 'stacks', 'docker-csoferrol-1-30'),
+    stackDir: csoStackDir,
     path: csoPath,
     version: 'v1',
     // This environment serves Cluster API v1beta2 only; the stack's chart writes v1beta1, as SCS's do.
@@ -277,7 +297,11 @@ async function csoPart(client: KubeClient, env: Endpoints, out: Out): Promise<vo
     labelSelector: `stackflux.io/cluster=${csoCluster}`,
   });
   const ksByName = new Map(ks.items.map((k) => [k.metadata.name, k.spec ?? {}]));
-  out.note('addons (clusteraddon.yaml order; each a Flux Kustomization into the workload cluster):');
+  out.note('clusteraddon.yaml as stackflux reads it:');
+  for (const line of csctlStages(csoStackDir, v1.tag)) out.note(`  ${line}`);
+  out.note(
+    `addons of Cluster ${csoCluster} (ClusterAddon status; one Flux Kustomization each, into the workload cluster):`,
+  );
   for (const a of addons) {
     const spec = ksByName.get(a.kustomization ?? '') as
       | { dependsOn?: Array<{ name: string }>; healthCheckExprs?: unknown[] }
@@ -285,9 +309,9 @@ async function csoPart(client: KubeClient, env: Endpoints, out: Out): Promise<vo
     const after = spec?.dependsOn?.map((d) => d.name).join(', ');
     const checks = spec?.healthCheckExprs?.length ?? 0;
     out.note(
-      `  ${a.name.padEnd(8)} stage ${a.stage ?? '(none)'}, Ready, Kustomization ${a.kustomization ?? '?'}` +
-        (after ? `, after ${after}` : '') +
-        (checks > 0 ? `, waitForPostCondition as ${checks} Flux health check(s)` : ''),
+      `  ${a.name.padEnd(8)} Ready  stage ${a.stage ?? '(none)'}  Kustomization ${a.kustomization ?? '?'}` +
+        (after ? `  dependsOn ${after}` : '') +
+        (checks > 0 ? `  healthCheckExprs: its waitForPostCondition` : ''),
     );
   }
 
@@ -392,10 +416,6 @@ async function main(): Promise<void> {
   // Settles to the error, if any: awaited (and printed) after the native part.
   let csoDone: Promise<unknown> = Promise.resolve();
   try {
-    csoDone = csoPart(client, env, csoOut).then(
-      () => undefined,
-      (err: unknown) => err,
-    );
     say(`Subscribing a ClusterStack to ${releaseRepo}`);
     await client.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }, { force: true });
     await client.apply(
@@ -469,6 +489,12 @@ async function main(): Promise<void> {
         async () => ((await addonAt(name, v1.tag)) ? true : undefined),
         async () => ready(await addon(name)).why,
       );
+    // The csctl part from here on, beside the rollout below (mostly waits): started with the native
+    // Clusters instead, its first Go-engine renders slowed theirs on two cores.
+    csoDone = csoPart(client, env, csoOut).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     const workload = new KubeClient(loadKubeConfig({ kubeconfig: env.workloadKubeconfig }));
     const cni = await workload.list<Obj>('v1', 'ConfigMap', { namespace: 'kube-system' });
     note(

@@ -15,6 +15,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { readStackDir, tagOfStackDir } from './stack-dir.ts';
 
 const identity = {
   GIT_AUTHOR_NAME: 'platform team',
@@ -52,27 +53,38 @@ function walk(dir: string): string[] {
 }
 
 /**
- * The release name without its version (`<provider>-<name>-<major>-<minor>`) and the version the
- * stack's files carry: stack.yaml's, or none for a csctl stack (csctl.yaml), whose version is the tag's.
+ * Renames the copied native stack at `target` to release `version`: stack.yaml's version and the
+ * ClusterClass name follow the tag. Returns the tag.
  */
-function stackIdentity(stackDir: string): { base: string; version?: string } {
-  const k8sBase = (provider: string, name: string, kubernetesVersion: string) => {
-    const [major, minor] = kubernetesVersion.replace(/^v/, '').split('.');
-    return `${provider}-${name}-${major}-${minor}`;
-  };
-  if (!existsSync(join(stackDir, 'stack.yaml'))) {
-    const { config } = parse(readFileSync(join(stackDir, 'csctl.yaml'), 'utf8')) as {
-      config: { provider: { type: string }; clusterStackName: string; kubernetesVersion: string };
-    };
-    return { base: k8sBase(config.provider.type, config.clusterStackName, config.kubernetesVersion) };
-  }
-  const stack = parse(readFileSync(join(stackDir, 'stack.yaml'), 'utf8')) as {
+function renameNativeStack(target: string, version: string): string {
+  const stack = parse(readFileSync(join(target, 'stack.yaml'), 'utf8')) as {
     provider: string;
     name: string;
     kubernetesVersion: string;
     version: string;
   };
-  return { base: k8sBase(stack.provider, stack.name, stack.kubernetesVersion), version: stack.version };
+  const [major, minor] = stack.kubernetesVersion.replace(/^v/, '').split('.');
+  const base = `${stack.provider}-${stack.name}-${major}-${minor}`;
+  for (const file of walk(target)) {
+    const text = readFileSync(file, 'utf8');
+    const next = text
+      .replace(/^version: .*$/m, (line) => (file.endsWith('stack.yaml') ? `version: ${version}` : line))
+      .replaceAll(`${base}-${stack.version}`, `${base}-${version.replace(/^(v0)-([^-]+)-/, '$1-$2.')}`);
+    if (next !== text) writeFileSync(file, next);
+  }
+  return `${base}-${version}`;
+}
+
+/**
+ * The tag of a csctl stack (csctl.yaml, no stack.yaml) released as `version`, as csctl names it;
+ * nothing in its files is renamed (Helm templates use the release name and chart version).
+ * Undefined for a native stack.
+ */
+function csctlReleaseTag(stackDir: string, version: string): string | undefined {
+  if (existsSync(join(stackDir, 'stack.yaml'))) return undefined;
+  const tag = tagOfStackDir(readStackDir(stackDir), version);
+  if (tag === undefined) throw new Error(`${stackDir} has neither stack.yaml nor a valid csctl.yaml`);
+  return tag;
 }
 
 /** Copies the stack, renames version and ClusterClass to the release, commits, tags and pushes. Returns the tag and commit. */
@@ -81,21 +93,10 @@ export function cutRelease(r: CutRelease): { tag: string; commit: string } {
     mkdirSync(r.workdir, { recursive: true });
     git(r.workdir, 'init', '-q', '-b', 'main');
   }
-  const stack = stackIdentity(r.stackDir);
-  const base = stack.base;
-  const tag = `${base}-${r.version}`;
   const target = join(r.workdir, r.path);
   rmSync(target, { recursive: true, force: true });
   cpSync(r.stackDir, target, { recursive: true });
-  // A csctl stack names nothing after its version (Helm templates use the release name and chart version).
-  for (const file of stack.version === undefined ? [] : walk(target)) {
-    const text = readFileSync(file, 'utf8');
-    // The release's version and its ClusterClass name follow the tag.
-    const next = text
-      .replace(/^version: .*$/m, (line) => (file.endsWith('stack.yaml') ? `version: ${r.version}` : line))
-      .replaceAll(`${base}-${stack.version}`, `${base}-${r.version.replace(/^(v0)-([^-]+)-/, '$1-$2.')}`);
-    if (next !== text) writeFileSync(file, next);
-  }
+  const tag = csctlReleaseTag(r.stackDir, r.version) ?? renameNativeStack(target, r.version);
   for (const [rel, text] of Object.entries(r.edits ?? {})) {
     const file = join(target, rel);
     if (text === null) rmSync(file, { force: true });
