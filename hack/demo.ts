@@ -6,10 +6,11 @@
 // canary first and the other Cluster after the canary's soak, and the old release's garbage
 // collection. No Cluster API controllers run here: the demo plays Cluster API's topology
 // controller (hack/lib/capi.ts) by writing the Clusters' conditions after each move.
-// Meanwhile, in parallel (its output printed as one group at the end), the cluster-stack-operator's
-// format: stacks/docker-csoferrol-1-30 released as csctl names it, a ClusterStack in its own
-// namespace and one Cluster; it waits for the ClusterClass rendered from the Helm chart and for
-// every addon Ready in the workload cluster, and shows per-Cluster values from overwrite.yaml.
+// Once the first release's addons are Ready, beside the rollout (its output printed as one group at
+// the end), the cluster-stack-operator's format: stacks/docker-csoferrol-1-30 released as csctl
+// names it, a ClusterStack in its own namespace and one Cluster; it waits for the ClusterClass
+// rendered from the Helm chart and for every addon Ready in the workload cluster, and shows the
+// addons' stages and per-Cluster values from overwrite.yaml read back from the workload cluster.
 // Leaves nothing running unless --keep is given.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
@@ -300,7 +301,7 @@ async function csoPart(client: KubeClient, env: Endpoints, out: Out): Promise<vo
   out.note('clusteraddon.yaml as stackflux reads it:');
   for (const line of csctlStages(csoStackDir, v1.tag)) out.note(`  ${line}`);
   out.note(
-    `addons of Cluster ${csoCluster} (ClusterAddon status; one Flux Kustomization each, into the workload cluster):`,
+    `addons of Cluster ${csoCluster} (ClusterAddon status; stage: the one the BeforeClusterUpgrade hook waits for; one Flux Kustomization each):`,
   );
   for (const a of addons) {
     const spec = ksByName.get(a.kustomization ?? '') as
@@ -596,7 +597,9 @@ async function main(): Promise<void> {
     if (keep) {
       say('Left running (--keep). To look around:');
       note(`source ${envShPath(stateDir)}      # KUBECONFIG, GIT_SERVER_URL, …; flux and kubectl on PATH`);
-      note(`flux get kustomizations -A && kubectl get clusteraddons -n ${ns}`);
+      note(
+        `flux get kustomizations -A && kubectl get clusteraddons -n ${ns} && kubectl get clusteraddons -n ${csoNs}`,
+      );
       note(`node bin/stackflux.js status -n ${ns}`);
       note(`controller logs: ${logFile}`);
       note(`To stop: kill ${controller.pid} && hack/testenv down --dir ${stateDir}`);
