@@ -225,7 +225,9 @@ function csctlStages(dir: string, tag: string): string[] {
 async function csoPart(client: KubeClient, env: Endpoints, out: Out): Promise<void> {
   const wait = <T>(what: string, check: () => Promise<T | undefined>, progress: () => Promise<string>) =>
     waitFor(what, check, progress, 240_000, out);
-  out.say('The cluster-stack-operator (csctl) format: stacks/docker-csoferrol-1-30, in parallel');
+  out.say(
+    'The cluster-stack-operator (csctl) format: stacks/docker-csoferrol-1-30 (run beside the rollout above)',
+  );
   // No Cluster API providers run here: their template kinds, which the chart renders, as schemaless stand-ins.
   await installFixtureCrds(client, 'capi-template-crds.yaml');
   const repoUrl = await createRepo(env, 'cso-cluster-stacks');
