@@ -412,6 +412,39 @@ export interface AddonKustomizationInput {
   preconditionGate?: boolean;
 }
 
+/** The template inputs an addon's Kustomization and its pre-condition gate share. */
+function addonKustomizationCommon(
+  input: Pick<
+    AddonKustomizationInput,
+    | 'cluster'
+    | 'namespace'
+    | 'addon'
+    | 'sourceName'
+    | 'extraLabels'
+    | 'interval'
+    | 'timeout'
+    | 'ownerReferences'
+  >,
+  name: string,
+  folder: string,
+): Record<string, unknown> {
+  return {
+    name,
+    namespace: input.namespace,
+    labels: sortedRecord({
+      ...MANAGED_BY_LABELS,
+      [LABEL_CLUSTER]: input.cluster,
+      [LABEL_ADDON]: input.addon,
+      ...input.extraLabels,
+    }),
+    ownerReferences: input.ownerReferences,
+    interval: input.interval ?? DEFAULT_INTERVAL,
+    timeout: input.timeout ?? DEFAULT_TIMEOUT,
+    path: joinPath(folder),
+    sourceName: input.sourceName,
+  };
+}
+
 /**
  * The Kustomization applying one addon of one cluster into the workload cluster. It names no
  * release (no label, no annotation): which release it applies is its branch's revision, so moving
@@ -421,20 +454,12 @@ export function addonKustomization(templates: FluxTemplates, input: AddonKustomi
   return renderFluxTemplate(
     templates.addonKustomization,
     {
-      name: addonKustomizationName(input.cluster, input.addon, input.helm === true),
-      namespace: input.namespace,
-      labels: sortedRecord({
-        ...MANAGED_BY_LABELS,
-        [LABEL_CLUSTER]: input.cluster,
-        [LABEL_ADDON]: input.addon,
-        ...input.extraLabels,
-      }),
-      ownerReferences: input.ownerReferences,
-      interval: input.interval ?? DEFAULT_INTERVAL,
-      timeout: input.timeout ?? DEFAULT_TIMEOUT,
       // The folder follows from the name, like the target: one object reads one kind of content.
-      path: joinPath(addonFolder(input.addon, input.helm === true)),
-      sourceName: input.sourceName,
+      ...addonKustomizationCommon(
+        input,
+        addonKustomizationName(input.cluster, input.addon, input.helm === true),
+        addonFolder(input.addon, input.helm === true),
+      ),
       kubeConfig:
         input.helm === true ? null : { secretRef: { name: `${input.cluster}-kubeconfig`, key: 'value' } },
       dependsOn:
@@ -490,19 +515,11 @@ export function preconditionKustomization(
   return renderFluxTemplate(
     templates.addonPreconditionKustomization,
     {
-      name: preconditionKustomizationName(input.cluster, input.addon),
-      namespace: input.namespace,
-      labels: sortedRecord({
-        ...MANAGED_BY_LABELS,
-        [LABEL_CLUSTER]: input.cluster,
-        [LABEL_ADDON]: input.addon,
-        ...input.extraLabels,
-      }),
-      ownerReferences: input.ownerReferences,
-      interval: input.interval ?? DEFAULT_INTERVAL,
-      timeout: input.timeout ?? DEFAULT_TIMEOUT,
-      path: joinPath(preconditionFolder(input.addon)),
-      sourceName: input.sourceName,
+      ...addonKustomizationCommon(
+        input,
+        preconditionKustomizationName(input.cluster, input.addon),
+        preconditionFolder(input.addon),
+      ),
       kubeConfig: { secretRef: { name: `${input.cluster}-kubeconfig`, key: 'value' } },
       suspend: input.suspend === true ? true : null,
       healthChecks: input.healthChecks,
