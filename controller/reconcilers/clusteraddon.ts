@@ -161,6 +161,8 @@ export const Reason = {
   FleetSyncPending: 'FleetSyncPending',
   Progressing: 'Progressing',
   AddonNotReady: 'AddonNotReady',
+  /** An addon's Kustomization waits for its gate: the csctl waitForPreCondition does not hold yet. */
+  WaitingForPreCondition: 'WaitingForPreCondition',
   /** PostConditionsChecked: every csctl waitForPostCondition is a Flux health check. */
   PostConditionsMapped: 'PostConditionsMapped',
   /** PostConditionsChecked=False: a waitForPostCondition that no Flux health check can hold. */
@@ -1377,6 +1379,27 @@ function addonReadiness(
   return { status: status(Reason.Succeeded, `applied ${applied}`) };
 }
 
+/**
+ * An addon held back by its pre-condition gate (its Kustomization waits on the dependency): the
+ * gate's own word on the condition (Flux's health check message: the object NotFound, or not yet
+ * Current under the expression) instead of Flux's "dependency is not ready".
+ */
+function withPreconditionGate(ctx: Context, entry: AddonOrderEntry, r: AddonReadiness): AddonReadiness {
+  if (r.status.reason !== 'DependencyNotReady') return r;
+  const gname = preconditionKustomizationName(ctx.name, entry.name);
+  const gate = fluxReady(ctx.input.kustomizations.find((k) => k.metadata.name === gname));
+  if (gate?.status === 'True') return r;
+  const why = gate?.message ?? `Kustomization ${gname} has not checked it yet`;
+  return {
+    status: {
+      ...r.status,
+      reason: Reason.WaitingForPreCondition,
+      message: `waiting for its waitForPreCondition (Kustomization ${gname}): ${why}`,
+    },
+    waiting: `${entry.name} (its waitForPreCondition)`,
+  };
+}
+
 /** Phase "health": per-addon readiness and the summary conditions. */
 function addonStatus(
   ctx: Context,
@@ -1384,6 +1407,7 @@ function addonStatus(
   selection: Selection,
   update: BranchUpdate | undefined,
   helm: ReadonlyMap<string, HelmAddon>,
+  gates: ReadonlyMap<string, PreConditionChecks>,
 ): ClusterAddonStatus {
   const { input, previous, branchName } = ctx;
   const { releaseName } = target;
@@ -1393,7 +1417,8 @@ function addonStatus(
   const expected = branch !== undefined ? branchRevision(branchName, branch.commit) : undefined;
   const readiness = order.map((entry) => {
     const r = addonReadiness(ctx, target, entry, expected, pending, helm.has(entry.name));
-    return helm.has(entry.name) ? withHelmRelease(ctx, entry, r) : r;
+    if (helm.has(entry.name)) return withHelmRelease(ctx, entry, r);
+    return gates.has(entry.name) ? withPreconditionGate(ctx, entry, r) : r;
   });
   const waitingFor = readiness.flatMap((r) => (r.waiting !== undefined ? [r.waiting] : []));
   const notReady = readiness.flatMap((r) => (r.notReady !== undefined ? [r.notReady] : []));
@@ -1530,7 +1555,7 @@ function reconcilePhases(input: ClusterAddonInput): ClusterAddonResult | undefin
   if (!rendered.ok) return rendered.result;
   const { files, helm, healthChecks, postConditions, gates, preConditions } = rendered.value;
   const update = branchUpdate(ctx, target.value, selection.value, files);
-  const status = addonStatus(ctx, target.value, selection.value, update, helm);
+  const status = addonStatus(ctx, target.value, selection.value, update, helm, gates);
   const conditions = waitConditionsCondition(
     ctx,
     waitConditionsCondition(ctx, status.conditions ?? [], postConditions, 'post'),

@@ -114,12 +114,19 @@ const reconcileNow = (name: string): Promise<unknown> =>
     metadata: { annotations: { 'reconcile.fluxcd.io/requestedAt': new Date().toISOString() } },
   });
 
-/** The gate's last health check names the gate ConfigMap with kstatus `status` (not Ready). */
+/**
+ * The gate's last health check names the gate ConfigMap with kstatus `status` (not Ready), and the
+ * ClusterAddon's status of metrics passes that on.
+ */
 async function gateReports(status: string): Promise<K | undefined> {
   const gate = await kustomization('c1.metrics.pre');
   const healthy = cond(gate, 'Healthy');
+  const says = `ConfigMap/${ADDON_NS}/${NAMES.gate} status: '${status}'`;
+  const metrics = (await caddon())?.status?.addons?.find((a) => a.name === 'metrics');
   return healthy?.status === 'False' &&
-    healthy.message?.includes(`ConfigMap/${ADDON_NS}/${NAMES.gate} status: '${status}'`) === true
+    healthy.message?.includes(says) === true &&
+    metrics?.reason === 'WaitingForPreCondition' &&
+    metrics.message?.includes(says) === true
     ? gate
     : undefined;
 }

@@ -2172,6 +2172,32 @@ describe('reconcileClusterAddon: a csctl (cluster-stack-operator) release', () =
       'the gate is no addon of the status',
     );
 
+    // Flux holds metrics on the gate: the addon's status says so with the gate's own message.
+    const notReady = (reason: string, message: string) => ({
+      conditions: [
+        {
+          type: 'Ready',
+          status: 'False' as const,
+          reason,
+          message,
+          lastTransitionTime: '2025-01-01T00:00:00Z',
+        },
+      ],
+    });
+    const missing = "timeout waiting for: [ConfigMap/kube-system/metrics-gate status: 'NotFound']";
+    gate.status = notReady('HealthCheckFailed', `health check failed after 30s: ${missing}`);
+    metrics.status = notReady('DependencyNotReady', "dependency 'team/alpha.metrics.pre' is not ready");
+    const held = must(reconcileClusterAddon(worldInput(w, 'alpha', over)));
+    const status = held.status.addons?.find((a) => a.name === 'metrics');
+    assert.equal(status?.ready, false);
+    assert.equal(status?.reason, Reason.WaitingForPreCondition);
+    assert.equal(
+      status?.message,
+      `waiting for its waitForPreCondition (Kustomization alpha.metrics.pre): health check failed after 30s: ${missing}`,
+    );
+    assert.notEqual(cond(held, 'Ready')?.status, 'True');
+    assert.match(cond(held, 'Reconciling')?.message ?? '', /waiting for metrics \(its waitForPreCondition\)/);
+
     // The next release drops the condition: the gate goes, metrics depends on cni only.
     const plain = overTree(csctlTree);
     converge(w, 'alpha', plain);
