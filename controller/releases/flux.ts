@@ -494,7 +494,6 @@ export interface PreconditionKustomizationInput {
   sourceName: string;
   /** Extra labels (the Flux shard key). */
   extraLabels?: Record<string, string>;
-  suspend?: boolean;
   interval?: string;
   timeout?: string;
   ownerReferences: OwnerReference[];
@@ -521,7 +520,6 @@ export function preconditionKustomization(
         preconditionFolder(input.addon),
       ),
       kubeConfig: { secretRef: { name: `${input.cluster}-kubeconfig`, key: 'value' } },
-      suspend: input.suspend === true ? true : null,
       healthChecks: input.healthChecks,
       healthCheckExprs: input.healthCheckExprs,
     },
