@@ -20,6 +20,7 @@ export function loadFluxTemplates(dir: string = DEFAULT_FLUX_TEMPLATES_DIR): Flu
     releaseKustomization: read('releaseKustomization'),
     fleetGitRepository: read('fleetGitRepository'),
     addonKustomization: read('addonKustomization'),
+    addonPreconditionKustomization: read('addonPreconditionKustomization'),
     addonHelmRelease: read('addonHelmRelease'),
     addonHelmRepository: read('addonHelmRepository'),
     addonOciRepository: read('addonOciRepository'),
