@@ -92,7 +92,7 @@ import {
   type StackDescription,
   type WaitForCondition,
 } from '../releases/format.ts';
-import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
+import { parseReleaseTag } from '../releases/tags.ts';
 import { type TenancyPolicy, withChartPolicy } from '../releases/tenancy.ts';
 import { binaryFilesOf } from '../releases/tree.ts';
 import {
@@ -115,6 +115,7 @@ import {
   removeCondition,
   setCondition,
 } from '../runtime/conditions.ts';
+import { addonReleaseTag } from './addonrelease.ts';
 import { clusterUse } from './clusterstack.ts';
 import { ProviderReason, releaseProviderBlock } from './provider.ts';
 import { acknowledgeReconcileRequest } from './reconcilerequest.ts';
@@ -678,9 +679,7 @@ function resolveTarget(ctx: Context): Step<Target> {
   const cluster = input.cluster as Record<string, unknown>;
   const now = input.now;
   const end = (result: ClusterAddonResult | undefined): Step<Target> => ({ ok: false, result });
-  const tag = ((use) => (use === undefined ? undefined : tagForClusterClassName(use.className)))(
-    clusterUse(cluster),
-  );
+  const tag = addonReleaseTag(cluster);
   if (tag === undefined) {
     if (existing === undefined) return end(undefined);
     // It was ours and moved to a ClusterClass that is no release: keep what runs, say so.
