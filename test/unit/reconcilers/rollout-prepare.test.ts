@@ -291,6 +291,7 @@ describe('progressive rollout to a release with a BeforeClusterUpgrade stage', (
   it('the upgrade hook then answers Success at once: the stage is already Ready', () => {
     const w = new World({});
     w.step();
+    /** Cluster API's call for the Cluster as it is now, answered from its ClusterAddon. */
     const hook = () => {
       const parsed = parseBeforeClusterUpgradeRequest(
         JSON.stringify({
@@ -300,23 +301,31 @@ describe('progressive rollout to a release with a BeforeClusterUpgrade stage', (
         }),
       );
       assert.ok(parsed.ok);
-      return decideBeforeClusterUpgrade({ ...parsed.value, release: V2 }, stageFromClusterAddon(w.addon, V2));
+      const release = parsed.value.release ?? '';
+      return {
+        release,
+        answer: decideBeforeClusterUpgrade(parsed.value, stageFromClusterAddon(w.addon, release)),
+      };
     };
-    assert.equal(hook().retryAfterSeconds, 10, 'while Preparing, the stage is not Ready yet');
+    // Had someone moved the class to v2 while Preparing, the hook would wait for the stage.
+    const early = decideBeforeClusterUpgrade(
+      {
+        namespace: NS,
+        cluster: 'c1',
+        className: V2,
+        release: V2,
+        fromKubernetesVersion: 'v1.30.4',
+        toKubernetesVersion: 'v1.30.5',
+      },
+      stageFromClusterAddon(w.addon, V2),
+    );
+    assert.equal(early.retryAfterSeconds, 10, 'while Preparing, the stage is not Ready yet');
     w.stageReady = true;
     w.settle();
     w.step();
     assert.equal(w.className(), V2);
-    const parsed = parseBeforeClusterUpgradeRequest(
-      JSON.stringify({
-        cluster: w.cluster,
-        fromKubernetesVersion: 'v1.30.4',
-        toKubernetesVersion: 'v1.30.5',
-      }),
-    );
-    assert.ok(parsed.ok);
-    assert.equal(parsed.value.release, V2, 'the hook reads the moved class');
-    const answer = decideBeforeClusterUpgrade(parsed.value, stageFromClusterAddon(w.addon, V2));
+    const { release, answer } = hook();
+    assert.equal(release, V2, 'the hook reads the moved class');
     assert.equal(answer.status, 'Success');
     assert.equal(answer.retryAfterSeconds, 0);
     assert.match(
