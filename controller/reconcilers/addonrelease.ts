@@ -44,3 +44,28 @@ export function addonReleaseTag(cluster: unknown): ReleaseTag | undefined {
   const target = typeof to === 'string' ? parseReleaseTag(to) : undefined;
   return target?.ok === true && sameClusterStack(current, target.value) ? target.value : current;
 }
+
+/**
+ * The Cluster as the addons' values templates see it. While Preparing, with the topology the move
+ * will give it (the class of the release its addons come from, and that release's Kubernetes
+ * version): the cluster-stack-operator renders the BeforeClusterUpgrade stage for a Cluster whose
+ * topology already changed (Cluster API calls the hook after the change), and the values stay the
+ * same when the topology then moves, so nothing is applied twice. Otherwise the Cluster as it is.
+ */
+export function clusterForAddons(
+  cluster: Record<string, unknown>,
+  tag: ReleaseTag,
+  kubernetesVersion: string,
+): Record<string, unknown> {
+  const use = clusterUse(cluster);
+  if (use === undefined || use.className === tag.clusterClassName) return cluster;
+  const spec = cluster.spec as Record<string, unknown>;
+  const topology = spec.topology as Record<string, unknown>;
+  const classRef = topology.classRef;
+  const moved =
+    typeof classRef === 'object' && classRef !== null
+      ? { ...topology, classRef: { ...classRef, name: tag.clusterClassName } }
+      : { ...topology, class: tag.clusterClassName };
+  const version = kubernetesVersion.startsWith('v') ? kubernetesVersion : `v${kubernetesVersion}`;
+  return { ...cluster, spec: { ...spec, topology: { ...moved, version } } };
+}

@@ -115,7 +115,7 @@ import {
   removeCondition,
   setCondition,
 } from '../runtime/conditions.ts';
-import { addonReleaseTag } from './addonrelease.ts';
+import { addonReleaseTag, clusterForAddons } from './addonrelease.ts';
 import { clusterUse } from './clusterstack.ts';
 import { ProviderReason, releaseProviderBlock } from './provider.ts';
 import { acknowledgeReconcileRequest } from './reconcilerequest.ts';
@@ -785,7 +785,7 @@ function resolveTarget(ctx: Context): Step<Target> {
   return {
     ok: true,
     value: {
-      cluster,
+      cluster: clusterForAddons(cluster, tag, described.value.kubernetesVersion),
       clusterAddon,
       owner: existing,
       releaseName,
