@@ -19,7 +19,7 @@ import { after, before, describe, it } from 'node:test';
 import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
-import { API_VERSION } from '../../controller/api/meta.ts';
+import { API_VERSION, RECONCILE_REQUEST_ANNOTATION } from '../../controller/api/meta.ts';
 import { PREPARING_PHASE, ROLLOUT_ANNOTATIONS } from '../../controller/api/rollout.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { playClusterApi } from '../../hack/lib/capi.ts';
@@ -65,13 +65,21 @@ type Cluster = KubeObject & {
   spec: { topology: { classRef: { name: string }; version: string } };
 };
 
-/** cni (in both stages, so in BeforeClusterUpgrade) gets one more object in its umbrella chart. */
+/**
+ * cni (in both stages, so in BeforeClusterUpgrade) gets one more object in its umbrella chart, with
+ * the class the Cluster's topology names in its values (overwrite.yaml over the live Cluster).
+ */
 function withMarker(dir: string): void {
   const templates = join(dir, 'cluster-addon', 'cni', 'templates');
   mkdirSync(templates, { recursive: true });
   writeFileSync(
     join(templates, 'before-upgrade.yaml'),
-    `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${MARKER}\n  namespace: {{ .Release.Namespace }}\ndata:\n  cluster: {{ index .Values "cni-config" "clusterName" | quote }}\n`,
+    `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${MARKER}\n  namespace: {{ .Release.Namespace }}\ndata:\n  cluster: {{ index .Values "cni-config" "clusterName" | quote }}\n  class: {{ .Values.prepared.class | quote }}\n`,
+  );
+  const overwrite = join(dir, 'cluster-addon', 'cni', 'overwrite.yaml');
+  writeFileSync(
+    overwrite,
+    `${readFileSync(overwrite, 'utf8')}  prepared:\n    class: {{ .Cluster.spec.topology.classRef.name | quote }}\n`,
   );
   const stages = readFileSync(join(dir, 'clusteraddon.yaml'), 'utf8');
   assert.match(stages, /BeforeClusterUpgrade:\n\s+- name: cni/, 'cni is in the BeforeClusterUpgrade stage');
@@ -84,6 +92,8 @@ interface Sample {
   addonRelease: string | undefined;
   rolloutReason: string | undefined;
   marker: string | undefined;
+  /** The ClusterAddon's fleet commit (the rendered files of its release). */
+  fleetCommit: string | undefined;
 }
 
 /** Samples Cluster, ClusterAddon, ClusterStack, then the workload cluster, in that order, until stopped. */
@@ -104,6 +114,7 @@ function sampler() {
           addonRelease: ca?.spec.release,
           rolloutReason: cs?.status?.rollout?.reason,
           marker: m?.metadata.uid,
+          fleetCommit: ca?.status?.fleetCommit,
         });
       await sleep(250);
     }
@@ -270,8 +281,23 @@ describe('csctl v1 → v2 with a Progressive rollout: the BeforeClusterUpgrade s
         MARKER,
         ADDON_NS,
       );
-      assert.deepEqual(marker?.data, { cluster: 'c1' });
+      // Rendered as CSO renders the stage: over the Cluster with the topology it is moving to.
+      assert.deepEqual(marker?.data, { cluster: 'c1', class: tag('v2') });
       assert.equal(marker?.metadata.uid, prepared[0]?.marker, 'applied once, while Preparing; not recreated');
+      // The move re-rendered nothing: a reconcile of the ClusterAddon over the moved Cluster (requested,
+      // and waited for) keeps the fleet commit Flux applied while Preparing, though cni's values
+      // read the topology's class: they saw the Cluster with the topology it was about to get.
+      const requestedAt = new Date().toISOString();
+      await client.mergePatch(API_VERSION, 'ClusterAddon', 'c1', ns, {
+        metadata: { annotations: { [RECONCILE_REQUEST_ANNOTATION]: requestedAt } },
+      });
+      const again = await waitFor('the ClusterAddon reconciled over the moved Cluster', async () => {
+        const x = await client.get<CA>(API_VERSION, 'ClusterAddon', 'c1', ns);
+        return x?.status?.lastHandledReconcileAt === requestedAt ? x : undefined;
+      });
+      const preparedCommit = prepared.at(-1)?.fleetCommit;
+      assert.ok(preparedCommit !== undefined);
+      assert.equal(again.status?.fleetCommit, preparedCommit, 'no new fleet commit after the move');
 
       const events = await waitFor(
         'ClusterPreparing and ClusterMoved Events on the ClusterStack',
