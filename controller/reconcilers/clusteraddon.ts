@@ -96,7 +96,7 @@ import {
   type StackDescription,
   type WaitForCondition,
 } from '../releases/format.ts';
-import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
+import { parseReleaseTag } from '../releases/tags.ts';
 import { type TenancyPolicy, withChartPolicy } from '../releases/tenancy.ts';
 import { binaryFilesOf } from '../releases/tree.ts';
 import {
@@ -119,6 +119,7 @@ import {
   removeCondition,
   setCondition,
 } from '../runtime/conditions.ts';
+import { addonReleaseTag, clusterForAddons } from './addonrelease.ts';
 import { clusterUse } from './clusterstack.ts';
 import { ProviderReason, releaseProviderBlock } from './provider.ts';
 import { acknowledgeReconcileRequest } from './reconcilerequest.ts';
@@ -694,9 +695,7 @@ function resolveTarget(ctx: Context): Step<Target> {
   const cluster = input.cluster as Record<string, unknown>;
   const now = input.now;
   const end = (result: ClusterAddonResult | undefined): Step<Target> => ({ ok: false, result });
-  const tag = ((use) => (use === undefined ? undefined : tagForClusterClassName(use.className)))(
-    clusterUse(cluster),
-  );
+  const tag = addonReleaseTag(cluster);
   if (tag === undefined) {
     if (existing === undefined) return end(undefined);
     // It was ours and moved to a ClusterClass that is no release: keep what runs, say so.
@@ -802,7 +801,7 @@ function resolveTarget(ctx: Context): Step<Target> {
   return {
     ok: true,
     value: {
-      cluster,
+      cluster: clusterForAddons(cluster, tag, described.value.kubernetesVersion),
       clusterAddon,
       owner: existing,
       releaseName,

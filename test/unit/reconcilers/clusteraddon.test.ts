@@ -8,6 +8,7 @@ import type { ClusterStackRelease } from '../../../controller/api/clusterstackre
 import type { HelmRelease, Kustomization } from '../../../controller/api/flux.ts';
 import type { Condition } from '../../../controller/api/meta.ts';
 import type { ReleaseTree } from '../../../controller/api/release.ts';
+import { PREPARING_PHASE, ROLLOUT_ANNOTATIONS } from '../../../controller/api/rollout.ts';
 import { refBackoffMs } from '../../../controller/controllers/clusteraddon.ts';
 import type { BranchState } from '../../../controller/gitops/branches.ts';
 import { branchTreeIds } from '../../../controller/gitops/objects.ts';
@@ -2064,6 +2065,38 @@ describe('reconcileClusterAddon: a csctl (cluster-stack-operator) release', () =
         ['metrics', 'BeforeClusterUpgrade'],
       ],
     );
+  });
+
+  it('while a rollout prepares the Cluster: the target release, over the Cluster with the topology it moves to', () => {
+    recorded.length = 0;
+    const V2CSCTL = 'docker-csoferrol-1-30-v2';
+    const c = cluster({ release: CSCTL });
+    (c.metadata as Record<string, unknown>).annotations = {
+      [ROLLOUT_ANNOTATIONS.phase]: PREPARING_PHASE,
+      [ROLLOUT_ANNOTATIONS.to]: V2CSCTL,
+    };
+    (c.spec as { topology: { version: string } }).topology.version = 'v1.30.2';
+    const w = newWorld(c);
+    const v2 = releaseObject(V2CSCTL);
+    converge(w, 'alpha', {
+      release: { ...v2, spec: { ...v2.spec, clusterStack: 'ferrol' } },
+      tree: csctlTree,
+      render,
+    });
+    assert.equal(w.clusterAddon?.spec.release, V2CSCTL, 'the ClusterAddon renders the target release');
+    const asked = recorded.filter(isCsctlAddonInput);
+    assert.ok(asked.length > 0);
+    for (const i of asked)
+      assert.deepEqual((i.cluster.spec as { topology: unknown }).topology, {
+        classRef: { name: V2CSCTL },
+        version: 'v1.30.4',
+      });
+    assert.equal(
+      (c.spec as { topology: { classRef: { name: string } } }).topology.classRef.name,
+      CSCTL,
+      'the Cluster itself is not changed',
+    );
+    assert.equal((c.spec as { topology: { version: string } }).topology.version, 'v1.30.2');
   });
 
   it('holds the cni waitForPostCondition as a health check of alpha.cni; says which condition it cannot hold', () => {
