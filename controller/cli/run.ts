@@ -241,7 +241,8 @@ export const runCommand: Command = {
     },
     'flux-templates': {
       type: 'string',
-      description: 'folder of the Flux object templates (default: the bundled ones; a file it lacks is the bundled one)',
+      description:
+        'folder of the Flux object templates (default: the bundled ones; a file it lacks is the bundled one)',
     },
     ...renderLimitFlags,
     ...tenancyFlags,
