@@ -99,6 +99,14 @@ function urlRefusal(url: string, tenancy: TenancyPolicy | undefined): string | u
   return `scheme ${u.protocol} is not http(s)`;
 }
 
+function getOnce(url: string, limits: ChartFetchLimits): Promise<Response> {
+  return fetch(url, {
+    redirect: 'manual',
+    signal: AbortSignal.timeout(limits.timeoutMs),
+    headers: { accept: '*/*', 'user-agent': 'stackflux' },
+  });
+}
+
 /** GET with the policy checked on every hop, redirects bounded, the body capped. */
 async function download(
   url: string,
@@ -113,16 +121,19 @@ async function download(
     if (refusal !== undefined) throw new ChartDependencyError(`${what} ${redactUrl(at)} ${refusal}`, false);
     let res: Response;
     try {
-      res = await fetch(at, {
-        redirect: 'manual',
-        signal: AbortSignal.timeout(limits.timeoutMs),
-        headers: { accept: '*/*', 'user-agent': 'stackflux' },
+      res = await getOnce(at, limits).catch((err: unknown) => {
+        // A kept-alive connection the server closed meanwhile fails at once: one more try (a GET).
+        if (err instanceof Error && err.name === 'TimeoutError') throw err;
+        return getOnce(at, limits);
       });
     } catch (err) {
+      // The system's error code (ENOTFOUND, ECONNREFUSED, ...) says what to look at; never the
+      // whole error, which may carry the URL.
+      const code = (err as { cause?: { code?: unknown } }).cause?.code;
       const cause =
         err instanceof Error && err.name === 'TimeoutError'
           ? `no answer within ${limits.timeoutMs / 1000} s`
-          : 'unreachable';
+          : `unreachable${typeof code === 'string' && /^[A-Z_]+$/.test(code) ? ` (${code})` : ''}`;
       throw new ChartDependencyError(`${what} ${redactUrl(at)}: ${cause}`, true);
     }
     if (res.status >= 300 && res.status < 400 && res.headers.get('location') !== null) {
@@ -183,11 +194,19 @@ async function fetchDependency(
   const indexUrl = chartIndexUrl(dep.repository);
   let index = indexes.get(indexUrl);
   if (index === undefined) {
-    index = download(indexUrl, limits.maxIndexBytes, `${what} the chart repository index`, tenancy, limits);
+    // Shared by the dependencies of one repository: its message names none of them.
+    index = download(indexUrl, limits.maxIndexBytes, 'the chart repository index', tenancy, limits);
     index.catch(() => undefined);
     indexes.set(indexUrl, index);
   }
-  const picked = pickIndexEntry(Buffer.from(await index).toString('utf8'), dep.name, dep.version);
+  let indexBytes: Uint8Array;
+  try {
+    indexBytes = await index;
+  } catch (err) {
+    if (!(err instanceof ChartDependencyError)) throw err;
+    throw new ChartDependencyError(`${what} ${err.message}`, err.transient);
+  }
+  const picked = pickIndexEntry(Buffer.from(indexBytes).toString('utf8'), dep.name, dep.version);
   if (!picked.ok)
     throw new ChartDependencyError(
       `${what} ${redactUrl(dep.repository)}: ${picked.reason}; fix the version or the repository`,
@@ -323,12 +342,25 @@ export async function withChartDependencies(
   if (fetched === undefined) {
     const indexes = new Map<string, Promise<Uint8Array>>();
     const resolved = new Map<string, { file: string; bytes: Uint8Array }[]>();
+    const failures: ChartDependencyError[] = [];
     for (const u of updates) {
-      const files = await Promise.all(
+      const settled = await Promise.allSettled(
         u.fetch.map((dep) => fetchDependency(u.chartDir, dep, indexes, opts.tenancy, limits)),
       );
+      const files: { file: string; bytes: Uint8Array }[] = [];
+      for (const s of settled) {
+        if (s.status === 'fulfilled') files.push(s.value);
+        else if (s.reason instanceof ChartDependencyError) failures.push(s.reason);
+        else throw s.reason;
+      }
       resolved.set(u.chartDir, files);
     }
+    // Every dependency that failed, named: a release author fixes them all at once.
+    if (failures.length > 0)
+      throw new ChartDependencyError(
+        failures.map((f) => f.message).join('; '),
+        failures.every((f) => f.transient),
+      );
     writeCached(dir, key, resolved);
     fetched = resolved;
   }
