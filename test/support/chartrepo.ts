@@ -71,8 +71,14 @@ export interface ChartRepository {
   close(): Promise<void>;
 }
 
-/** Packages `charts` (name → versions), indexes them and serves them; close() when done. */
-export async function serveChartRepository(charts: Record<string, string[]>): Promise<ChartRepository> {
+/**
+ * Packages `charts` (name → versions, written by writeChart) and the charts in `chartDirs` as they
+ * are, indexes them and serves them; close() when done.
+ */
+export async function serveChartRepository(
+  charts: Record<string, string[]>,
+  chartDirs: readonly string[] = [],
+): Promise<ChartRepository> {
   const work = mkdtempSync(join(tmpdir(), 'chartrepo-'));
   const dir = join(work, 'charts');
   mkdirSync(dir);
@@ -82,6 +88,7 @@ export async function serveChartRepository(charts: Record<string, string[]>): Pr
       writeChart(src, name, version);
       helmPackage(src, dir);
     }
+  for (const chartDir of chartDirs) helmPackage(chartDir, dir);
   const indexed = runHelm(['repo', 'index', dir], work);
   assert.equal(indexed.status, 0, indexed.stderr);
   // In a child process: the helm CLI runs synchronously (spawnSync), which would stall a server
