@@ -60,4 +60,28 @@ describe('csctl cluster-class: stackflux == helm template as CSO runs it', () =>
     };
     assert.equal(cls.metadata.name, TAG);
   });
+
+  it('a document ending in a | block keeps its final line break, as CSO reads helm template output', () => {
+    const tree = new Map(readStackDir(STACK));
+    // A patch template as the last field, as real ClusterClass patches carry them.
+    tree.set(
+      'cluster-class/templates/z-block.yaml',
+      'apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-block\nstringData:\n  template: |\n    {{ "{{ .builtin.cluster.name }}" }}\n',
+    );
+    const tag = parseReleaseTag(TAG);
+    assert.ok(tag.ok);
+    const description = readReleaseDescription(tree, tag.value);
+    assert.ok(description.ok, JSON.stringify(description));
+    const ours = renderCsctlClusterClass((call) => runGoEngineCall(call, 64 * 2 ** 20), {
+      tree,
+      description: description.value,
+      tag: TAG,
+      namespace: NS,
+    });
+    assert.ok(ours.ok, JSON.stringify(ours));
+    const block = ours.value.objects.find((o) => (o as { kind?: string }).kind === 'Secret') as {
+      stringData: { template: string };
+    };
+    assert.equal(block.stringData.template, '{{ .builtin.cluster.name }}\n');
+  });
 });
