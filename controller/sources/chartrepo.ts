@@ -25,6 +25,7 @@ import { chartHostAllowed } from '../releases/stack.ts';
 import { parseReleaseTag } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { binaryFilesOf, releaseTree } from '../releases/tree.ts';
+import { SourceError } from './git.ts';
 
 export interface ChartFetchLimits {
   maxIndexBytes: number;
@@ -47,11 +48,10 @@ export const CHART_FETCH_LIMITS: ChartFetchLimits = {
  * answered with a server error (try again later); otherwise the release must change (or the
  * policy), and the message says what.
  */
-export class ChartDependencyError extends Error {
+export class ChartDependencyError extends SourceError {
   readonly transient: boolean;
   constructor(message: string, transient: boolean) {
-    super(message);
-    this.name = 'ChartDependencyError';
+    super(transient ? 'ChartRepositoryUnavailable' : 'InvalidRelease', message);
     this.transient = transient;
   }
 }

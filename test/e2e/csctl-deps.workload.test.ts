@@ -17,15 +17,12 @@ import { after, before, describe, it } from 'node:test';
 import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
-import { readReleaseDescription } from '../../controller/releases/format.ts';
-import { parseReleaseTag } from '../../controller/releases/tags.ts';
-import { binaryFilesOf } from '../../controller/releases/tree.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
-import { readStackDir } from '../../hack/lib/stack-dir.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
 import { type ChartRepository, serveChartRepository } from '../support/chartrepo.ts';
 import {
   csoferrolClusterStack,
+  csoReleaseObjects,
   cutCsctlRelease,
   servedClusterClass,
   csoferrolTag as tag,
@@ -46,7 +43,7 @@ import {
   waitFor,
 } from '../support/e2e.ts';
 import { uniqueName } from '../support/env.ts';
-import { csoAddonReference, runHelm } from '../support/goengine.ts';
+import { runHelm } from '../support/goengine.ts';
 
 const env = { ...e2eEnv(), workloadKubeconfig: required('WORKLOAD_KUBECONFIG') };
 const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
@@ -87,26 +84,7 @@ function unvendored(repository: string) {
 function csoObjects(dir: string, cluster: Record<string, unknown>): Obj[] {
   const update = runHelm(['dependency', 'update', 'cluster-addon/cni'], dir);
   assert.equal(update.status, 0, update.stderr);
-  const tree = readStackDir(dir);
-  const parsed = parseReleaseTag(tag('v1'));
-  assert.ok(parsed.ok);
-  const read = readReleaseDescription(tree, parsed.value);
-  assert.ok(read.ok, read.ok ? '' : read.errors.join('; '));
-  const names = [...new Set(read.value.addons.map((a) => a.name))];
-  return names.flatMap((name) => {
-    const a = read.value.addons.find((x) => x.name === name);
-    assert.ok(a);
-    return csoAddonReference(dir, {
-      format: 'csctl',
-      tree,
-      binary: binaryFilesOf(tree),
-      addon: name,
-      chartPath: a.path,
-      ...(a.valuesTemplate !== undefined ? { valuesTemplate: a.valuesTemplate } : {}),
-      kubernetesVersion: read.value.kubernetesVersion,
-      cluster,
-    }) as Obj[];
-  });
+  return csoReleaseObjects(dir, tag('v1'), cluster) as Obj[];
 }
 
 const release = (v: string) => client.get<CSKR>(API_VERSION, 'ClusterStackRelease', tag(v), ns);
