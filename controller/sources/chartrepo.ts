@@ -30,6 +30,9 @@ import { SourceError } from './git.ts';
 export interface ChartFetchLimits {
   maxIndexBytes: number;
   maxChartBytes: number;
+  /** All archives of one release together, and how many dependencies it may fetch. */
+  maxTotalBytes: number;
+  maxDependencies: number;
   /** Per request (each redirect hop counts as one). */
   timeoutMs: number;
   maxRedirects: number;
@@ -39,6 +42,8 @@ export const CHART_FETCH_LIMITS: ChartFetchLimits = {
   // helm.cilium.io's index.yaml is a few MiB; 32 MiB leaves room without inviting abuse.
   maxIndexBytes: 32 * 1024 * 1024,
   maxChartBytes: 20 * 1024 * 1024,
+  maxTotalBytes: 100 * 1024 * 1024,
+  maxDependencies: 64,
   timeoutMs: 30_000,
   maxRedirects: 5,
 };
@@ -343,15 +348,28 @@ export async function withChartDependencies(
     const indexes = new Map<string, Promise<Uint8Array>>();
     const resolved = new Map<string, { file: string; bytes: Uint8Array }[]>();
     const failures: ChartDependencyError[] = [];
-    for (const u of updates) {
-      const settled = await Promise.allSettled(
-        u.fetch.map((dep) => fetchDependency(u.chartDir, dep, indexes, opts.tenancy, limits)),
+    const count = updates.reduce((n, u) => n + u.fetch.length, 0);
+    if (count > limits.maxDependencies)
+      throw new ChartDependencyError(
+        `the addon charts name ${count} dependencies to fetch, more than ${limits.maxDependencies}: vendor some in charts/`,
+        false,
       );
+    // One at a time, each within what is left of the release's budget: memory stays bounded.
+    let left = limits.maxTotalBytes;
+    for (const u of updates) {
       const files: { file: string; bytes: Uint8Array }[] = [];
-      for (const s of settled) {
-        if (s.status === 'fulfilled') files.push(s.value);
-        else if (s.reason instanceof ChartDependencyError) failures.push(s.reason);
-        else throw s.reason;
+      for (const dep of u.fetch) {
+        try {
+          const got = await fetchDependency(u.chartDir, dep, indexes, opts.tenancy, {
+            ...limits,
+            maxChartBytes: Math.min(limits.maxChartBytes, left),
+          });
+          left -= got.bytes.byteLength;
+          files.push(got);
+        } catch (err) {
+          if (!(err instanceof ChartDependencyError)) throw err;
+          failures.push(err);
+        }
       }
       resolved.set(u.chartDir, files);
     }

@@ -230,6 +230,24 @@ describe('chart dependencies resolved as helm dependency update does', { timeout
     );
   });
 
+  it('a release fetches at most so many dependencies and so many bytes in all', async () => {
+    const many = await refusal(
+      readStackDir(stackDir),
+      options({ limits: { ...CHART_FETCH_LIMITS, maxDependencies: 3 } }),
+    );
+    assert.match(many.message, /name 14 dependencies to fetch, more than 3: vendor some in charts\//);
+    // Each archive here is under 1 KiB: 2 KiB in all runs out after a few.
+    const bytes = await refusal(
+      readStackDir(stackDir),
+      options({ limits: { ...CHART_FETCH_LIMITS, maxTotalBytes: 2048 } }),
+    );
+    assert.equal(bytes.transient, false);
+    assert.match(
+      bytes.message,
+      /archive http:\/\/127\.0\.0\.1:\d+\/charts\/alpha-[a-z-]+-[0-9.rc-]+\.tgz is larger than \d+ bytes/,
+    );
+  });
+
   it('OCI dependencies: a clear refusal, not a crash', async () => {
     const dir = writeStack(repo.url, [
       '  - name: delta\n    version: "1.0.0"\n    repository: oci://registry.example.com/charts\n',
