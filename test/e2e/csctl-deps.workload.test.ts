@@ -35,6 +35,7 @@ import {
   controllerSteps,
   createTestNamespace,
   e2eEnv,
+  freePort,
   initRepo,
   push,
   ROOT,
@@ -58,6 +59,9 @@ type CSKR = ClusterStackRelease & KubeObject;
 type Obj = Record<string, unknown> & { apiVersion: string; kind: string; metadata: { name: string } };
 
 let charts: ChartRepository;
+/** Where v3's repository will be served once the test starts it (nothing listens there before). */
+let laterPort = 0;
+let later: ChartRepository | undefined;
 let controller: ControllerProcess | undefined;
 const step = controllerSteps(() => controller);
 let applied: Obj[] = [];
@@ -106,7 +110,12 @@ describe('a csctl addon chart whose dependency is fetched from a chart repositor
       servedClusterClass(dir);
       unvendored('https://charts.example.com/stable')(dir);
     });
-    push(repoDir, repoUrl, tag('v1'), tag('v2'));
+    laterPort = await freePort();
+    cutCsctlRelease(repoDir, 'docker-csoferrol-1-30', 'v3', (dir) => {
+      servedClusterClass(dir);
+      unvendored(`http://127.0.0.1:${laterPort}/charts`)(dir);
+    });
+    push(repoDir, repoUrl, tag('v1'), tag('v2'), tag('v3'));
     controller = await ControllerProcess.start({
       kubeconfig: env.kubeconfig,
       namespace: ns,
@@ -118,7 +127,7 @@ describe('a csctl addon chart whose dependency is fetched from a chart repositor
         '--insecure-chart-hosts=127.0.0.1',
       ],
     });
-    await client.create(csoferrolClusterStack(ns, repoUrl, ['v1', 'v2']));
+    await client.create(csoferrolClusterStack(ns, repoUrl, ['v1', 'v2', 'v3']));
   });
 
   after(async () => {
@@ -127,6 +136,7 @@ describe('a csctl addon chart whose dependency is fetched from a chart repositor
     for (const o of applied)
       await workload.delete(o.apiVersion, o.kind, o.metadata.name, ADDON_NS).catch(() => undefined);
     await charts?.close();
+    await later?.close();
     client.close();
     workload.close();
     rmSync(work, { recursive: true, force: true });
@@ -153,6 +163,26 @@ describe('a csctl addon chart whose dependency is fetched from a chart repositor
         cond(r, 'Ready')?.message ?? '',
         /cluster-addon\/cni\/Chart\.yaml: dependency cni-config: repository https:\/\/charts\.example\.com\/stable host charts\.example\.com is not in --allowed-chart-hosts/,
       );
+    }));
+
+  it('v3 names a repository not reachable yet: not Ready and retried; Ready once it is served', () =>
+    step(async () => {
+      const r = await waitFor('release v3 says its repository is unreachable', async () => {
+        const got = await release('v3');
+        return /unreachable/.test(cond(got, 'Ready')?.message ?? '') ? got : undefined;
+      });
+      assert.equal(cond(r, 'Ready')?.status, 'False');
+      assert.match(
+        cond(r, 'Ready')?.message ?? '',
+        new RegExp(
+          `dependency cni-config \\(version "~0\\.1"\\) from the chart repository index http://127\\.0\\.0\\.1:${laterPort}/charts/index\\.yaml: unreachable \\(ECONNREFUSED\\) \\(tried again in 60 s\\)`,
+        ),
+      );
+      later = await serveChartRepository({}, [join(ROOT, 'hack', 'stack-charts', 'cni-config')], laterPort);
+      await waitFor('release v3 Ready', async () => {
+        const got = await release('v3');
+        return cond(got, 'Ready')?.status === 'True' ? got : undefined;
+      });
     }));
 
   it('a Cluster of v1: every addon Ready in the workload cluster with the objects CSO renders', () =>

@@ -37,11 +37,11 @@ export function helmPackage(chartDir: string, outDir: string): string {
   return res.stdout.trim().split(': ').at(-1) ?? '';
 }
 
-/** The static file server (argv: folder, request log); prints its port. */
+/** The static file server (argv: folder, request log, port or 0); prints its port. */
 const SERVER = `
 const { appendFileSync, readFileSync } = require('node:fs');
 const { join, normalize } = require('node:path');
-const [dir, log] = process.argv.slice(1);
+const [dir, log, port] = process.argv.slice(1);
 const server = require('node:http').createServer((req, res) => {
   const path = new URL(req.url ?? '/', 'http://x').pathname;
   appendFileSync(log, path + '\\n');
@@ -58,7 +58,7 @@ const server = require('node:http').createServer((req, res) => {
     res.writeHead(404).end();
   }
 });
-server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port + '\\n'));
+server.listen(Number(port), '127.0.0.1', () => process.stdout.write(server.address().port + '\\n'));
 `;
 
 export interface ChartRepository {
@@ -73,11 +73,12 @@ export interface ChartRepository {
 
 /**
  * Packages `charts` (name → versions, written by writeChart) and the charts in `chartDirs` as they
- * are, indexes them and serves them; close() when done.
+ * are, indexes them and serves them on `port` (0: any free one); close() when done.
  */
 export async function serveChartRepository(
   charts: Record<string, string[]>,
   chartDirs: readonly string[] = [],
+  port = 0,
 ): Promise<ChartRepository> {
   const work = mkdtempSync(join(tmpdir(), 'chartrepo-'));
   const dir = join(work, 'charts');
@@ -95,13 +96,15 @@ export async function serveChartRepository(
   // in this process.
   const log = join(work, 'requests.log');
   writeFileSync(log, '');
-  const server = spawn(process.execPath, ['-e', SERVER, dir, log], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise<number>((resolve, reject) => {
+  const server = spawn(process.execPath, ['-e', SERVER, dir, log, String(port)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const listening = await new Promise<number>((resolve, reject) => {
     server.once('error', reject);
     server.stdout.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
   });
   return {
-    url: `http://127.0.0.1:${port}/charts`,
+    url: `http://127.0.0.1:${listening}/charts`,
     dir,
     requests: () =>
       readFileSync(log, 'utf8')
