@@ -178,24 +178,39 @@ export interface IndexEntry {
   digest: string;
 }
 
+/** An index entry picked, or why there is none. */
+export type IndexPick = { ok: true; entry: IndexEntry } | { ok: false; reason: string };
+
 /**
- * The entry `helm dependency update` picks for `name` and the constraint `version` from an
- * index.yaml (repo.LoadIndexFile + IndexFile.Get), or why there is none.
+ * The entries `helm dependency update` picks for each of `wanted` (chart name and constraint)
+ * from one index.yaml (repo.LoadIndexFile + IndexFile.Get), the index parsed once.
  */
-export function pickIndexEntry(
+export function pickIndexEntries(
   indexText: string,
-  name: string,
-  version: string,
-): { ok: true; entry: IndexEntry } | { ok: false; reason: string } {
+  wanted: readonly { name: string; version: string }[],
+): IndexPick[] {
   let doc: unknown;
   try {
     doc = readYaml(indexText);
   } catch (err) {
-    return { ok: false, reason: `index.yaml is not YAML: ${(err as Error).message.split('\n')[0]}` };
+    const reason = `index.yaml is not YAML: ${(err as Error).message.split('\n')[0]}`;
+    return wanted.map(() => ({ ok: false, reason }));
   }
   const index = doc !== null && typeof doc === 'object' ? (doc as Record<string, unknown>) : {};
   if (str(index.apiVersion) === '')
-    return { ok: false, reason: 'index.yaml has no apiVersion: not a chart repository index' };
+    return wanted.map(() => ({
+      ok: false,
+      reason: 'index.yaml has no apiVersion: not a chart repository index',
+    }));
+  return wanted.map(({ name, version }) => pickFrom(index, name, version));
+}
+
+/** The entry picked for `name` and the constraint `version` from one index.yaml. */
+export function pickIndexEntry(indexText: string, name: string, version: string): IndexPick {
+  return pickIndexEntries(indexText, [{ name, version }])[0] ?? { ok: false, reason: 'nothing picked' };
+}
+
+function pickFrom(index: Record<string, unknown>, name: string, version: string): IndexPick {
   const raw = (index.entries as Record<string, unknown> | undefined)?.[name];
   if (!Array.isArray(raw) || raw.length === 0)
     return { ok: false, reason: `no chart ${name} in the repository` };

@@ -16,7 +16,7 @@ import {
   chartIndexUrl,
   type DependencyUpdate,
   dependencyUpdateOf,
-  pickIndexEntry,
+  type IndexPick,
   type RemoteDependency,
 } from '../releases/chartdeps.ts';
 import { readReleaseDescription, type StackDescription } from '../releases/format.ts';
@@ -25,6 +25,7 @@ import { chartHostAllowed } from '../releases/stack.ts';
 import { parseReleaseTag } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { binaryFilesOf, releaseTree } from '../releases/tree.ts';
+import { pickFromIndex } from './chartindex.ts';
 import { SourceError } from './git.ts';
 
 export interface ChartFetchLimits {
@@ -191,27 +192,32 @@ const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest(
 async function fetchDependency(
   chartDir: string,
   dep: RemoteDependency,
-  indexes: Map<string, Promise<Uint8Array>>,
+  indexes: Map<string, Promise<IndexPick[]>>,
+  wanted: ReadonlyMap<string, { name: string; version: string }[]>,
   tenancy: TenancyPolicy | undefined,
   limits: ChartFetchLimits,
 ): Promise<{ file: string; bytes: Uint8Array }> {
   const what = `${chartFile(chartDir, 'Chart.yaml')}: dependency ${dep.name} (version "${dep.version}") from`;
   const indexUrl = chartIndexUrl(dep.repository);
+  const asked = wanted.get(indexUrl) ?? [dep];
   let index = indexes.get(indexUrl);
   if (index === undefined) {
-    // Shared by the dependencies of one repository: its message names none of them.
-    index = download(indexUrl, limits.maxIndexBytes, 'the chart repository index', tenancy, limits);
+    // Shared by the dependencies of one repository (fetched and read once): its message names none.
+    index = download(indexUrl, limits.maxIndexBytes, 'the chart repository index', tenancy, limits).then(
+      (bytes) => pickFromIndex(bytes, asked, limits.timeoutMs),
+    );
     index.catch(() => undefined);
     indexes.set(indexUrl, index);
   }
-  let indexBytes: Uint8Array;
+  let picks: IndexPick[];
   try {
-    indexBytes = await index;
+    picks = await index;
   } catch (err) {
     if (!(err instanceof ChartDependencyError)) throw err;
     throw new ChartDependencyError(`${what} ${err.message}`, err.transient);
   }
-  const picked = pickIndexEntry(Buffer.from(indexBytes).toString('utf8'), dep.name, dep.version);
+  const at = asked.findIndex((w) => w.name === dep.name && w.version === dep.version);
+  const picked = picks[at] ?? { ok: false as const, reason: 'not in the index answer' };
   if (!picked.ok)
     throw new ChartDependencyError(
       `${what} ${redactUrl(dep.repository)}: ${picked.reason}; fix the version or the repository`,
@@ -345,7 +351,14 @@ export async function withChartDependencies(
   const key = sha256(Buffer.from(JSON.stringify([opts.treeKey, updates]))).slice(0, 32);
   let fetched = readCached(dir, key);
   if (fetched === undefined) {
-    const indexes = new Map<string, Promise<Uint8Array>>();
+    const indexes = new Map<string, Promise<IndexPick[]>>();
+    const wanted = new Map<string, { name: string; version: string }[]>();
+    for (const u of updates)
+      for (const dep of u.fetch) {
+        const list = wanted.get(chartIndexUrl(dep.repository)) ?? [];
+        list.push({ name: dep.name, version: dep.version });
+        wanted.set(chartIndexUrl(dep.repository), list);
+      }
     const resolved = new Map<string, { file: string; bytes: Uint8Array }[]>();
     const failures: ChartDependencyError[] = [];
     const count = updates.reduce((n, u) => n + u.fetch.length, 0);
@@ -360,7 +373,7 @@ export async function withChartDependencies(
       const files: { file: string; bytes: Uint8Array }[] = [];
       for (const dep of u.fetch) {
         try {
-          const got = await fetchDependency(u.chartDir, dep, indexes, opts.tenancy, {
+          const got = await fetchDependency(u.chartDir, dep, indexes, wanted, opts.tenancy, {
             ...limits,
             maxChartBytes: Math.min(limits.maxChartBytes, left),
           });

@@ -15,6 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import type { ReleaseTree } from '../../../controller/api/release.ts';
 import { binaryFilesOf } from '../../../controller/releases/tree.ts';
 import { renderCsctlAddon } from '../../../controller/rendering/index.ts';
+import { pickFromIndex } from '../../../controller/sources/chartindex.ts';
 import {
   CHART_FETCH_LIMITS,
   ChartDependencyError,
@@ -246,6 +247,25 @@ describe('chart dependencies resolved as helm dependency update does', { timeout
       bytes.message,
       /archive http:\/\/127\.0\.0\.1:\d+\/charts\/alpha-[a-z-]+-[0-9.rc-]+\.tgz is larger than \d+ bytes/,
     );
+  });
+
+  it('an index is read in a child process under a deadline: a stuck or broken read is a clear reason', async () => {
+    const index = readFileSync(join(repo.dir, 'index.yaml'));
+    const wanted = [{ name: 'beta', version: '^0.2' }];
+    assert.deepEqual(
+      (await pickFromIndex(index, wanted, 30_000)).map((p) => (p.ok ? p.entry.version : p.reason)),
+      ['0.2.3'],
+    );
+    assert.deepEqual(await pickFromIndex(index, wanted, 1), [
+      { ok: false, reason: 'index.yaml not read within 0.001 s' },
+    ]);
+    assert.deepEqual(await pickFromIndex(Buffer.from('a: [b'), wanted, 30_000), [
+      {
+        ok: false,
+        reason:
+          'index.yaml is not YAML: Flow sequence in block collection must be sufficiently indented and end with a ]',
+      },
+    ]);
   });
 
   it('OCI dependencies: a clear refusal, not a crash', async () => {
