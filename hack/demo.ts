@@ -6,6 +6,11 @@
 // canary first and the other Cluster after the canary's soak, and the old release's garbage
 // collection. No Cluster API controllers run here: the demo plays Cluster API's topology
 // controller (hack/lib/capi.ts) by writing the Clusters' conditions after each move.
+// Once the first release's addons are Ready, beside the rollout (its output printed as one group at
+// the end), the cluster-stack-operator's format: stacks/docker-csoferrol-1-30 released as csctl
+// names it, a ClusterStack in its own namespace and one Cluster; it waits for the ClusterClass
+// rendered from the Helm chart and for every addon Ready in the workload cluster, and shows the
+// addons' stages and per-Cluster values from overwrite.yaml read back from the workload cluster.
 // Leaves nothing running unless --keep is given.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
@@ -15,9 +20,15 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
+import { readReleaseDescription } from '../controller/releases/format.ts';
+import { parseReleaseTag } from '../controller/releases/tags.ts';
+import { locateGoEngine } from '../controller/rendering/goengine/locate.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../controller/runtime/client.ts';
+import { csoferrolClusterStack, servedClusterClass } from '../test/support/csctl.ts';
+import { addonCluster, installFixtureCrds } from '../test/support/e2e.ts';
 import { playClusterApi } from './lib/capi.ts';
 import { cutRelease } from './lib/release-repo.ts';
+import { readStackDir } from './lib/stack-dir.ts';
 import { createRepo, down, type Endpoints, envShPath, up, workloadKubeconfigSecret } from './lib/testenv.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -30,7 +41,30 @@ const started = Date.now();
 
 const say = (m: string) => process.stdout.write(`\n==> ${m}\n`);
 const note = (m: string) => process.stdout.write(`    ${m}\n`);
+
+/** Where a part of the demo prints: straight to stdout, or into a group printed at once. */
+interface Out {
+  say: (m: string) => void;
+  note: (m: string) => void;
+  /** "… waiting for" lines: dropped from a group printed afterwards (its ✔ lines tell the story). */
+  progress: (m: string) => void;
+}
+const stdout: Out = { say, note, progress: note };
+function groupOut(): Out & { print: () => void } {
+  const lines: Array<() => void> = [];
+  return {
+    say: (m) => lines.push(() => say(m)),
+    note: (m) => lines.push(() => note(m)),
+    progress: () => undefined,
+    print: () => {
+      for (const line of lines.splice(0)) line();
+    },
+  };
+}
+
 let controllerExit: string | undefined;
+/** Set when the demo stops: a part still waiting in parallel gives up instead of polling on. */
+let stopping = false;
 let stopCapi: (() => Promise<void>) | undefined;
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)}s`;
 
@@ -52,21 +86,23 @@ async function waitFor<T>(
   check: () => Promise<T | undefined>,
   progress: () => Promise<string>,
   timeoutMs = 240_000,
+  out: Out = stdout,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastPrint = 0;
   for (;;) {
     if (controllerExit !== undefined)
       throw new Error(`the controller exited (${controllerExit}) while waiting for ${what}`);
+    if (stopping) throw new Error(`the demo stopped while waiting for ${what}`);
     const v = await check().catch(() => undefined);
     if (v !== undefined) {
-      note(`✔ ${what} (${elapsed()})`);
+      out.note(`✔ ${what} (${elapsed()})`);
       return v;
     }
     if (Date.now() > deadline)
       throw new Error(`timed out waiting for ${what}: ${await progress().catch(String)}`);
     if (Date.now() - lastPrint > 5000) {
-      note(`… waiting for ${what}: ${await progress().catch(String)}`);
+      out.progress(`… waiting for ${what}: ${await progress().catch(String)}`);
       lastPrint = Date.now();
     }
     await new Promise((r) => setTimeout(r, 1000));
@@ -103,7 +139,7 @@ async function showFlux(client: KubeClient, env: Endpoints, releaseTag: string):
     say(`flux ${args.join(' ')}`);
     process.stdout.write(flux(env.binDir, env.kubeconfig, args));
   };
-  run(['get', 'kustomizations', '-A']);
+  run(['get', 'kustomizations', '-n', ns]);
   const release = await client.get<Obj>('stackflux.io/v1alpha1', 'ClusterStackRelease', releaseTag, ns);
   const releaseKs = release?.status?.kustomization;
   if (typeof releaseKs === 'string') run(['tree', 'kustomization', releaseKs, '-n', ns]);
@@ -115,7 +151,15 @@ async function showFlux(client: KubeClient, env: Endpoints, releaseTag: string):
 
 function stackfluxStatus(kubeconfig: string): string {
   try {
-    return execFileSync(process.execPath, [join(root, 'bin', 'stackflux.js'), 'status', '-n', ns], {
+    // The CLI loads node:wasi (the Go engine): its ExperimentalWarning is noise here.
+    const args = [
+      '--disable-warning=ExperimentalWarning',
+      join(root, 'bin', 'stackflux.js'),
+      'status',
+      '-n',
+      ns,
+    ];
+    return execFileSync(process.execPath, args, {
       encoding: 'utf8',
       env: { ...process.env, KUBECONFIG: kubeconfig },
     });
@@ -150,6 +194,160 @@ async function applyCrds(client: KubeClient): Promise<void> {
   }
 }
 
+const csoNs = 'demo-cso';
+const csoCluster = 'scs-1';
+/** Where the stack sits in its release repository, as in SovereignCloudStack/cluster-stacks. */
+const csoPath = 'providers/docker/csoferrol';
+
+const csoStackDir = join(root, 'stacks', 'docker-csoferrol-1-30');
+
+/** clusteraddon.yaml's stages as stackflux reads them (the release-format interface): entries in order. */
+function csctlStages(dir: string, tag: string): string[] {
+  const parsed = parseReleaseTag(tag);
+  if (!parsed.ok) return [`tag ${tag}: ${parsed.reason}`];
+  const read = readReleaseDescription(readStackDir(dir), parsed.value);
+  if (!read.ok) return read.errors;
+  const stages = new Map<string, string[]>();
+  for (const a of read.value.addons) {
+    const entry = `${a.action} ${a.name}${a.waitForPostCondition ? ' (waitForPostCondition)' : ''}`;
+    const stage = a.stage ?? '(no stage)';
+    stages.set(stage, [...(stages.get(stage) ?? []), entry]);
+  }
+  return [...stages].map(([stage, entries]) => `${stage}: ${entries.join(', ')}`);
+}
+
+/**
+ * The cluster-stack-operator's format end to end: a csctl release of stacks/docker-csoferrol-1-30
+ * (new layout: Helm cluster-class, addon stages, one umbrella chart per addon with overwrite.yaml),
+ * its ClusterClass rendered with Helm's engine and applied by Flux, one Cluster's addons rendered
+ * with its values and applied into the workload cluster.
+ */
+async function csoPart(client: KubeClient, env: Endpoints, out: Out): Promise<void> {
+  const wait = <T>(what: string, check: () => Promise<T | undefined>, progress: () => Promise<string>) =>
+    waitFor(what, check, progress, 240_000, out);
+  out.say(
+    'The cluster-stack-operator (csctl) format: stacks/docker-csoferrol-1-30 (run beside the rollout above)',
+  );
+  // No Cluster API providers run here: their template kinds, which the chart renders, as schemaless stand-ins.
+  await installFixtureCrds(client, 'capi-template-crds.yaml');
+  const repoUrl = await createRepo(env, 'cso-cluster-stacks');
+  const v1 = cutRelease({
+    repoUrl,
+    workdir: join(stateDir, 'cso-release-work'),
+    stackDir: csoStackDir,
+    path: csoPath,
+    version: 'v1',
+    // This environment serves Cluster API v1beta2 only; the stack's chart writes v1beta1, as SCS's do.
+    edit: servedClusterClass,
+  });
+  out.note(`git tag ${v1.tag} && git push --tags   (stack at ${csoPath}/ of ${repoUrl})`);
+  out.note(
+    '  csctl.yaml, clusteraddon.yaml (stages), cluster-class/ (Helm chart), cluster-addon/{cni,metrics}/',
+  );
+  out.note(
+    "  (cluster-class/ edited to a v1beta2 ClusterClass: this environment serves Cluster API's v1beta2 only)",
+  );
+
+  await client.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: csoNs } }, { force: true });
+  await client.apply(
+    csoferrolClusterStack(csoNs, repoUrl, ['v1'], { source: { git: { url: repoUrl }, path: csoPath } }),
+    { force: true },
+  );
+  out.note(`ClusterStack ${csoNs}/csoferrol subscribed to ${v1.tag}`);
+  const release = () => client.get<Obj>('stackflux.io/v1alpha1', 'ClusterStackRelease', v1.tag, csoNs);
+  const clusterClass = await wait(
+    `ClusterClass ${v1.tag} rendered from the Helm chart and applied by Flux`,
+    async () => {
+      const r = await release();
+      const name = r?.spec?.clusterClass;
+      if (!ready(r).ok || typeof name !== 'string') return undefined;
+      return client.get<Obj>('cluster.x-k8s.io/v1beta2', 'ClusterClass', name, csoNs);
+    },
+    async () => ready(await release()).why,
+  );
+  out.note(`ClusterClass ${csoNs}/${clusterClass.metadata.name} on the management cluster`);
+  const releaseKs = (await release())?.status?.kustomization;
+  if (typeof releaseKs === 'string')
+    for (const line of flux(env.binDir, env.kubeconfig, ['tree', 'kustomization', releaseKs, '-n', csoNs])
+      .trimEnd()
+      .split('\n'))
+      out.note(`  ${line}`);
+
+  await client.apply(
+    workloadKubeconfigSecret(csoNs, csoCluster, readFileSync(env.workloadKubeconfig, 'utf8')) as KubeObject,
+    { force: true },
+  );
+  await client.create(
+    addonCluster(csoNs, csoCluster, { podCidr: '10.244.0.0/16', className: v1.tag, version: 'v1.30.4' }),
+  );
+  out.note(
+    `Cluster ${csoNs}/${csoCluster} (ClusterClass ${v1.tag}, pods 10.244.0.0/16) and its kubeconfig Secret`,
+  );
+  type Addon = { name: string; ready: boolean; stage?: string; kustomization?: string };
+  const addon = () => client.get<Obj>('stackflux.io/v1alpha1', 'ClusterAddon', csoCluster, csoNs);
+  const addons = await wait(
+    `ClusterAddon ${csoCluster} Ready: every addon applied into the workload cluster`,
+    async () => {
+      const a = await addon();
+      const list = (a?.status?.addons ?? []) as Addon[];
+      const atRelease = a?.status?.release === v1.tag;
+      return ready(a).ok && atRelease && list.length > 0 && list.every((x) => x.ready) ? list : undefined;
+    },
+    async () => ready(await addon()).why,
+  );
+  const ks = await client.list<Obj>('kustomize.toolkit.fluxcd.io/v1', 'Kustomization', {
+    namespace: csoNs,
+    labelSelector: `stackflux.io/cluster=${csoCluster}`,
+  });
+  const ksByName = new Map(ks.items.map((k) => [k.metadata.name, k.spec ?? {}]));
+  out.note('clusteraddon.yaml as stackflux reads it:');
+  for (const line of csctlStages(csoStackDir, v1.tag)) out.note(`  ${line}`);
+  out.note(
+    `addons of Cluster ${csoCluster} (ClusterAddon status; stage: the one the BeforeClusterUpgrade hook waits for; one Flux Kustomization each):`,
+  );
+  for (const a of addons) {
+    const spec = ksByName.get(a.kustomization ?? '') as
+      | { dependsOn?: Array<{ name: string }>; healthCheckExprs?: unknown[] }
+      | undefined;
+    const after = spec?.dependsOn?.map((d) => d.name).join(', ');
+    const checks = spec?.healthCheckExprs?.length ?? 0;
+    out.note(
+      `  ${a.name.padEnd(8)} Ready  stage ${a.stage ?? '(none)'}  Kustomization ${a.kustomization ?? '?'}` +
+        (after ? `  dependsOn ${after}` : '') +
+        (checks > 0 ? `  healthCheckExprs: its waitForPostCondition` : ''),
+    );
+  }
+
+  const workload = new KubeClient(loadKubeConfig({ kubeconfig: env.workloadKubeconfig }));
+  try {
+    const cni = await workload.get<Obj & { data?: Record<string, string> }>(
+      'v1',
+      'ConfigMap',
+      'cni-config',
+      'kube-system',
+    );
+    const metrics = await workload.get<Obj>('v1', 'ConfigMap', 'metrics-config', 'kube-system');
+    out.note(
+      "per-Cluster values from the addons' overwrite.yaml (Go template + sprig over .Cluster), read back from the workload cluster:",
+    );
+    out.note(
+      `  ConfigMap kube-system/cni-config      data.clusterName=${cni?.data?.clusterName} data.podCIDR=${cni?.data?.podCIDR}`,
+    );
+    const labels = metrics?.metadata.labels ?? {};
+    out.note(
+      `  ConfigMap kube-system/metrics-config  labels cluster=${labels.cluster} domain=${labels.domain}`,
+    );
+  } finally {
+    workload.close();
+  }
+  out.say(`flux get kustomizations -n ${csoNs}`);
+  out.note(
+    flux(env.binDir, env.kubeconfig, ['get', 'kustomizations', '-n', csoNs])
+      .trimEnd()
+      .replaceAll('\n', '\n    '),
+  );
+}
+
 async function main(): Promise<void> {
   say(`Starting the local environment in ${stateDir}`);
   note(
@@ -159,6 +357,11 @@ async function main(): Promise<void> {
   rmSync(stateDir, { recursive: true, force: true });
   mkdirSync(stateDir, { recursive: true });
   const env = await up(stateDir, (m) => note(m));
+  // up() builds the Go engine with the test binaries (hack/build-goengine.sh); the controller finds
+  // it as `npm test` does. Said here rather than as a csctl release stuck not Ready later.
+  const engine = locateGoEngine();
+  if ('error' in engine) throw new Error(engine.error);
+  note(`Go engine (Helm and Go templates of csctl releases): ${engine.path}`);
   const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
 
   say('Installing the stackflux CRDs (crds/*.yaml)');
@@ -212,6 +415,9 @@ async function main(): Promise<void> {
     60_000,
   );
 
+  const csoOut = groupOut();
+  // Settles to the error, if any: awaited (and printed) after the native part.
+  let csoDone: Promise<unknown> = Promise.resolve();
   try {
     say(`Subscribing a ClusterStack to ${releaseRepo}`);
     await client.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }, { force: true });
@@ -286,6 +492,12 @@ async function main(): Promise<void> {
         async () => ((await addonAt(name, v1.tag)) ? true : undefined),
         async () => ready(await addon(name)).why,
       );
+    // The csctl part from here on, beside the rollout below (mostly waits): started with the native
+    // Clusters instead, its first Go-engine renders slowed theirs on two cores.
+    csoDone = csoPart(client, env, csoOut).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     const workload = new KubeClient(loadKubeConfig({ kubeconfig: env.workloadKubeconfig }));
     const cni = await workload.list<Obj>('v1', 'ConfigMap', { namespace: 'kube-system' });
     note(
@@ -372,13 +584,24 @@ async function main(): Promise<void> {
     process.stdout.write(stackfluxStatus(env.kubeconfig));
     say(`The Cluster's own fleet branch: git log stackflux/${ns}/workload`);
     process.stdout.write(fleetLog(fleetRepo, `stackflux/${ns}/workload`, join(stateDir, 'fleet-log')));
-    say(`Done in ${elapsed()}: two releases rolled out in two waves, the old one collected.`);
+
+    const csoError = await csoDone;
+    csoOut.print();
+    if (csoError !== undefined) throw csoError;
+    say(
+      `Done in ${elapsed()}: two releases rolled out in two waves, the old one collected; ` +
+        'a csctl release rendered and its addons Ready.',
+    );
   } finally {
+    stopping = true;
+    await csoDone;
     await stopCapi?.();
     if (keep) {
       say('Left running (--keep). To look around:');
       note(`source ${envShPath(stateDir)}      # KUBECONFIG, GIT_SERVER_URL, …; flux and kubectl on PATH`);
-      note(`flux get kustomizations -A && kubectl get clusteraddons -n ${ns}`);
+      note(
+        `flux get kustomizations -A && kubectl get clusteraddons -n ${ns} && kubectl get clusteraddons -n ${csoNs}`,
+      );
       note(`node bin/stackflux.js status -n ${ns}`);
       note(`controller logs: ${logFile}`);
       note(`To stop: kill ${controller.pid} && hack/testenv down --dir ${stateDir}`);

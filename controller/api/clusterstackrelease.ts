@@ -63,6 +63,14 @@ export const clusterStackReleaseStatusSchema = schema({
     gitRepository: { type: 'string', description: 'Name of the owned Flux GitRepository.' },
     kustomization: { type: 'string', description: 'Name of the owned Flux Kustomization.' },
     clusters: { type: 'integer', minimum: 0, description: 'Clusters that use the ClusterClass.' },
+    beforeClusterUpgradeAddons: {
+      type: 'array',
+      maxItems: 256,
+      items: { type: 'string' },
+      description:
+        "Addons the release's BeforeClusterUpgrade stage applies (cluster-stack-operator format, " +
+        'clusteraddon.yaml); absent when it has none. A Progressive rollout applies them before it moves a Cluster.',
+    },
     provider: {
       type: 'object',
       description: 'The provider object of this release and whether its provider has made it ready.',

@@ -46,6 +46,8 @@ export interface Kustomization {
     deletionPolicy?: 'MirrorPrune' | 'Delete' | 'WaitForTermination' | 'Orphan';
     /** ServiceAccount (same namespace) kustomize-controller impersonates to apply. */
     serviceAccountName?: string;
+    /** Objects whose health is checked when `wait` is false (they need not be applied by it). */
+    healthChecks?: { apiVersion?: string; kind: string; name: string; namespace?: string }[];
     /** CEL health checks per kind of applied object (kustomize-controller v1.5+). */
     healthCheckExprs?: {
       apiVersion: string;

@@ -123,6 +123,8 @@ export const ConditionType = {
   ProviderReady: 'ProviderReady',
   /** ClusterAddon of a csctl release: its addons' waitForPostConditions are Flux health checks. */
   PostConditionsChecked: 'PostConditionsChecked',
+  /** ClusterAddon of a csctl release: its addons' waitForPreConditions are Flux gate Kustomizations. */
+  PreConditionsChecked: 'PreConditionsChecked',
 } as const;
 
 /** meta.ReconcileRequestStatus of Flux, the field `flux reconcile` and Flux's tooling wait on. */

@@ -205,7 +205,15 @@ export const ROLLOUT_ANNOTATIONS = {
   healthySince: 'rollout.stackflux.io/healthy-since',
   /** Done | Failed | RolledBack | HandMoved. */
   result: 'rollout.stackflux.io/result',
+  /**
+   * Preparing: the target release's BeforeClusterUpgrade stage is being applied to the Cluster's
+   * workload cluster; the topology has not moved yet (removed when it moves).
+   */
+  phase: 'rollout.stackflux.io/phase',
 } as const;
+
+/** The value of ROLLOUT_ANNOTATIONS.phase before the move. */
+export const PREPARING_PHASE = 'Preparing';
 
 /** The condition type on the ClusterStack that summarises the rollout (written by the rollout controller). */
 export const ROLLOUT_CONDITION = 'Rollout';

@@ -241,7 +241,7 @@ export const runCommand: Command = {
     },
     'flux-templates': {
       type: 'string',
-      description: 'folder of the Flux object templates (default: the bundled ones)',
+      description: 'folder of the Flux object templates (default: the bundled ones; a file it lacks is the bundled one)',
     },
     ...renderLimitFlags,
     ...tenancyFlags,

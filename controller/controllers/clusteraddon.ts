@@ -32,6 +32,7 @@ import { API_VERSION, LABEL_ADDON, LABEL_CLUSTER, RECONCILE_REQUEST_ANNOTATION }
 import type { ReleaseTree } from '../api/release.ts';
 import type { BranchState, FleetWriter } from '../gitops/branches.ts';
 import { branchTreeIds } from '../gitops/objects.ts';
+import { addonReleaseTag } from '../reconcilers/addonrelease.ts';
 import {
   type BranchUpdate,
   type ClusterAddonInput,
@@ -50,7 +51,6 @@ import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { reconcileRequested } from '../reconcilers/reconcilerequest.ts';
 import { clusterStackOfTag } from '../reconcilers/sharing.ts';
 import { clusterGitRepositoryName, type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
-import { tagForClusterClassName } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import {
   type PlainObject,
@@ -281,9 +281,15 @@ export async function setupClusterAddonController(
   const gitRepositories = fluxInformer<GitRepository & Obj>(FLUX_SOURCE_API_VERSION, 'GitRepository');
   const nsOf = (o: Obj): string => o.metadata.namespace ?? '';
   clusters.addIndexer(NS_INDEX, (c) => [nsOf(c)]);
+  // By the class, and while a rollout prepares the Cluster also by the release its addons come from.
   clusters.addIndexer(CLASS_INDEX, (c) => {
     const use = clusterUse(c);
-    return use === undefined ? [] : [`${use.classNamespace ?? nsOf(c)}/${use.className}`];
+    if (use === undefined) return [];
+    const ns = use.classNamespace ?? nsOf(c);
+    const addonClass = addonReleaseTag(c)?.clusterClassName;
+    return [...new Set([use.className, ...(addonClass !== undefined ? [addonClass] : [])])].map(
+      (name) => `${ns}/${name}`,
+    );
   });
   const foreignClassNs = (c: Obj): string | undefined => {
     const ns = clusterUse(c)?.classNamespace;
@@ -765,7 +771,7 @@ export async function setupClusterAddonController(
     if (cluster === undefined && existing === undefined && branch === undefined) return undefined;
 
     const use = cluster !== undefined ? clusterUse(cluster) : undefined;
-    const tag = use !== undefined ? tagForClusterClassName(use.className) : undefined;
+    const tag = cluster !== undefined ? addonReleaseTag(cluster) : undefined;
     const releaseNs = use?.classNamespace ?? namespace;
     const release = tag !== undefined ? releases.get(`${releaseNs}/${tag.tag}`) : undefined;
     const clusterStack =

@@ -28,6 +28,7 @@ import {
 import { ROLLOUT_CONDITION, ROLLOUT_FIELD_MANAGER, withoutRolloutStatus } from '../api/rollout.ts';
 import { needsApply, sameJson } from '../controllers/common.ts';
 import { treeId } from '../gitops/objects.ts';
+import { addonReleaseTag } from '../reconcilers/addonrelease.ts';
 import {
   type BranchUpdate,
   type ClusterAddonResult,
@@ -55,7 +56,7 @@ import { clusterStackOfTag, type NamespaceLabels, servedClusterNames } from '../
 import type { FluxTemplates } from '../releases/flux.ts';
 import { readReleaseDescription, type StackDescription } from '../releases/format.ts';
 import type { ValidationResult } from '../releases/stack.ts';
-import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
+import { parseReleaseTag } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { binaryFilesOf, mapTreePaths, releaseTree } from '../releases/tree.ts';
 import { renderCsctlClusterClass, type SyncGoEngine } from '../rendering/clusterclass.ts';
@@ -691,7 +692,7 @@ class Renderer {
         | ClusterAddon
         | undefined;
       const use = cluster !== undefined ? clusterUse(cluster) : undefined;
-      const tag = use !== undefined ? tagForClusterClassName(use.className) : undefined;
+      const tag = cluster !== undefined ? addonReleaseTag(cluster) : undefined;
       // As the live controller: the release lives in the ClusterClass's namespace.
       const releaseNs = use?.classNamespace ?? namespace;
       const release =

@@ -78,12 +78,16 @@ import {
   addonKustomizationTarget,
   addonOfFolder,
   clusterGitRepositoryName,
+  EMPTY_KUSTOMIZATION,
   FLUX_SHARD_LABEL,
   type FluxTemplates,
   fleetGitRepository,
   fluxShardOf,
   MANAGED_BY_LABELS,
   ownerReferenceTo,
+  preconditionFolder,
+  preconditionKustomization,
+  preconditionKustomizationName,
 } from '../releases/flux.ts';
 import {
   type AddonStage,
@@ -92,7 +96,7 @@ import {
   type StackDescription,
   type WaitForCondition,
 } from '../releases/format.ts';
-import { parseReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
+import { parseReleaseTag } from '../releases/tags.ts';
 import { type TenancyPolicy, withChartPolicy } from '../releases/tenancy.ts';
 import { binaryFilesOf } from '../releases/tree.ts';
 import {
@@ -115,6 +119,7 @@ import {
   removeCondition,
   setCondition,
 } from '../runtime/conditions.ts';
+import { addonReleaseTag, clusterForAddons } from './addonrelease.ts';
 import { clusterUse } from './clusterstack.ts';
 import { ProviderReason, releaseProviderBlock } from './provider.ts';
 import { acknowledgeReconcileRequest } from './reconcilerequest.ts';
@@ -124,7 +129,13 @@ import {
   notSharedMessage,
   servesNamespace,
 } from './sharing.ts';
-import { type AppliedObject, type HealthCheckExpr, postConditionHealthChecks } from './waitcondition.ts';
+import {
+  type AppliedObject,
+  type HealthCheckExpr,
+  type PreConditionChecks,
+  postConditionHealthChecks,
+  preConditionHealthChecks,
+} from './waitcondition.ts';
 
 /** Finalizer on the ClusterAddon: its fleet branch must be removed before it goes. */
 export const FINALIZER_FLEET_CLEANUP = 'stackflux.io/fleet-cleanup';
@@ -151,10 +162,16 @@ export const Reason = {
   FleetSyncPending: 'FleetSyncPending',
   Progressing: 'Progressing',
   AddonNotReady: 'AddonNotReady',
+  /** An addon's Kustomization waits for its gate: the csctl waitForPreCondition does not hold yet. */
+  WaitingForPreCondition: 'WaitingForPreCondition',
   /** PostConditionsChecked: every csctl waitForPostCondition is a Flux health check. */
   PostConditionsMapped: 'PostConditionsMapped',
   /** PostConditionsChecked=False: a waitForPostCondition that no Flux health check can hold. */
   PostConditionNotMapped: 'PostConditionNotMapped',
+  /** PreConditionsChecked: every csctl waitForPreCondition is a Flux gate the addon depends on. */
+  PreConditionsMapped: 'PreConditionsMapped',
+  /** PreConditionsChecked=False: a waitForPreCondition that no Flux health check can hold. */
+  PreConditionNotMapped: 'PreConditionNotMapped',
   NotAStackfluxClass: 'NotAStackfluxClass',
   ClusterClassNotShared: CLUSTER_CLASS_NOT_SHARED,
   NamespaceNotKnown: 'NamespaceNotKnown',
@@ -678,9 +695,7 @@ function resolveTarget(ctx: Context): Step<Target> {
   const cluster = input.cluster as Record<string, unknown>;
   const now = input.now;
   const end = (result: ClusterAddonResult | undefined): Step<Target> => ({ ok: false, result });
-  const tag = ((use) => (use === undefined ? undefined : tagForClusterClassName(use.className)))(
-    clusterUse(cluster),
-  );
+  const tag = addonReleaseTag(cluster);
   if (tag === undefined) {
     if (existing === undefined) return end(undefined);
     // It was ours and moved to a ClusterClass that is no release: keep what runs, say so.
@@ -786,7 +801,7 @@ function resolveTarget(ctx: Context): Step<Target> {
   return {
     ok: true,
     value: {
-      cluster,
+      cluster: clusterForAddons(cluster, tag, described.value.kubernetesVersion),
       clusterAddon,
       owner: existing,
       releaseName,
@@ -866,20 +881,30 @@ interface Rendered {
   helm: Map<string, HelmAddon>;
   /** csctl waitForPostCondition as Flux health check expressions, by addon. */
   healthChecks: Map<string, HealthCheckExpr[]>;
-  postConditions: PostConditionSummary;
+  postConditions: ConditionSummary;
+  /** csctl waitForPreCondition as the health checks of a gate Kustomization, by addon. */
+  gates: Map<string, PreConditionChecks>;
+  preConditions: ConditionSummary;
 }
 
-/** How many waitForPostConditions the rendered addons have, and those no Flux health check holds. */
-interface PostConditionSummary {
+/** How many wait conditions (pre or post) the rendered addons have, and those no Flux health check holds. */
+interface ConditionSummary {
   count: number;
   unmapped: string[];
 }
 
-/** The distinct waitForPostConditions of the entries that apply `addon` (it may be in both stages). */
-function postConditionsOf(description: StackDescription, addon: string): WaitForCondition[] {
+/** The distinct wait conditions of the entries that apply `addon` (it may be in both stages). */
+function conditionsOf(
+  description: StackDescription,
+  addon: string,
+  when: 'waitForPreCondition' | 'waitForPostCondition',
+): WaitForCondition[] {
   const all = description.addons
     .filter((a) => a.name === addon && a.action === 'apply')
-    .flatMap((a) => (a.waitForPostCondition !== undefined ? [a.waitForPostCondition] : []));
+    .flatMap((a) => {
+      const c = a[when];
+      return c !== undefined ? [c] : [];
+    });
   return [...new Map(all.map((c) => [JSON.stringify(c), c])).values()];
 }
 
@@ -956,7 +981,9 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
   const files = new Map<string, string>();
   const helm = new Map<string, HelmAddon>();
   const healthChecks = new Map<string, HealthCheckExpr[]>();
-  const postConditions: PostConditionSummary = { count: 0, unmapped: [] };
+  const postConditions: ConditionSummary = { count: 0, unmapped: [] };
+  const gates = new Map<string, PreConditionChecks>();
+  const preConditions: ConditionSummary = { count: 0, unmapped: [] };
   const failures: { addon: string; failure: RenderFailure }[] = [];
   const render = input.render ?? renderAnyAddon;
   const refs = {
@@ -996,16 +1023,28 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
       for (const [path, text] of helmAddonFiles(ctx, target, entry, result.helm)) files.set(path, text);
     } else {
       for (const [path, text] of result.files) files.set(`${addon}/${path}`, text);
-      const post = target.stack === undefined ? postConditionsOf(target.description, addon) : [];
+      const csctl = target.stack === undefined;
+      const post = csctl ? conditionsOf(target.description, addon, 'waitForPostCondition') : [];
       if (post.length > 0) {
         const checks = postConditionHealthChecks(post, appliedObjects(result.objects, entry.targetNamespace));
         if (checks.exprs.length > 0) healthChecks.set(addon, checks.exprs);
         postConditions.count += post.length;
         postConditions.unmapped.push(...checks.unmapped.map((u) => `addon ${addon}: ${u}`));
       }
+      const pre = csctl ? conditionsOf(target.description, addon, 'waitForPreCondition') : [];
+      if (pre.length > 0) {
+        const gate = preConditionHealthChecks(pre);
+        if (gate.exprs.length > 0) {
+          gates.set(addon, gate);
+          files.set(`${preconditionFolder(addon)}/kustomization.yaml`, EMPTY_KUSTOMIZATION);
+        }
+        preConditions.count += pre.length;
+        preConditions.unmapped.push(...gate.unmapped.map((u) => `addon ${addon}: ${u}`));
+      }
     }
   }
-  if (failures.length === 0) return { ok: true, value: { files, helm, healthChecks, postConditions } };
+  if (failures.length === 0)
+    return { ok: true, value: { files, helm, healthChecks, postConditions, gates, preConditions } };
 
   const first = failures[0];
   const reason = first === undefined ? Reason.RenderFailed : renderFailureReason(first.failure);
@@ -1101,6 +1140,7 @@ function fluxObjects(
   selection: Selection,
   helm: ReadonlyMap<string, HelmAddon>,
   healthChecks: ReadonlyMap<string, HealthCheckExpr[]>,
+  gates: ReadonlyMap<string, PreConditionChecks>,
   settled: boolean,
 ): Pick<
   ClusterAddonResult,
@@ -1148,10 +1188,31 @@ function fluxObjects(
         : {}),
       ...(entry.targetNamespace !== undefined ? { targetNamespace: entry.targetNamespace } : {}),
       ...(healthChecks.has(entry.name) ? { healthCheckExprs: healthChecks.get(entry.name) } : {}),
+      ...(gates.has(entry.name) ? { preconditionGate: true } : {}),
       ...(interval !== undefined ? { interval } : {}),
       ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),
       ownerReferences: owner,
     });
+    const gate = gates.get(entry.name);
+    if (gate !== undefined) {
+      const gname = preconditionKustomizationName(name, entry.name);
+      // Created once its folder is on the branch, like the addon's; its target never changes.
+      if (existing.has(gname) || branch?.addons.has(preconditionFolder(entry.name)) === true)
+        kustomizations.push(
+          preconditionKustomization(input.templates, {
+            cluster: name,
+            namespace,
+            addon: entry.name,
+            sourceName,
+            extraLabels: shardLabels,
+            healthChecks: gate.healthChecks,
+            healthCheckExprs: gate.exprs,
+            ...(interval !== undefined ? { interval } : {}),
+            ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),
+            ownerReferences: owner,
+          }),
+        );
+    }
     const have = existing.get(kname);
     if (have !== undefined) {
       // Never pointed elsewhere: an object whose target differs (a targetNamespace that changed
@@ -1317,6 +1378,27 @@ function addonReadiness(
   return { status: status(Reason.Succeeded, `applied ${applied}`) };
 }
 
+/**
+ * An addon held back by its pre-condition gate (its Kustomization waits on the dependency): the
+ * gate's own word on the condition (Flux's health check message: the object NotFound, or not yet
+ * Current under the expression) instead of Flux's "dependency is not ready".
+ */
+function withPreconditionGate(ctx: Context, entry: AddonOrderEntry, r: AddonReadiness): AddonReadiness {
+  if (r.status.reason !== 'DependencyNotReady') return r;
+  const gname = preconditionKustomizationName(ctx.name, entry.name);
+  const gate = fluxReady(ctx.input.kustomizations.find((k) => k.metadata.name === gname));
+  if (gate?.status === 'True') return r;
+  const why = gate?.message ?? `Kustomization ${gname} has not checked it yet`;
+  return {
+    status: {
+      ...r.status,
+      reason: Reason.WaitingForPreCondition,
+      message: `waiting for its waitForPreCondition (Kustomization ${gname}): ${why}`,
+    },
+    waiting: `${entry.name} (its waitForPreCondition)`,
+  };
+}
+
 /** Phase "health": per-addon readiness and the summary conditions. */
 function addonStatus(
   ctx: Context,
@@ -1324,6 +1406,7 @@ function addonStatus(
   selection: Selection,
   update: BranchUpdate | undefined,
   helm: ReadonlyMap<string, HelmAddon>,
+  gates: ReadonlyMap<string, PreConditionChecks>,
 ): ClusterAddonStatus {
   const { input, previous, branchName } = ctx;
   const { releaseName } = target;
@@ -1333,7 +1416,8 @@ function addonStatus(
   const expected = branch !== undefined ? branchRevision(branchName, branch.commit) : undefined;
   const readiness = order.map((entry) => {
     const r = addonReadiness(ctx, target, entry, expected, pending, helm.has(entry.name));
-    return helm.has(entry.name) ? withHelmRelease(ctx, entry, r) : r;
+    if (helm.has(entry.name)) return withHelmRelease(ctx, entry, r);
+    return gates.has(entry.name) ? withPreconditionGate(ctx, entry, r) : r;
   });
   const waitingFor = readiness.flatMap((r) => (r.waiting !== undefined ? [r.waiting] : []));
   const notReady = readiness.flatMap((r) => (r.notReady !== undefined ? [r.notReady] : []));
@@ -1402,29 +1486,51 @@ function addonStatus(
   };
 }
 
+/** How each kind of csctl wait condition is reported: its condition type, reasons and wording. */
+const WAIT_CONDITION_REPORTS = {
+  post: {
+    type: ConditionType.PostConditionsChecked,
+    mapped: Reason.PostConditionsMapped,
+    notMapped: Reason.PostConditionNotMapped,
+    held: (n: number) =>
+      `${n} waitForPostCondition(s) checked by Flux health checks of the addons' Kustomizations`,
+    dropped: 'not checked (the addon does not wait for it)',
+  },
+  pre: {
+    type: ConditionType.PreConditionsChecked,
+    mapped: Reason.PreConditionsMapped,
+    notMapped: Reason.PreConditionNotMapped,
+    held: (n: number) =>
+      `${n} waitForPreCondition(s) checked by Flux gate Kustomizations (<cluster>.<addon>.pre) the addons depend on`,
+    dropped: 'not checked (the addon is applied without waiting for it)',
+  },
+} as const;
+
 /**
- * PostConditionsChecked: whether every csctl waitForPostCondition is a Flux health check of its
- * addon's Kustomization (then Ready waits for it as CSO waits). False names each condition that is
- * not and why: its addon is applied and Ready without it. Absent when the release has none.
+ * PostConditionsChecked / PreConditionsChecked: whether every csctl waitForPostCondition is a Flux
+ * health check of its addon's Kustomization (then Ready waits for it as CSO waits), every
+ * waitForPreCondition one of the gate its addon's Kustomization depends on (then the addon is
+ * applied only once it holds). False names each condition that is not and why: its addon is
+ * applied and Ready without it. Absent when the release has none.
  */
-function postConditionsCondition(
+function waitConditionsCondition(
   ctx: Context,
   conditions: Condition[],
-  summary: PostConditionSummary,
+  summary: ConditionSummary,
+  which: keyof typeof WAIT_CONDITION_REPORTS,
 ): Condition[] {
-  if (summary.count === 0) return removeCondition(conditions, ConditionType.PostConditionsChecked);
+  const report = WAIT_CONDITION_REPORTS[which];
+  if (summary.count === 0) return removeCondition(conditions, report.type);
   const mapped = summary.unmapped.length === 0;
   return setCondition(
     conditions,
     {
-      type: ConditionType.PostConditionsChecked,
+      type: report.type,
       status: mapped ? 'True' : 'False',
       ...markOf(
         ctx,
-        mapped ? Reason.PostConditionsMapped : Reason.PostConditionNotMapped,
-        mapped
-          ? `${summary.count} waitForPostCondition(s) checked by Flux health checks of the addons' Kustomizations`
-          : `not checked (the addon does not wait for it): ${summary.unmapped.join('; ')}`,
+        mapped ? report.mapped : report.notMapped,
+        mapped ? report.held(summary.count) : `${report.dropped}: ${summary.unmapped.join('; ')}`,
       ),
     },
     ctx.input.now,
@@ -1446,13 +1552,19 @@ function reconcilePhases(input: ClusterAddonInput): ClusterAddonResult | undefin
   if (!selection.ok) return selection.result;
   const rendered = renderAddons(ctx, target.value, selection.value);
   if (!rendered.ok) return rendered.result;
-  const { files, helm, healthChecks, postConditions } = rendered.value;
+  const { files, helm, healthChecks, postConditions, gates, preConditions } = rendered.value;
   const update = branchUpdate(ctx, target.value, selection.value, files);
-  const status = addonStatus(ctx, target.value, selection.value, update, helm);
+  const status = addonStatus(ctx, target.value, selection.value, update, helm, gates);
+  const conditions = waitConditionsCondition(
+    ctx,
+    waitConditionsCondition(ctx, status.conditions ?? [], postConditions, 'post'),
+    preConditions,
+    'pre',
+  );
   return {
     clusterAddon: target.value.clusterAddon,
     finalizers: ctx.withFinalizer,
-    status: { ...status, conditions: postConditionsCondition(ctx, status.conditions ?? [], postConditions) },
+    status: { ...status, conditions },
     ...(update !== undefined ? { branch: update } : {}),
     ...fluxObjects(
       ctx,
@@ -1460,6 +1572,7 @@ function reconcilePhases(input: ClusterAddonInput): ClusterAddonResult | undefin
       selection.value,
       helm,
       healthChecks,
+      gates,
       update === undefined && (status.addons ?? []).every((a) => a.ready),
     ),
   };

@@ -35,6 +35,7 @@ import {
   removeCondition,
   setCondition,
 } from '../runtime/conditions.ts';
+import { csctlAddonPlan } from './clusteraddon.ts';
 import {
   type ProviderGate,
   type ProviderObject,
@@ -103,6 +104,18 @@ export function releaseClassBranch(prefix: string, namespace: string, release: s
 /** Whether a release's cluster-class is rendered by stackflux (not applied as the files are). */
 export function rendersClusterClass(stack: StackManifest | StackDescription): stack is StackDescription {
   return 'clusterClass' in stack && stack.clusterClass.kind === 'helm-chart';
+}
+
+/**
+ * The addons a csctl release's BeforeClusterUpgrade stage applies, as the ClusterAddon plans them
+ * (csctlAddonPlan: the stage the upgrade hook and a Progressive rollout wait for); empty for
+ * stackflux's own format and csctl's old umbrella layout, which have no stages.
+ */
+export function beforeClusterUpgradeAddonsOf(stack: StackManifest | StackDescription): string[] {
+  if (!('clusterClass' in stack) || stack.format !== 'csctl' || stack.csctl?.layout !== 'stages') return [];
+  return csctlAddonPlan(stack)
+    .filter((a) => a.stage === 'BeforeClusterUpgrade')
+    .map((a) => a.name);
 }
 
 /** The stack.yaml the chart policy reads (a csctl release has no remote chart: vendored only). */
@@ -357,6 +370,10 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
 
   const kubernetesVersion =
     stack?.ok === true ? stack.value.kubernetesVersion : release.status?.kubernetesVersion;
+  const beforeClusterUpgradeAddons =
+    stack?.ok === true
+      ? beforeClusterUpgradeAddonsOf(stack.value)
+      : release.status?.beforeClusterUpgradeAddons;
   const status: ClusterStackReleaseStatus = {
     ...(generation !== undefined ? { observedGeneration: generation } : {}),
     ...(commit !== undefined ? { commit } : {}),
@@ -366,6 +383,9 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     gitRepository: desired.kustomization.spec.sourceRef.name,
     kustomization: desired.kustomization.metadata.name,
     clusters: unknown !== undefined ? (release.status?.clusters ?? 0) : clusters.length,
+    ...(beforeClusterUpgradeAddons !== undefined && beforeClusterUpgradeAddons.length > 0
+      ? { beforeClusterUpgradeAddons }
+      : {}),
     ...providerStatus(release, gate),
     conditions,
   };

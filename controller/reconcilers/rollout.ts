@@ -8,6 +8,9 @@
 // Per Cluster (annotations ROLLOUT_ANNOTATIONS, so a restart resumes):
 //   pending ──move──► in flight ──gate passes minSuccessTime──► Done
 //                         └──progressDeadline──► Failed (rollbackOnFailure: RolledBack, moved back)
+//   A target release with a BeforeClusterUpgrade stage (csctl) starts with Preparing: the annotations
+//   make the ClusterAddon render the target release (addonrelease.ts) while the topology stays; once
+//   that stage is Ready in the workload cluster the Cluster moves (the deadline counts from the start).
 //   a Cluster whose class an operator changed away from what stackflux set: HandMoved, left alone.
 // Waves run one after the other: wave k starts once every Cluster of the waves before it is done
 // or failed; at most maxConcurrent of a wave are in flight.
@@ -19,6 +22,7 @@ import { parseDurationOrZero } from '../api/duration.ts';
 import type { Condition } from '../api/meta.ts';
 import {
   type MaintenanceWindow,
+  PREPARING_PHASE,
   ROLLOUT_ANNOTATIONS,
   type RolloutSpec,
   type RolloutStatus,
@@ -27,6 +31,7 @@ import { findCondition } from '../runtime/conditions.ts';
 import { clusterUse, ownedBy, releaseReady } from './clusterstack.ts';
 import { evaluateHealthCheck, type HealthCheckProblem, healthCheckProblem } from './healthcheck.ts';
 import { selects } from './labelselector.ts';
+import { BEFORE_CLUSTER_UPGRADE_STAGE, stageFromClusterAddon, type UpgradeStage } from './upgradehook.ts';
 
 /** Name of the implicit last wave (Clusters no wave selects). */
 export const REST_WAVE = 'rest';
@@ -90,7 +95,7 @@ export interface RolloutResult {
 
 type ClusterState =
   | { kind: 'pending' }
-  | { kind: 'inFlight'; to: string; reason: 'Soak' | 'HealthGate'; message: string }
+  | { kind: 'inFlight'; to: string; reason: 'Preparing' | 'Soak' | 'HealthGate'; message: string }
   | { kind: 'done' }
   | { kind: 'failed' }
   | { kind: 'skipped' };
@@ -317,6 +322,15 @@ function advanceMoved(ctx: Ctx, c: RolloutCluster, className: string): ClusterSt
   const fromRelease = ctx.releases.get(a[ROLLOUT_ANNOTATIONS.from] ?? '');
   const name = c.metadata.name;
   if (result === 'HandMoved') return { kind: 'skipped' };
+  const preparing = a[ROLLOUT_ANNOTATIONS.phase] === PREPARING_PHASE;
+  if (preparing && result === undefined) return advancePreparing(ctx, c, className);
+  // Ended while preparing (the phase annotation stays): the topology never moved.
+  if (preparing && (result === 'RolledBack' || result === 'Failed')) {
+    if (fromRelease === undefined || className !== fromRelease.spec.clusterClass)
+      return handMoved(ctx, c, a, className);
+    change(ctx, c, a, currentTopology(c, className), 'Record');
+    return { kind: 'failed' };
+  }
   if (result === 'RolledBack') {
     if (fromRelease !== undefined && className === fromRelease.spec.clusterClass) {
       change(ctx, c, a, topologyOf(fromRelease), 'Record'); // keep owning the rolled-back topology
@@ -401,6 +415,76 @@ function advanceMoved(ctx: Ctx, c: RolloutCluster, className: string): ClusterSt
   if (a[ROLLOUT_ANNOTATIONS.healthySince] !== undefined) change(ctx, c, unsoaked, keep, 'Record');
   ctx.wakeAt.push(started + ctx.deadlineMs);
   return { kind: 'inFlight', to, reason: 'HealthGate', message: `${name}: ${gate.message}` };
+}
+
+/** What a not-yet-Ready BeforeClusterUpgrade stage waits for, for status and Events. */
+function stageWait(stage: UpgradeStage): string {
+  switch (stage.kind) {
+    case 'Applied':
+      return `not Ready: ${stage.notReady.join(', ')}`;
+    case 'Failed':
+      return `${stage.reason}: ${stage.message}`;
+    case 'Ready':
+      return 'Ready';
+    default:
+      return stage.why;
+  }
+}
+
+/**
+ * A Preparing Cluster: its ClusterAddon renders the target release (addonReleaseTag); once the
+ * target's BeforeClusterUpgrade stage is Ready in the workload cluster the topology moves (the
+ * phase annotation goes, `started` stays so progressDeadline covers both). Until then the rollout
+ * keeps applying the topology the Cluster has, so server-side apply drops no field it owned.
+ */
+function advancePreparing(ctx: Ctx, c: RolloutCluster, className: string): ClusterState {
+  const a = rolloutAnnotations(c);
+  const to = a[ROLLOUT_ANNOTATIONS.to] ?? '';
+  const toRelease = ctx.releases.get(to);
+  const fromRelease = ctx.releases.get(a[ROLLOUT_ANNOTATIONS.from] ?? '');
+  const name = c.metadata.name;
+  if (toRelease === undefined || fromRelease === undefined || className !== fromRelease.spec.clusterClass)
+    return handMoved(ctx, c, a, className);
+  const started = ms(a[ROLLOUT_ANNOTATIONS.started]) ?? ctx.now;
+  const stage = stageFromClusterAddon(ctx.addons.get(name), to);
+  if (stage.kind === 'Ready' || stage.kind === 'NotApplicable') {
+    const { [ROLLOUT_ANNOTATIONS.phase]: _phase, ...moved } = a;
+    change(ctx, c, moved, topologyOf(toRelease), 'Move');
+    ctx.events.push({
+      type: 'Normal',
+      reason: 'ClusterMoved',
+      message: `moved Cluster ${name} from ${fromRelease.metadata.name} to ${to}: the ${BEFORE_CLUSTER_UPGRADE_STAGE} stage is Ready`,
+    });
+    ctx.wakeAt.push(started + ctx.deadlineMs);
+    return { kind: 'inFlight', to, reason: 'HealthGate', message: `${name} just moved` };
+  }
+  const keep = currentTopology(c, className);
+  const wait = `the ${BEFORE_CLUSTER_UPGRADE_STAGE} stage of ${to}: ${stageWait(stage)}`;
+  if (ctx.now >= started + ctx.deadlineMs) {
+    const why = `Cluster ${name} was not prepared for ${to} within ${ctx.spec.progressDeadline ?? '30m'}: ${wait}`;
+    const rollback = ctx.spec.rollbackOnFailure === true;
+    // RolledBack puts its addons back on the class's release; Failed leaves them where they are.
+    change(
+      ctx,
+      c,
+      { ...a, [ROLLOUT_ANNOTATIONS.result]: rollback ? 'RolledBack' : 'Failed' },
+      keep,
+      'Record',
+    );
+    ctx.events.push(
+      rollback
+        ? {
+            type: 'Warning',
+            reason: 'ClusterRolledBack',
+            message: `${why}; its addons go back to ${fromRelease.metadata.name}`,
+          }
+        : { type: 'Warning', reason: 'ClusterRolloutFailed', message: why },
+    );
+    return { kind: 'failed' };
+  }
+  change(ctx, c, a, keep, 'Record');
+  ctx.wakeAt.push(started + ctx.deadlineMs);
+  return { kind: 'inFlight', to, reason: 'Preparing', message: `${name} preparing: ${wait}` };
 }
 
 function handMoved(ctx: Ctx, c: RolloutCluster, a: Record<string, string>, className: string): ClusterState {
@@ -498,28 +582,45 @@ function startNext(ctx: Ctx, entries: Entry[], waves: WaveCount[], target: Clust
       const from = use === undefined ? undefined : ctx.byClass.get(use.className);
       if (from === undefined) continue;
       const name = e.cluster.metadata.name;
-      change(
-        ctx,
-        e.cluster,
-        {
-          [ROLLOUT_ANNOTATIONS.from]: from.metadata.name,
-          [ROLLOUT_ANNOTATIONS.to]: target.metadata.name,
-          [ROLLOUT_ANNOTATIONS.started]: new Date(ctx.now).toISOString(),
-        },
-        topologyOf(target),
-        'Move',
-      );
-      ctx.events.push({
-        type: 'Normal',
-        reason: 'ClusterMoved',
-        message: `wave ${w.name}: moved Cluster ${name} from ${from.metadata.name} to ${target.metadata.name}`,
-      });
-      e.state = {
-        kind: 'inFlight',
-        to: target.metadata.name,
-        reason: 'HealthGate',
-        message: `${name} just moved`,
+      const moving = {
+        [ROLLOUT_ANNOTATIONS.from]: from.metadata.name,
+        [ROLLOUT_ANNOTATIONS.to]: target.metadata.name,
+        [ROLLOUT_ANNOTATIONS.started]: new Date(ctx.now).toISOString(),
       };
+      if (needsPreparing(target)) {
+        const stage = `the ${BEFORE_CLUSTER_UPGRADE_STAGE} stage of ${target.metadata.name}`;
+        change(
+          ctx,
+          e.cluster,
+          { ...moving, [ROLLOUT_ANNOTATIONS.phase]: PREPARING_PHASE },
+          currentTopology(e.cluster, from.spec.clusterClass),
+          'Record',
+        );
+        ctx.events.push({
+          type: 'Normal',
+          reason: 'ClusterPreparing',
+          message: `wave ${w.name}: applying ${stage} to Cluster ${name} before it moves from ${from.metadata.name}`,
+        });
+        e.state = {
+          kind: 'inFlight',
+          to: target.metadata.name,
+          reason: 'Preparing',
+          message: `${name} preparing: ${stage}: just started`,
+        };
+      } else {
+        change(ctx, e.cluster, moving, topologyOf(target), 'Move');
+        ctx.events.push({
+          type: 'Normal',
+          reason: 'ClusterMoved',
+          message: `wave ${w.name}: moved Cluster ${name} from ${from.metadata.name} to ${target.metadata.name}`,
+        });
+        e.state = {
+          kind: 'inFlight',
+          to: target.metadata.name,
+          reason: 'HealthGate',
+          message: `${name} just moved`,
+        };
+      }
       w.pending -= 1;
       w.inFlight += 1;
       slots -= 1;
@@ -529,6 +630,11 @@ function startNext(ctx: Ctx, entries: Entry[], waves: WaveCount[], target: Clust
     break; // later waves wait for this one
   }
   return started;
+}
+
+/** Whether moving to r first applies its BeforeClusterUpgrade stage (the release controller records it). */
+function needsPreparing(r: ClusterStackRelease): boolean {
+  return (r.status?.beforeClusterUpgradeAddons ?? []).length > 0;
 }
 
 /** The newest Ready release (the ClusterStack's status.latestRelease), once its release is Ready. */

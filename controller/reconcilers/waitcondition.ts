@@ -9,6 +9,15 @@
 // `<key>.` is dropped and the expression is guarded to that object's name and namespace, so the
 // other objects of the kind stay as they are (only kinds kstatus treats as ready once they exist
 // may share the expression). Anything else is reported, never silently dropped.
+//
+// A waitForPreCondition must hold BEFORE the step is applied, over objects that already exist in
+// the workload cluster (the addon does not apply them). Its Flux form is a gate: a Kustomization
+// applying an empty folder with `wait: false`, whose `spec.healthChecks` are the condition's objects
+// and whose `spec.healthCheckExprs` are built as above; the addon's Kustomization dependsOn it.
+// Verified on kustomize-controller v1.9.5 (hack/testenv): with `wait: false` it polls the listed
+// objects with the custom expressions even though it applied none of them; a missing object is
+// `NotFound` until the timeout (HealthCheckFailed, retried every interval). Every object a gate
+// checks has its own guarded expression, so objects of one kind may share it.
 import { Environment } from '@marcbachmann/cel-js';
 import { MAX_HEALTH_CHECK_LENGTH } from '../api/rollout.ts';
 import type { WaitForCondition } from '../releases/description.ts';
@@ -35,6 +44,21 @@ export interface PostConditionChecks {
   exprs: HealthCheckExpr[];
   /** Why a condition cannot be a Flux health check, one line each. */
   unmapped: string[];
+}
+
+/** An entry of a Kustomization's spec.healthChecks (Flux's NamespacedObjectKindReference). */
+export interface HealthCheckRef {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  /** Absent for a cluster-scoped object. */
+  namespace?: string;
+}
+
+/** An addon's pre-condition gate: the objects it checks and their expressions; what has none. */
+export interface PreConditionChecks extends PostConditionChecks {
+  /** The objects of the mapped conditions, each once. */
+  healthChecks: HealthCheckRef[];
 }
 
 /** Kinds kstatus reports Current as soon as they exist: a guarded expression changes nothing for them. */
@@ -120,10 +144,35 @@ function parses(expression: string): string | undefined {
   }
 }
 
+const API_VERSION = /^(?:[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?v[0-9]+(?:(?:alpha|beta)[0-9]+)?$/;
+const KIND = /^[A-Za-z][A-Za-z0-9]{0,62}$/;
+const NAMESPACE = /^(?:[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$/;
+
+/**
+ * Why the release's object reference cannot name an object of the workload cluster (it goes into
+ * a Kustomization the tenants' kustomize-controller reads): the API server's own rules, names as
+ * path segments (up to 253 characters, no "/", "%", not "." or "..").
+ */
+function referenceProblem(o: WaitForCondition['objects'][number]): string | undefined {
+  const ref = JSON.stringify(`${o.apiVersion} ${o.kind} ${o.namespace}/${o.name}`.slice(0, 300));
+  if (!API_VERSION.test(o.apiVersion)) return `${ref}: apiVersion is not <group>/<version> or <version>`;
+  if (!KIND.test(o.kind)) return `${ref}: kind is not a Kubernetes kind name`;
+  if (!NAMESPACE.test(o.namespace)) return `${ref}: namespace is not a DNS label`;
+  if (
+    o.name.length === 0 ||
+    o.name.length > 253 ||
+    /[/%\s\p{Cc}]/u.test(o.name) ||
+    o.name === '.' ||
+    o.name === '..'
+  )
+    return `${ref}: name is not an object name`;
+  return undefined;
+}
+
 /** One condition as a guarded expression for its object's kind, or why it cannot be one. */
 function mapCondition(
   condition: WaitForCondition,
-  applied: readonly AppliedObject[],
+  checked: CheckedObjects,
 ): { ok: true; object: AppliedObject; current: string } | { ok: false; why: string } {
   // The expression runs in kustomize-controller, which every tenant shares: the length and cost
   // bounds of a rollout health check hold for it too.
@@ -150,15 +199,20 @@ function mapCondition(
       ok: false,
       why: `it reads ${condition.objects.length} objects; Flux checks one object at a time`,
     };
+  const bad = referenceProblem(object);
+  if (bad !== undefined) return { ok: false, why: bad };
   const ref = `${object.kind} ${object.namespace ? `${object.namespace}/` : ''}${object.name}`;
   const same = (o: AppliedObject) => groupKind(o) === groupKind(object) && o.name === object.name;
   // A reference without namespace is to a cluster-scoped object (CSO gets it without one).
-  const target = applied.find(
-    (o) => same(o) && (o.namespace === object.namespace || object.namespace === ''),
-  );
+  const target =
+    checked.kind === 'condition-objects'
+      ? { apiVersion: object.apiVersion, kind: object.kind, name: object.name, namespace: object.namespace }
+      : checked.applied.find((o) => same(o) && (o.namespace === object.namespace || object.namespace === ''));
   if (target === undefined)
     return { ok: false, why: `${ref} is not an object this addon applies; Flux checks only those` };
-  const shared = applied.some((o) => groupKind(o) === groupKind(object) && o !== target);
+  const shared =
+    checked.kind === 'applied' &&
+    checked.applied.some((o) => groupKind(o) === groupKind(object) && o !== target);
   if (shared && !READY_ONCE_EXISTING.has(groupKind(object)))
     return {
       ok: false,
@@ -174,22 +228,27 @@ function mapCondition(
 }
 
 /**
- * The Flux health check expressions of an addon's post-conditions (one entry per kind, its
- * conditions joined with &&) over the objects the addon applies, and the conditions that cannot be
- * one (described for the ClusterAddon's condition).
+ * Which objects Flux evaluates the expressions over: those the addon's Kustomization applies
+ * (post-conditions, `wait: true`), or exactly the conditions' own objects (a pre-condition gate's
+ * `spec.healthChecks`, each with its own guarded expression).
  */
-export function postConditionHealthChecks(
+type CheckedObjects = { kind: 'applied'; applied: readonly AppliedObject[] } | { kind: 'condition-objects' };
+
+/** The conditions mapped one by one, joined per kind with &&; the objects they check; what has no form. */
+function mapConditions(
   conditions: readonly WaitForCondition[],
-  applied: readonly AppliedObject[],
-): PostConditionChecks {
+  checked: CheckedObjects,
+): PostConditionChecks & { objects: AppliedObject[] } {
   const byKind = new Map<string, HealthCheckExpr>();
   const unmapped: string[] = [];
+  const objects: AppliedObject[] = [];
   for (const condition of conditions) {
-    const mapped = mapCondition(condition, applied);
+    const mapped = mapCondition(condition, checked);
     if (!mapped.ok) {
       unmapped.push(`"${condition.conditions}": ${mapped.why}`);
       continue;
     }
+    objects.push(mapped.object);
     const k = groupKind(mapped.object);
     const have = byKind.get(k);
     if (have !== undefined) have.current = `${have.current} && ${mapped.current}`;
@@ -200,5 +259,38 @@ export function postConditionHealthChecks(
         current: mapped.current,
       });
   }
-  return { exprs: [...byKind.values()], unmapped };
+  return { exprs: [...byKind.values()], unmapped, objects };
+}
+
+/**
+ * The Flux health check expressions of an addon's post-conditions (one entry per kind, its
+ * conditions joined with &&) over the objects the addon applies, and the conditions that cannot be
+ * one (described for the ClusterAddon's condition).
+ */
+export function postConditionHealthChecks(
+  conditions: readonly WaitForCondition[],
+  applied: readonly AppliedObject[],
+): PostConditionChecks {
+  const { exprs, unmapped } = mapConditions(conditions, { kind: 'applied', applied });
+  return { exprs, unmapped };
+}
+
+/**
+ * An addon's pre-conditions as the health checks of its gate Kustomization: the objects of the
+ * mapped conditions (each once) as `spec.healthChecks`, their expressions as `spec.healthCheckExprs`,
+ * and the conditions that cannot be mapped (described for the ClusterAddon's condition).
+ */
+export function preConditionHealthChecks(conditions: readonly WaitForCondition[]): PreConditionChecks {
+  const { exprs, unmapped, objects } = mapConditions(conditions, { kind: 'condition-objects' });
+  const refs = new Map<string, HealthCheckRef>();
+  for (const o of objects) {
+    const ref = {
+      apiVersion: o.apiVersion,
+      kind: o.kind,
+      name: o.name,
+      ...(o.namespace !== '' ? { namespace: o.namespace } : {}),
+    };
+    refs.set(`${groupKind(o)} ${o.namespace}/${o.name}`, ref);
+  }
+  return { healthChecks: [...refs.values()], exprs, unmapped };
 }

@@ -12,14 +12,25 @@ export const DEFAULT_FLUX_TEMPLATES_DIR =
     existsSync(d),
   ) ?? join(here, '..', '..', 'flux-templates');
 
+/**
+ * The templates of `dir`. A file the folder lacks is the bundled one: a --flux-templates folder
+ * written for an earlier stackflux keeps working when a release adds a template (e.g. the
+ * pre-condition gate's), instead of the controller refusing to start.
+ */
 export function loadFluxTemplates(dir: string = DEFAULT_FLUX_TEMPLATES_DIR): FluxTemplates {
-  const read = (key: keyof FluxTemplates): string =>
-    readFileSync(join(dir, FLUX_TEMPLATE_FILES[key]), 'utf8');
+  const read = (key: keyof FluxTemplates): string => {
+    const own = join(dir, FLUX_TEMPLATE_FILES[key]);
+    return readFileSync(
+      existsSync(own) ? own : join(DEFAULT_FLUX_TEMPLATES_DIR, FLUX_TEMPLATE_FILES[key]),
+      'utf8',
+    );
+  };
   return {
     releaseGitRepository: read('releaseGitRepository'),
     releaseKustomization: read('releaseKustomization'),
     fleetGitRepository: read('fleetGitRepository'),
     addonKustomization: read('addonKustomization'),
+    addonPreconditionKustomization: read('addonPreconditionKustomization'),
     addonHelmRelease: read('addonHelmRelease'),
     addonHelmRepository: read('addonHelmRepository'),
     addonOciRepository: read('addonOciRepository'),

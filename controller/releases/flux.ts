@@ -21,6 +21,7 @@ export interface FluxTemplates {
   releaseKustomization: string;
   fleetGitRepository: string;
   addonKustomization: string;
+  addonPreconditionKustomization: string;
   addonHelmRelease: string;
   addonHelmRepository: string;
   addonOciRepository: string;
@@ -31,6 +32,7 @@ export const FLUX_TEMPLATE_FILES: Readonly<Record<keyof FluxTemplates, string>> 
   releaseKustomization: 'release-kustomization.yaml',
   fleetGitRepository: 'fleet-gitrepository.yaml',
   addonKustomization: 'addon-kustomization.yaml',
+  addonPreconditionKustomization: 'addon-precondition-kustomization.yaml',
   addonHelmRelease: 'addon-helmrelease.yaml',
   addonHelmRepository: 'addon-helmrepository.yaml',
   addonOciRepository: 'addon-ocirepository.yaml',
@@ -320,10 +322,32 @@ export function addonFolder(addon: string, helm: boolean): string {
   return helm ? `${addon}${HELM_SUFFIX}` : addon;
 }
 
-/** The addon whose folder this is (`<addon>` or `<addon>.helm`). */
-export function addonOfFolder(folder: string): string {
-  return folder.endsWith(HELM_SUFFIX) ? folder.slice(0, -HELM_SUFFIX.length) : folder;
+/** Suffix of the folder and Kustomization of an addon's pre-condition gate (see HELM_SUFFIX). */
+const PRECONDITION_SUFFIX = '.pre';
+
+/** The folder of an addon's pre-condition gate on a Cluster's branch: an empty kustomization. */
+export function preconditionFolder(addon: string): string {
+  return `${addon}${PRECONDITION_SUFFIX}`;
 }
+
+/** The addon whose folder this is (`<addon>`, `<addon>.helm` or `<addon>.pre`). */
+export function addonOfFolder(folder: string): string {
+  for (const suffix of [HELM_SUFFIX, PRECONDITION_SUFFIX])
+    if (folder.endsWith(suffix)) return folder.slice(0, -suffix.length);
+  return folder;
+}
+
+/** Name of the Kustomization gating one (cluster, addon) on its pre-conditions: `<cluster>.<addon>.pre`. */
+export function preconditionKustomizationName(cluster: string, addon: string): string {
+  return `${cluster}.${preconditionFolder(addon)}`;
+}
+
+/**
+ * The gate folder's only file: a kustomization of no resources (kustomize-controller builds and
+ * applies nothing, then runs the health checks).
+ */
+export const EMPTY_KUSTOMIZATION =
+  'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: []\n';
 
 /**
  * Name of the Kustomization of one (cluster, addon): `<cluster>.<addon>` applies manifests into the
@@ -384,6 +408,41 @@ export interface AddonKustomizationInput {
   ownerReferences: OwnerReference[];
   /** CEL health checks of the applied objects (a csctl addon's waitForPostCondition). */
   healthCheckExprs?: { apiVersion: string; kind: string; current: string }[];
+  /** The addon waits for its pre-condition gate (preconditionKustomization) besides `dependsOn`. */
+  preconditionGate?: boolean;
+}
+
+/** The template inputs an addon's Kustomization and its pre-condition gate share. */
+function addonKustomizationCommon(
+  input: Pick<
+    AddonKustomizationInput,
+    | 'cluster'
+    | 'namespace'
+    | 'addon'
+    | 'sourceName'
+    | 'extraLabels'
+    | 'interval'
+    | 'timeout'
+    | 'ownerReferences'
+  >,
+  name: string,
+  folder: string,
+): Record<string, unknown> {
+  return {
+    name,
+    namespace: input.namespace,
+    labels: sortedRecord({
+      ...MANAGED_BY_LABELS,
+      [LABEL_CLUSTER]: input.cluster,
+      [LABEL_ADDON]: input.addon,
+      ...input.extraLabels,
+    }),
+    ownerReferences: input.ownerReferences,
+    interval: input.interval ?? DEFAULT_INTERVAL,
+    timeout: input.timeout ?? DEFAULT_TIMEOUT,
+    path: joinPath(folder),
+    sourceName: input.sourceName,
+  };
 }
 
 /**
@@ -395,27 +454,24 @@ export function addonKustomization(templates: FluxTemplates, input: AddonKustomi
   return renderFluxTemplate(
     templates.addonKustomization,
     {
-      name: addonKustomizationName(input.cluster, input.addon, input.helm === true),
-      namespace: input.namespace,
-      labels: sortedRecord({
-        ...MANAGED_BY_LABELS,
-        [LABEL_CLUSTER]: input.cluster,
-        [LABEL_ADDON]: input.addon,
-        ...input.extraLabels,
-      }),
-      ownerReferences: input.ownerReferences,
-      interval: input.interval ?? DEFAULT_INTERVAL,
-      timeout: input.timeout ?? DEFAULT_TIMEOUT,
       // The folder follows from the name, like the target: one object reads one kind of content.
-      path: joinPath(addonFolder(input.addon, input.helm === true)),
-      sourceName: input.sourceName,
+      ...addonKustomizationCommon(
+        input,
+        addonKustomizationName(input.cluster, input.addon, input.helm === true),
+        addonFolder(input.addon, input.helm === true),
+      ),
       kubeConfig:
         input.helm === true ? null : { secretRef: { name: `${input.cluster}-kubeconfig`, key: 'value' } },
       dependsOn:
-        input.dependsOn.length > 0
-          ? input.dependsOn.map((a) => ({
-              name: addonKustomizationName(input.cluster, a, input.helmAddons?.has(a) === true),
-            }))
+        input.dependsOn.length > 0 || input.preconditionGate === true
+          ? [
+              ...(input.preconditionGate === true
+                ? [{ name: preconditionKustomizationName(input.cluster, input.addon) }]
+                : []),
+              ...input.dependsOn.map((a) => ({
+                name: addonKustomizationName(input.cluster, a, input.helmAddons?.has(a) === true),
+              })),
+            ]
           : null,
       targetNamespace: input.helm === true ? null : (input.targetNamespace ?? null),
       serviceAccountName: input.helm === true ? (input.serviceAccountName ?? null) : null,
@@ -427,6 +483,47 @@ export function addonKustomization(templates: FluxTemplates, input: AddonKustomi
           : null,
     },
     FLUX_TEMPLATE_FILES.addonKustomization,
+  ) as Kustomization;
+}
+
+export interface PreconditionKustomizationInput {
+  cluster: string;
+  namespace: string;
+  addon: string;
+  /** GitRepository of the Cluster's fleet branch. */
+  sourceName: string;
+  /** Extra labels (the Flux shard key). */
+  extraLabels?: Record<string, string>;
+  interval?: string;
+  timeout?: string;
+  ownerReferences: OwnerReference[];
+  /** Objects of the workload cluster the gate checks (it does not apply them). */
+  healthChecks: { apiVersion: string; kind: string; name: string; namespace?: string }[];
+  healthCheckExprs: { apiVersion: string; kind: string; current: string }[];
+}
+
+/**
+ * The Kustomization gating one addon of one cluster on its csctl waitForPreCondition: Ready once
+ * the listed objects of the workload cluster pass the expressions; the addon's Kustomization
+ * depends on it. Labelled with the addon, so it is deleted with the addon's other Flux objects.
+ */
+export function preconditionKustomization(
+  templates: FluxTemplates,
+  input: PreconditionKustomizationInput,
+): Kustomization {
+  return renderFluxTemplate(
+    templates.addonPreconditionKustomization,
+    {
+      ...addonKustomizationCommon(
+        input,
+        preconditionKustomizationName(input.cluster, input.addon),
+        preconditionFolder(input.addon),
+      ),
+      kubeConfig: { secretRef: { name: `${input.cluster}-kubeconfig`, key: 'value' } },
+      healthChecks: input.healthChecks,
+      healthCheckExprs: input.healthCheckExprs,
+    },
+    FLUX_TEMPLATE_FILES.addonPreconditionKustomization,
   ) as Kustomization;
 }
 

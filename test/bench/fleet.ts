@@ -45,7 +45,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { API_VERSION, LABEL_ADDON, LABEL_CLUSTER } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
-import { Informer } from '../../controller/runtime/informer.ts';
+import { Informer, stripManagedFields } from '../../controller/runtime/informer.ts';
 import { installCrds } from '../../hack/lib/crds.ts';
 import {
   createRepo,
@@ -509,7 +509,12 @@ export class Watch {
   readonly kustomizations: Informer<Obj>;
   readonly gitRepositories: Informer<Obj>;
 
-  constructor(client: KubeClient, ns: string) {
+  /**
+   * `fluxStatus: 'whole'` keeps the Flux objects' whole status (artifact, every condition), which
+   * the controller's lean default drops: the hostile bench reads when Flux fetched and started.
+   */
+  constructor(client: KubeClient, ns: string, opts: { fluxStatus?: 'lean' | 'whole' } = {}) {
+    const whole = opts.fluxStatus === 'whole' ? { transform: stripManagedFields<Obj> } : {};
     this.addons = new Informer<Obj>({ client, apiVersion: API_VERSION, kind: 'ClusterAddon', namespace: ns });
     this.kustomizations = new Informer<Obj>({
       client,
@@ -517,12 +522,14 @@ export class Watch {
       kind: 'Kustomization',
       namespace: ns,
       labelSelector: LABEL_ADDON,
+      ...whole,
     });
     this.gitRepositories = new Informer<Obj>({
       client,
       apiVersion: SOURCE,
       kind: 'GitRepository',
       namespace: ns,
+      ...whole,
     });
   }
 

@@ -326,6 +326,10 @@ interface Change {
   cidr: string;
   /** Seconds until the Cluster's ClusterAddon reported a new fleet commit (stackflux's side). */
   fleetCommitSeconds?: number;
+  /** Seconds until source-controller's artifact of the Cluster's GitRepository was the new commit. */
+  fetchedSeconds?: number;
+  /** Seconds until kustomize-controller started on it (its Reconciling message names the new revision). */
+  startedSeconds?: number;
   /** Seconds until the cni Kustomization's lastAppliedRevision was a commit holding the new CIDR. */
   appliedSeconds?: number;
 }
@@ -352,6 +356,14 @@ async function benignChange(
       ?.fleetCommit;
   const commitBefore = fleetCommit();
   let seen = kustomization()?.status?.lastAppliedRevision;
+  const artifactOf = (k: ReturnType<typeof kustomization>): string | undefined => {
+    const repo = k === undefined ? undefined : watch.location(k)?.gitRepository;
+    const a = repo === undefined ? undefined : watch.gitRepositories.getByName(repo, ns)?.status?.artifact;
+    const revision = (a as { revision?: unknown } | undefined)?.revision;
+    return typeof revision === 'string' ? revision : undefined;
+  };
+  const artifactBefore = artifactOf(kustomization());
+  let fetched: string | undefined;
   const t0 = now();
   await h.client.mergePatch(CAPI, 'Cluster', cluster, ns, {
     spec: { clusterNetwork: { pods: { cidrBlocks: [cidr] } } },
@@ -360,6 +372,20 @@ async function benignChange(
     if (change.fleetCommitSeconds === undefined && fleetCommit() !== commitBefore)
       change.fleetCommitSeconds = secs(now() - t0);
     const k = kustomization();
+    // Where Flux's share of the time goes: the fetch (source-controller) or the queue and apply
+    // (kustomize-controller), read from the status both write as they go: the GitRepository's
+    // artifact moving to a new revision, then the Kustomization's Reconciling message naming it.
+    const artifact = artifactOf(k);
+    if (change.fetchedSeconds === undefined && artifact !== undefined && artifact !== artifactBefore) {
+      change.fetchedSeconds = secs(now() - t0);
+      fetched = artifact;
+    }
+    if (change.startedSeconds === undefined && fetched !== undefined) {
+      const conditions = (k?.status?.conditions ?? []) as Array<{ type: string; message?: string }>;
+      const reconciling = conditions.find((c) => c.type === 'Reconciling');
+      if (reconciling?.message?.includes(fetched) === true || k?.status?.lastAttemptedRevision === fetched)
+        change.startedSeconds = secs(now() - t0);
+    }
     const applied = k?.status?.lastAppliedRevision;
     const l = k === undefined ? undefined : watch.location(k);
     if (typeof applied === 'string' && applied !== seen && l !== undefined) {
@@ -396,6 +422,8 @@ interface Figures {
     maxSeconds?: number;
     p50Seconds?: number;
     targetSeconds: number;
+    /** The slowest change's stages (or the first one not applied). */
+    slowest?: Change;
   };
   rss: {
     firstMb?: number;
@@ -473,6 +501,11 @@ function report(f: Figures, ts: Target[], inputs: Array<{ name: string; input: s
     `/healthz: max ${f.healthz.maxMs ?? '–'} ms, p99 ${f.healthz.p99Ms ?? '–'} ms, ${f.healthz.failures} failed of ${f.healthz.samples}`,
     `Lease ${f.lease.namespace}/${f.lease.name}: ${f.lease.renewals} renewals seen, max gap ${f.lease.maxRenewGapSeconds ?? '–'} s`,
     `benign changes: ${f.benign.applied}/${f.benign.changes} applied, max ${f.benign.maxSeconds ?? '–'} s, p50 ${f.benign.p50Seconds ?? '–'} s (target ${f.benign.targetSeconds} s)`,
+    ...(f.benign.slowest !== undefined
+      ? [
+          `slowest benign change (${f.benign.slowest.cluster}): fleet commit ${f.benign.slowest.fleetCommitSeconds ?? '–'} s, source-controller fetched ${f.benign.slowest.fetchedSeconds ?? '–'} s, kustomize-controller started ${f.benign.slowest.startedSeconds ?? '–'} s, applied ${f.benign.slowest.appliedSeconds ?? 'NOT'} s`,
+        ]
+      : []),
     `RSS: first ${f.rss.firstMb ?? '–'} MB, last ${f.rss.lastMb ?? '–'} MB, max sampled ${f.rss.maxSampledMb ?? '–'} MB, peak (VmHWM) ${f.rss.peakMb ?? '–'} MB; render processes max ${f.rss.maxRenderSampledMb ?? '–'} MB, with stackflux max ${f.rss.maxTotalSampledMb ?? '–'} MB`,
     `process exits: ${f.processExits}${f.exit ? ` (code ${f.exit.code}, signal ${f.exit.signal}, after ${f.exit.atSeconds} s)` : ''}`,
     '',
@@ -617,7 +650,7 @@ export async function runHostileBench(argv: string[]): Promise<number> {
         noteError(input.name, err);
       }
     }
-    watch = new Watch(client, h.ns.benign);
+    watch = new Watch(client, h.ns.benign, { fluxStatus: 'whole' });
     await watch.start();
     const fleet = new FleetReader(fleetUrl, join(h.work, 'fleet-reader.git'));
 
@@ -756,7 +789,7 @@ export async function runHostileBench(argv: string[]): Promise<number> {
         if (c !== undefined) {
           changes.push(c);
           log(
-            `benign change ${k + 1} (${cluster} → ${cidr}): fleet commit ${c.fleetCommitSeconds ?? '–'} s, applied ${c.appliedSeconds ?? 'NOT'} s`,
+            `benign change ${k + 1} (${cluster} → ${cidr}): fleet commit ${c.fleetCommitSeconds ?? '–'} s, fetched ${c.fetchedSeconds ?? '–'} s, kustomize started ${c.startedSeconds ?? '–'} s, applied ${c.appliedSeconds ?? 'NOT'} s`,
           );
         }
         while (running() && now() < slot) await sleep(500);
@@ -831,6 +864,16 @@ export async function runHostileBench(argv: string[]): Promise<number> {
           ? { maxSeconds: Math.max(...applied), p50Seconds: percentile(applied, 50) }
           : {}),
         targetSeconds: secs(windowMs + 10_000),
+        ...(changes.length > 0
+          ? {
+              slowest: changes.reduce((a, b) =>
+                (b.appliedSeconds ?? Number.POSITIVE_INFINITY) >
+                (a.appliedSeconds ?? Number.POSITIVE_INFINITY)
+                  ? b
+                  : a,
+              ),
+            }
+          : {}),
       },
       rss: {
         ...(rss.length > 0 ? { firstMb: rss[0], lastMb: rss.at(-1), maxSampledMb: Math.max(...rss) } : {}),

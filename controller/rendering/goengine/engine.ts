@@ -8,9 +8,10 @@
 // stderr to a private temp file (read only to tell why an instance stopped). Requests and responses are JSON in the module's memory (protocol:
 // hack/goengine/wasm.go).
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { WASI } from 'node:wasi';
+import type { WASI as WasiClass } from 'node:wasi';
 import { locateGoEngine } from './locate.ts';
 import { withMemoryMaximum } from './memory.ts';
 
@@ -84,6 +85,25 @@ export function configureGoEngine(next: EngineConfig): void {
   instance = undefined;
 }
 
+/**
+ * node:wasi, loaded on first use rather than imported: loading it makes Node print "WASI is an
+ * experimental feature" to stderr, which every CLI command importing the renderers printed, and
+ * every render process into the controller's log. Only that one warning is held back.
+ */
+function loadWasi(): typeof WasiClass {
+  const emitWarning = process.emitWarning;
+  process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
+    const text = typeof warning === 'string' ? warning : warning.message;
+    if (text.startsWith('WASI is an experimental feature')) return;
+    (emitWarning as (...a: unknown[]) => void).call(process, warning, ...rest);
+  }) as typeof process.emitWarning;
+  try {
+    return (createRequire(import.meta.url)('node:wasi') as { WASI: typeof WasiClass }).WASI;
+  } finally {
+    process.emitWarning = emitWarning;
+  }
+}
+
 /** Loads the module and starts an instance, once per process (again after a crash). */
 function engine(): EngineExports | EngineFailure {
   if (instance !== undefined) return instance;
@@ -105,6 +125,7 @@ function engine(): EngineExports | EngineFailure {
     if (stderrFd !== undefined) closeSync(stderrFd);
     const stderr = openSync(stderrFile, 'w', 0o600);
     stderrFd = stderr;
+    const WASI = loadWasi();
     const wasi = new WASI({
       version: 'preview1',
       args: ['goengine'],
@@ -115,7 +136,7 @@ function engine(): EngineExports | EngineFailure {
       returnOnExit: true,
     });
     const started = new Wasm.Instance(compiled.module, wasi.getImportObject());
-    wasi.initialize(started as Parameters<WASI['initialize']>[0]);
+    wasi.initialize(started as Parameters<WasiClass['initialize']>[0]);
     closeSync(devNull);
     instance = started.exports as unknown as EngineExports;
     return instance;

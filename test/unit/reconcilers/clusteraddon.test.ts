@@ -8,6 +8,7 @@ import type { ClusterStackRelease } from '../../../controller/api/clusterstackre
 import type { HelmRelease, Kustomization } from '../../../controller/api/flux.ts';
 import type { Condition } from '../../../controller/api/meta.ts';
 import type { ReleaseTree } from '../../../controller/api/release.ts';
+import { PREPARING_PHASE, ROLLOUT_ANNOTATIONS } from '../../../controller/api/rollout.ts';
 import { refBackoffMs } from '../../../controller/controllers/clusteraddon.ts';
 import type { BranchState } from '../../../controller/gitops/branches.ts';
 import { branchTreeIds } from '../../../controller/gitops/objects.ts';
@@ -27,10 +28,11 @@ import {
 } from '../../../controller/reconcilers/clusteraddon.ts';
 import { reconcileClusterStack } from '../../../controller/reconcilers/clusterstack.ts';
 import { servedClusterNames } from '../../../controller/reconcilers/sharing.ts';
-import type { FluxTemplates } from '../../../controller/releases/flux.ts';
+import { EMPTY_KUSTOMIZATION, type FluxTemplates } from '../../../controller/releases/flux.ts';
 import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
 import { readReleaseDescription } from '../../../controller/releases/format.ts';
 import { parseReleaseTag } from '../../../controller/releases/tags.ts';
+import { binaryFilesOf, releaseTree } from '../../../controller/releases/tree.ts';
 import {
   type AddonRenderInput,
   isCsctlAddonInput,
@@ -2065,6 +2067,38 @@ describe('reconcileClusterAddon: a csctl (cluster-stack-operator) release', () =
     );
   });
 
+  it('while a rollout prepares the Cluster: the target release, over the Cluster with the topology it moves to', () => {
+    recorded.length = 0;
+    const V2CSCTL = 'docker-csoferrol-1-30-v2';
+    const c = cluster({ release: CSCTL });
+    (c.metadata as Record<string, unknown>).annotations = {
+      [ROLLOUT_ANNOTATIONS.phase]: PREPARING_PHASE,
+      [ROLLOUT_ANNOTATIONS.to]: V2CSCTL,
+    };
+    (c.spec as { topology: { version: string } }).topology.version = 'v1.30.2';
+    const w = newWorld(c);
+    const v2 = releaseObject(V2CSCTL);
+    converge(w, 'alpha', {
+      release: { ...v2, spec: { ...v2.spec, clusterStack: 'ferrol' } },
+      tree: csctlTree,
+      render,
+    });
+    assert.equal(w.clusterAddon?.spec.release, V2CSCTL, 'the ClusterAddon renders the target release');
+    const asked = recorded.filter(isCsctlAddonInput);
+    assert.ok(asked.length > 0);
+    for (const i of asked)
+      assert.deepEqual((i.cluster.spec as { topology: unknown }).topology, {
+        classRef: { name: V2CSCTL },
+        version: 'v1.30.4',
+      });
+    assert.equal(
+      (c.spec as { topology: { classRef: { name: string } } }).topology.classRef.name,
+      CSCTL,
+      'the Cluster itself is not changed',
+    );
+    assert.equal((c.spec as { topology: { version: string } }).topology.version, 'v1.30.2');
+  });
+
   it('holds the cni waitForPostCondition as a health check of alpha.cni; says which condition it cannot hold', () => {
     const renderObjects = (name: string) => (i: AddonRenderInput) => {
       const text = `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\n`;
@@ -2104,6 +2138,130 @@ describe('reconcileClusterAddon: a csctl (cluster-stack-operator) release', () =
     assert.match(
       cond(r2, 'PostConditionsChecked')?.message ?? '',
       /addon cni: "cniconfig.data.clusterName != """: ConfigMap kube-system\/cni-config is not an object this addon applies/,
+    );
+  });
+  /** The example stack with `pre` as metrics' waitForPreCondition in AfterControlPlaneInitialized. */
+  const withPreCondition = (pre: string): ReleaseTree => {
+    const text = csctlTree.get('clusteraddon.yaml') ?? '';
+    const entry = '    - name: metrics\n      action: apply\n';
+    assert.ok(text.includes(entry));
+    return releaseTree(
+      new Map([...csctlTree, ['clusteraddon.yaml', text.replace(entry, `${entry}${pre}`)]]),
+      binaryFilesOf(csctlTree),
+    );
+  };
+  const GATE_CONDITION = [
+    '      waitForPreCondition:',
+    '        objects:',
+    '          - {key: gate, apiVersion: v1, kind: ConfigMap, name: metrics-gate, namespace: kube-system}',
+    '        conditions: gate.data.ready == "yes"',
+    '',
+  ].join('\n');
+  const overTree = (tree: ReleaseTree) => ({
+    release: { ...releaseObject(CSCTL), spec: { ...releaseObject(CSCTL).spec, clusterStack: 'ferrol' } },
+    tree,
+    render,
+  });
+
+  it('gates metrics on its waitForPreCondition: alpha.metrics.pre checks the existing object, alpha.metrics depends on it', () => {
+    const w = newWorld(cluster({ release: CSCTL }));
+    const over = overTree(withPreCondition(GATE_CONDITION));
+    converge(w, 'alpha', over);
+    assert.equal(
+      w.files?.get('metrics.pre/kustomization.yaml'),
+      EMPTY_KUSTOMIZATION,
+      'an empty folder for Flux',
+    );
+    const metrics = w.kustomizations.get('alpha.metrics');
+    const gate = w.kustomizations.get('alpha.metrics.pre');
+    assert.ok(metrics && gate);
+    assert.deepEqual(metrics.spec.dependsOn, [{ name: 'alpha.metrics.pre' }, { name: 'alpha.cni' }]);
+    assert.equal(gate.spec.path, './metrics.pre');
+    assert.equal(gate.spec.wait, false, 'the objects are not its own: spec.healthChecks are checked');
+    assert.deepEqual(gate.spec.healthChecks, [
+      { apiVersion: 'v1', kind: 'ConfigMap', name: 'metrics-gate', namespace: 'kube-system' },
+    ]);
+    assert.deepEqual(gate.spec.healthCheckExprs, [
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        current:
+          '(metadata.name == "metrics-gate" && metadata.namespace == "kube-system" ? (data.ready == "yes") : true)',
+      },
+    ]);
+    // Same source, same workload cluster, same owner and labels as the addon it gates.
+    assert.deepEqual(gate.spec.sourceRef, metrics.spec.sourceRef);
+    assert.deepEqual(gate.spec.kubeConfig, metrics.spec.kubeConfig);
+    assert.deepEqual(gate.metadata.ownerReferences, metrics.metadata.ownerReferences);
+    assert.deepEqual(gate.metadata.labels, metrics.metadata.labels);
+    assert.equal(w.kustomizations.get('alpha.cni')?.spec.dependsOn, undefined, 'cni has no pre-condition');
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha', over)));
+    assert.equal(cond(r, 'PreConditionsChecked')?.status, 'True');
+    assert.equal(cond(r, 'PreConditionsChecked')?.reason, 'PreConditionsMapped');
+    assert.equal(cond(r, 'Ready')?.status, 'True', cond(r, 'Ready')?.message);
+    assert.deepEqual(
+      r.status.addons?.map((a) => a.name),
+      ['cni', 'metrics'],
+      'the gate is no addon of the status',
+    );
+
+    // Flux holds metrics on the gate: the addon's status says so with the gate's own message.
+    const notReady = (reason: string, message: string) => ({
+      conditions: [
+        {
+          type: 'Ready',
+          status: 'False' as const,
+          reason,
+          message,
+          lastTransitionTime: '2025-01-01T00:00:00Z',
+        },
+      ],
+    });
+    const missing = "timeout waiting for: [ConfigMap/kube-system/metrics-gate status: 'NotFound']";
+    gate.status = notReady('HealthCheckFailed', `health check failed after 30s: ${missing}`);
+    metrics.status = notReady('DependencyNotReady', "dependency 'team/alpha.metrics.pre' is not ready");
+    const held = must(reconcileClusterAddon(worldInput(w, 'alpha', over)));
+    const status = held.status.addons?.find((a) => a.name === 'metrics');
+    assert.equal(status?.ready, false);
+    assert.equal(status?.reason, Reason.WaitingForPreCondition);
+    assert.equal(
+      status?.message,
+      `waiting for its waitForPreCondition (Kustomization alpha.metrics.pre): health check failed after 30s: ${missing}`,
+    );
+    assert.notEqual(cond(held, 'Ready')?.status, 'True');
+    assert.match(cond(held, 'Reconciling')?.message ?? '', /waiting for metrics \(its waitForPreCondition\)/);
+
+    // The next release drops the condition: the gate goes, metrics depends on cni only.
+    const plain = overTree(csctlTree);
+    converge(w, 'alpha', plain);
+    assert.equal(w.kustomizations.has('alpha.metrics.pre'), false);
+    assert.equal(w.files?.has('metrics.pre/kustomization.yaml'), false);
+    assert.deepEqual(w.kustomizations.get('alpha.metrics')?.spec.dependsOn, [{ name: 'alpha.cni' }]);
+    const r2 = must(reconcileClusterAddon(worldInput(w, 'alpha', plain)));
+    assert.equal(cond(r2, 'PreConditionsChecked'), undefined, 'absent when the release has none');
+  });
+
+  it('says which waitForPreCondition it cannot hold, and applies the addon without a gate', () => {
+    const twoObjects = [
+      '      waitForPreCondition:',
+      '        objects:',
+      '          - {key: a, apiVersion: v1, kind: ConfigMap, name: a, namespace: kube-system}',
+      '          - {key: b, apiVersion: v1, kind: ConfigMap, name: b, namespace: kube-system}',
+      '        conditions: a.data.x == b.data.x',
+      '',
+    ].join('\n');
+    const w = newWorld(cluster({ release: CSCTL }));
+    const over = overTree(withPreCondition(twoObjects));
+    converge(w, 'alpha', over);
+    assert.equal(w.kustomizations.has('alpha.metrics.pre'), false);
+    assert.equal(w.files?.has('metrics.pre/kustomization.yaml'), false);
+    assert.deepEqual(w.kustomizations.get('alpha.metrics')?.spec.dependsOn, [{ name: 'alpha.cni' }]);
+    const r = must(reconcileClusterAddon(worldInput(w, 'alpha', over)));
+    assert.equal(cond(r, 'PreConditionsChecked')?.status, 'False');
+    assert.equal(cond(r, 'PreConditionsChecked')?.reason, 'PreConditionNotMapped');
+    assert.match(
+      cond(r, 'PreConditionsChecked')?.message ?? '',
+      /^not checked \(the addon is applied without waiting for it\): addon metrics: "a.data.x == b.data.x": it reads 2 objects; Flux checks one object at a time$/,
     );
   });
 });

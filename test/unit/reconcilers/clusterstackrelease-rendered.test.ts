@@ -2,6 +2,7 @@
 // rendered objects from the fleet branch they were written to, pinned to that commit, and keeps
 // the last good state when a render fails.
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import type { ClusterStackRelease } from '../../../controller/api/clusterstackrelease.ts';
 import type { Kustomization } from '../../../controller/api/flux.ts';
@@ -11,6 +12,9 @@ import {
 } from '../../../controller/reconcilers/clusterstackrelease.ts';
 import type { StackDescription } from '../../../controller/releases/description.ts';
 import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
+import { readReleaseDescription } from '../../../controller/releases/format.ts';
+import { parseReleaseTag } from '../../../controller/releases/tags.ts';
+import { readStackDir } from '../../../hack/lib/stack-dir.ts';
 
 const templates = loadFluxTemplates();
 const now = new Date('2026-01-02T03:04:05Z');
@@ -130,5 +134,40 @@ describe('ClusterStackRelease with a rendered cluster-class', () => {
     assert.equal(ready(r)?.status, 'False');
     assert.equal(ready(r)?.reason, 'RenderFailed');
     assert.match(ready(r)?.message ?? '', /previously applied state is kept.*templates\/a\.yaml: bad/);
+  });
+});
+
+describe('ClusterStackRelease status.beforeClusterUpgradeAddons', () => {
+  const described = (stack: string) => {
+    const tag = parseReleaseTag(TAG);
+    assert.ok(tag.ok);
+    const read = readReleaseDescription(
+      readStackDir(join(import.meta.dirname, '..', '..', '..', 'stacks', stack)),
+      tag.value,
+    );
+    assert.ok(read.ok, read.ok ? '' : JSON.stringify(read));
+    return read;
+  };
+
+  it("names the addons of the release's BeforeClusterUpgrade stage (csctl stages)", () => {
+    const r = reconcileClusterStackRelease(input({ stack: described('docker-csoferrol-1-30') }));
+    assert.deepEqual(r.status.beforeClusterUpgradeAddons, ['cni', 'metrics']);
+  });
+
+  it('is absent for the old umbrella layout and a release without stages', () => {
+    for (const stack of [
+      described('docker-csoferrol-1-30-umbrella'),
+      { ok: true as const, value: description },
+    ])
+      assert.equal(
+        reconcileClusterStackRelease(input({ stack })).status.beforeClusterUpgradeAddons,
+        undefined,
+      );
+  });
+
+  it('keeps what it recorded while the tree is not read', () => {
+    const recorded = { ...release, status: { beforeClusterUpgradeAddons: ['cni'] } };
+    const r = reconcileClusterStackRelease(input({ release: recorded, stack: undefined }));
+    assert.deepEqual(r.status.beforeClusterUpgradeAddons, ['cni']);
   });
 });

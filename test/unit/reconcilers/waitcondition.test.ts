@@ -1,4 +1,4 @@
-// A csctl addon's waitForPostCondition as Flux health check expressions
+// A csctl addon's waitForPostCondition / waitForPreCondition as Flux health check expressions
 // (controller/reconcilers/waitcondition.ts): the mapped expression, evaluated over one object as
 // kustomize-controller does (its top-level fields as variables), gives what the cluster-stack-
 // operator's expression gives over the same object bound to its key; what cannot be mapped says why.
@@ -8,6 +8,7 @@ import { Environment } from '@marcbachmann/cel-js';
 import {
   type AppliedObject,
   postConditionHealthChecks,
+  preConditionHealthChecks,
   withoutKey,
 } from '../../../controller/reconcilers/waitcondition.ts';
 import type { WaitForCondition } from '../../../controller/releases/description.ts';
@@ -149,5 +150,90 @@ describe('waitForPostCondition as Flux health checks', () => {
       postConditionHealthChecks([condition('has(cniconfig.data.x)')], [CNI_CONFIG]).unmapped.length,
       0,
     );
+  });
+});
+
+describe('waitForPreCondition as the health checks of a gate Kustomization', () => {
+  const GATE = { key: 'gate', apiVersion: 'v1', kind: 'ConfigMap', name: 'gate', namespace: 'kube-system' };
+
+  it('checks the condition objects themselves (not applied by anyone), each with its guarded expression', () => {
+    const checks = preConditionHealthChecks([condition('gate.data.ready == "yes"', [GATE])]);
+    assert.deepEqual(checks.unmapped, []);
+    assert.deepEqual(checks.healthChecks, [
+      { apiVersion: 'v1', kind: 'ConfigMap', name: 'gate', namespace: 'kube-system' },
+    ]);
+    const [expr] = checks.exprs;
+    assert.ok(expr);
+    for (const data of [{ ready: 'yes' }, { ready: 'no' }, { ready: '' }]) {
+      const object = configMap('gate', data);
+      assert.equal(
+        cel.evaluate(expr.current, object),
+        cel.evaluate('gate.data.ready == "yes"', { gate: object }),
+        JSON.stringify(data),
+      );
+    }
+  });
+
+  it('gates on two objects of one kind, neither one taking the other’s expression; a cluster-scoped object has no namespace', () => {
+    const deployment = { apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'kube-system' };
+    const checks = preConditionHealthChecks([
+      condition('d.status.readyReplicas > 0', [{ key: 'd', name: 'd', ...deployment }]),
+      condition('e.status.readyReplicas > 1', [{ key: 'e', name: 'e', ...deployment }]),
+      condition('n.status.phase == "Active"', [
+        { key: 'n', apiVersion: 'v1', kind: 'Namespace', name: 'team', namespace: '' },
+      ]),
+      // The same object twice is checked once.
+      condition('d.status.replicas > 0', [{ key: 'd', name: 'd', ...deployment }]),
+    ]);
+    assert.deepEqual(checks.unmapped, []);
+    assert.deepEqual(checks.healthChecks, [
+      { apiVersion: 'apps/v1', kind: 'Deployment', name: 'd', namespace: 'kube-system' },
+      { apiVersion: 'apps/v1', kind: 'Deployment', name: 'e', namespace: 'kube-system' },
+      { apiVersion: 'v1', kind: 'Namespace', name: 'team' },
+    ]);
+    const byKind = new Map(checks.exprs.map((e) => [e.kind, e.current]));
+    const deploy = (name: string, readyReplicas: number) => ({
+      metadata: { name, namespace: 'kube-system' },
+      status: { readyReplicas, replicas: readyReplicas },
+    });
+    const current = byKind.get('Deployment') ?? '';
+    assert.equal(cel.evaluate(current, deploy('d', 1)), true);
+    assert.equal(cel.evaluate(current, deploy('d', 0)), false);
+    assert.equal(cel.evaluate(current, deploy('e', 1)), false);
+    assert.equal(cel.evaluate(current, deploy('e', 2)), true);
+    assert.equal(byKind.get('Namespace'), '(metadata.name == "team" ? (status.phase == "Active") : true)');
+  });
+
+  it('says why a condition cannot gate, and checks none of its objects', () => {
+    const cases: Array<[WaitForCondition, RegExp]> = [
+      [
+        condition('a.data.x == b.data.x', [GATE, { ...GATE, key: 'b', name: 'other' }]),
+        /reads 2 objects; Flux checks one object at a time/,
+      ],
+      [condition('gate["data"].x == "1"', [GATE]), /uses gate other than as gate.<field>/],
+      [condition(`gate.data.x == "${'y'.repeat(1100)}"`, [GATE]), /more than the limit of 1024/],
+      [
+        condition(
+          'gate.data.l.all(a, gate.data.l.all(b, gate.data.l.all(c, gate.data.l.all(d, gate.data.l.all(e, gate.data.l.all(f, true))))))',
+          [GATE],
+        ),
+        /more than the limit of 1000000/,
+      ],
+      [condition('gate.data.x == "1"', [{ ...GATE, name: 'a/../b' }]), /name is not an object name/],
+      [
+        condition('gate.data.x == "1"', [{ ...GATE, namespace: 'Kube System' }]),
+        /namespace is not a DNS label/,
+      ],
+      [condition('gate.data.x == "1"', [{ ...GATE, kind: 'Config Map' }]), /kind is not a Kubernetes kind/],
+      [condition('gate.data.x == "1"', [{ ...GATE, apiVersion: '../v1' }]), /apiVersion is not/],
+      [condition('', [GATE]), /does not parse/],
+    ];
+    for (const [c, why] of cases) {
+      const checks = preConditionHealthChecks([c]);
+      assert.deepEqual(checks.exprs, [], c.conditions);
+      assert.deepEqual(checks.healthChecks, [], c.conditions);
+      assert.equal(checks.unmapped.length, 1, c.conditions);
+      assert.match(checks.unmapped[0] ?? '', why, c.conditions);
+    }
   });
 });

@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
   addonKustomization,
   addonKustomizationName,
   clusterGitRepositoryName,
+  FLUX_TEMPLATE_FILES,
   fleetGitRepository,
   fluxShardOf,
   helmReleaseName,
@@ -23,6 +27,20 @@ const owner = {
 };
 
 describe('flux templates', () => {
+  it('a --flux-templates folder without a template the release added gets the bundled one', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'stackflux-templates-'));
+    try {
+      const own = `# the platform team's own\n${templates.addonKustomization}`;
+      writeFileSync(join(dir, FLUX_TEMPLATE_FILES.addonKustomization), own);
+      const loaded = loadFluxTemplates(dir);
+      assert.equal(loaded.addonKustomization, own);
+      assert.equal(loaded.addonPreconditionKustomization, templates.addonPreconditionKustomization);
+      assert.equal(loaded.fleetGitRepository, templates.fleetGitRepository);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('addon Kustomization: kubeconfig secret, dependsOn, labels, targetNamespace', () => {
     const k = addonKustomization(templates, {
       cluster: 'prod',
