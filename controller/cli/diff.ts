@@ -94,6 +94,7 @@ export const diffCommand: Command = {
       }
       const snapshot = await liveSnapshot(client, {
         ...(namespace ? { namespace } : {}),
+        tenancy,
         cacheDir: str(flags['cache-dir']) || defaultCacheDir(io.env),
         ...(sourcesDir ? { sources: readSnapshot(sourcesDir).sources } : {}),
         ...(fleetUrl

@@ -313,6 +313,9 @@ function tenancyArgs(t: TenancyPolicy | undefined): string[] {
       ? [`--default-service-account=${t.defaultServiceAccount}`]
       : []),
     ...(t?.allowedChartHosts !== undefined ? [`--allowed-chart-hosts=${t.allowedChartHosts.join(',')}`] : []),
+    ...(t?.insecureChartHosts !== undefined
+      ? [`--insecure-chart-hosts=${t.insecureChartHosts.join(',')}`]
+      : []),
   ];
 }
 

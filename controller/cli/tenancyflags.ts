@@ -12,7 +12,12 @@ export const tenancyFlags: Command['flags'] = {
   'allowed-chart-hosts': {
     type: 'string',
     description:
-      'comma-separated hosts (or *.domain) a remote Helm chart of stack.yaml may come from; another host makes the release InvalidRelease (default: any host)',
+      'comma-separated hosts (or *.domain) a remote Helm chart of stack.yaml (or a chart dependency of a csctl addon) may come from; another host makes the release InvalidRelease (default: any host)',
+  },
+  'insecure-chart-hosts': {
+    type: 'string',
+    description:
+      'comma-separated hosts (or *.domain) a chart dependency may be fetched from over plain http (default: https only)',
   },
 };
 
@@ -34,6 +39,12 @@ export function tenancyPolicy(flags: FlagValues): TenancyPolicy {
     if (hosts !== undefined) policy.allowedChartHosts = hosts;
   } catch (err) {
     throw new UsageError(`--allowed-chart-hosts: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  try {
+    const hosts = parseAllowedChartHosts(str(flags['insecure-chart-hosts']));
+    if (hosts !== undefined) policy.insecureChartHosts = hosts;
+  } catch (err) {
+    throw new UsageError(`--insecure-chart-hosts: ${err instanceof Error ? err.message : String(err)}`);
   }
   return policy;
 }

@@ -66,6 +66,7 @@ import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/c
 import type { Informer } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
+import { releaseTreeKey, withReleaseChartDependencies } from '../sources/chartrepo.ts';
 import { fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials, sourceSecretCredentials } from './common.ts';
 import { FleetBatch } from './fleetbatch.ts';
@@ -403,7 +404,7 @@ export async function setupClusterAddonController(
       src.secretRef !== undefined
         ? await sourceSecretCredentials(client, release.metadata.namespace ?? '', src.secretRef.name)
         : undefined;
-    const tree = await fetchReleaseTree(
+    const fetched = await fetchReleaseTree(
       src.url,
       release.spec.tag,
       commit,
@@ -411,6 +412,12 @@ export async function setupClusterAddonController(
       opts.cacheDir,
       creds,
     );
+    // Chart dependencies the release controller fetched when it validated the release (on disk).
+    const tree = await withReleaseChartDependencies(fetched, release.spec.tag, {
+      cacheDir: opts.cacheDir,
+      treeKey: releaseTreeKey(src.url, commit, src.path ?? ''),
+      ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
+    });
     if (trees.size >= 64) {
       const first = trees.keys().next().value;
       if (first !== undefined) trees.delete(first);

@@ -27,6 +27,12 @@ import type { Clock } from '../runtime/clock.ts';
 import type { ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { noopRecorder, type Recorder } from '../runtime/events.ts';
 import type { Informer } from '../runtime/informer.ts';
+import {
+  ChartDependencyError,
+  dependencyChartDirs,
+  releaseTreeKey,
+  withChartDependencies,
+} from '../sources/chartrepo.ts';
 import { type fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
 import type { SourcePollers, SourceRef, TagLister } from '../sources/poller.ts';
 import type { ClusterUseView } from './clusterview.ts';
@@ -70,6 +76,9 @@ export interface ClusterStackReleaseDeps {
 const CLASS_RETRY_MS = 30_000;
 
 const PROVIDER_RECHECK_MS = 30_000;
+
+/** Look again at a release whose chart dependencies' repository could not be reached. */
+const DEPENDENCY_RETRY_MS = 60_000;
 
 function isWaitingOnCluster(l: { state: string }): boolean {
   return l.state === 'notServed' || l.state === 'pending';
@@ -140,6 +149,8 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       return creds;
     };
 
+    // A chart repository that could not be reached: no verdict, the release is looked at again.
+    let dependenciesUnreachable = false;
     /** stack.yaml validation of the tree at `at` (cached by commit; a bad tree is a verdict too). */
     const validateAt = async (
       at: string,
@@ -159,6 +170,29 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
           await getCreds(),
         );
         result = readReleaseDescription(tree, parsedTag);
+        // Chart dependencies not vendored are fetched here, once per release (cached on disk by
+        // commit), as CSO's `helm template --dependency-update` would, so that every Cluster's
+        // render reads them from the tree.
+        const charts = result.ok ? dependencyChartDirs(result.value) : [];
+        if (charts.length > 0) {
+          try {
+            await withChartDependencies(tree, charts, {
+              cacheDir: deps.cacheDir,
+              treeKey: releaseTreeKey(source.url, at, source.path ?? ''),
+              ...(deps.tenancy !== undefined ? { tenancy: deps.tenancy } : {}),
+            });
+          } catch (err) {
+            if (!(err instanceof ChartDependencyError)) throw err;
+            if (err.transient) {
+              dependenciesUnreachable = true;
+              return {
+                ok: false,
+                errors: [`${err.message} (tried again in ${DEPENDENCY_RETRY_MS / 1000} s)`],
+              };
+            }
+            result = { ok: false, errors: [err.message] };
+          }
+        }
       } catch (err) {
         // A symbolic link, a submodule, a tree over a limit: a verdict on the commit, not a failure
         // to fetch it, so the release reports it (InvalidRelease) and is not retried.
@@ -350,6 +384,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       void recorder.event(release, 'Warning', renderedClass.reason, 'Render', renderedClass.message);
     }
     if (fetchError !== undefined) throw fetchError;
+    if (dependenciesUnreachable) return { requeueAfter: DEPENDENCY_RETRY_MS };
     if (renderedClass?.ok === false && renderedClass.reason !== 'InvalidRelease')
       return { requeueAfter: CLASS_RETRY_MS };
     // A provider kind not served (yet) or a cache not synced: look again (CRDs may be installed later).

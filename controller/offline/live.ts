@@ -16,8 +16,10 @@ import { clusterUse, sourceUrl } from '../reconcilers/clusterstack.ts';
 import { providerConfig, providerObjectKind } from '../reconcilers/provider.ts';
 import { MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { classifyTags, formatReleaseTag } from '../releases/tags.ts';
+import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { mapTreePaths } from '../releases/tree.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
+import { releaseTreeKey, withReleaseChartDependencies } from '../sources/chartrepo.ts';
 import { fetchReleaseTree, type GitCredentials, gitEnv, listTags, scrub } from '../sources/git.ts';
 import { emptySnapshot, objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
 import { isRecord } from './yaml.ts';
@@ -25,6 +27,8 @@ import { isRecord } from './yaml.ts';
 export interface LiveOptions {
   namespace?: string;
   cacheDir: string;
+  /** Where csctl addon chart dependencies may be fetched from (the controller's flags). */
+  tenancy?: TenancyPolicy;
   /** Sources from a snapshot directory instead of the network. */
   sources?: SourceData[];
   fleet?: {
@@ -125,7 +129,7 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
   if (opts.sources !== undefined) {
     snapshot.sources = opts.sources;
   } else {
-    await listSources(client, snapshot, opts.cacheDir);
+    await listSources(client, snapshot, opts.cacheDir, opts.tenancy);
   }
   if (opts.fleet !== undefined) {
     const { url, branchPrefix, secretRef } = opts.fleet;
@@ -179,7 +183,12 @@ function lastListedTime(cs: ClusterStack): string | undefined {
 }
 
 /** Lists every ClusterStack source and fetches the trees of the releases that exist or would be created. */
-async function listSources(client: KubeClient, snapshot: Snapshot, cacheDir: string): Promise<void> {
+async function listSources(
+  client: KubeClient,
+  snapshot: Snapshot,
+  cacheDir: string,
+  tenancy: TenancyPolicy | undefined,
+): Promise<void> {
   const stacks = [...snapshot.objects.values()].filter(
     (o) => o.kind === 'ClusterStack',
   ) as unknown as ClusterStack[];
@@ -242,7 +251,13 @@ async function listSources(client: KubeClient, snapshot: Snapshot, cacheDir: str
     for (const t of source.listing.tags) {
       if (!wanted.has(t.tag) || source.trees.has(t.tag)) continue;
       try {
-        const tree = await fetchReleaseTree(url, t.tag, t.commit, path, cacheDir, creds);
+        const fetched = await fetchReleaseTree(url, t.tag, t.commit, path, cacheDir, creds);
+        // As the controller reads it: unvendored chart dependencies fetched (or from its cache).
+        const tree = await withReleaseChartDependencies(fetched, t.tag, {
+          cacheDir,
+          treeKey: releaseTreeKey(url, t.commit, path),
+          ...(tenancy !== undefined ? { tenancy } : {}),
+        }).catch(() => fetched);
         const prefix = path === '' ? '' : `${path.replace(/\/+$/, '')}/`;
         source.trees.set(
           t.tag,

@@ -16,6 +16,11 @@ export interface TenancyPolicy {
    * an entry `*.example.com` allows every host below example.com. Undefined: any host.
    */
   allowedChartHosts?: readonly string[];
+  /**
+   * `--insecure-chart-hosts`: hosts (or `*.domain`) a chart dependency may be fetched from over
+   * plain http. Undefined: https only.
+   */
+  insecureChartHosts?: readonly string[];
 }
 
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;

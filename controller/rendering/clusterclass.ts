@@ -10,7 +10,12 @@
 import type { ReleaseTree } from '../api/release.ts';
 import type { StackDescription } from '../releases/description.ts';
 import { pathProblem } from '../releases/paths.ts';
-import type { EngineFailure, GoEngineCall, GoEngineResult } from './goengine/index.ts';
+import {
+  asCsoReadsIt,
+  type EngineFailure,
+  type GoEngineCall,
+  type GoEngineResult,
+} from './goengine/index.ts';
 import type { RenderFailure } from './types.ts';
 
 /** A Go engine call answered at once: its result, or a limit's / the pool's failure. */
@@ -148,7 +153,7 @@ export function renderCsctlClusterClass(
       problems.push(`${file}: a Helm hook; CSO applies a cluster-class's objects, not hooks`);
       continue;
     }
-    const parsed = engine({ op: 'parseGoYaml', text: manifest.content });
+    const parsed = engine({ op: 'parseGoYaml', text: asCsoReadsIt(manifest.content) });
     if (!parsed.ok) return engineFailure(parsed, file);
     if (!('documents' in parsed)) return { ok: false, reason: 'RenderFailed', message: `${file}: not YAML` };
     for (const doc of parsed.documents) {

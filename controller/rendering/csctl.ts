@@ -10,7 +10,7 @@
 // Kustomizations and readiness stay as they are.
 import { pathProblem } from '../releases/paths.ts';
 import { OutputBudget } from './budget.ts';
-import { type EngineFailure, goTemplate, helmTemplate, parseGoYaml } from './goengine/index.ts';
+import { asCsoReadsIt, type EngineFailure, goTemplate, helmTemplate, parseGoYaml } from './goengine/index.ts';
 import { DEFAULT_RENDER_LIMITS, formatBytes } from './limits.ts';
 import type {
   CsctlAddonInput,
@@ -154,7 +154,7 @@ export function renderCsctlAddon(input: CsctlAddonInput, options: RenderOptions 
     const text = `${docs.join('\n---\n')}\n`;
     const over = budget.addText(`${input.chartPath} (rendered ${source})`, text);
     if (over !== undefined) return over;
-    const parsed = parseGoYaml(text, { maxOutputBytes });
+    const parsed = parseGoYaml(docs.map(asCsoReadsIt).join('---\n'), { maxOutputBytes });
     if (!parsed.ok)
       return engineFailure(
         `${input.chartPath} (rendered ${source})`,

@@ -22,14 +22,11 @@ import { after, before, describe, it } from 'node:test';
 import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { Kustomization } from '../../controller/api/flux.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
-import { readReleaseDescription } from '../../controller/releases/format.ts';
-import { parseReleaseTag } from '../../controller/releases/tags.ts';
-import { binaryFilesOf } from '../../controller/releases/tree.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
-import { readStackDir } from '../../hack/lib/stack-dir.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
 import {
   csoferrolClusterStack,
+  csoReleaseObjects,
   cutCsctlRelease,
   servedClusterClass,
   csoferrolTag as tag,
@@ -52,7 +49,6 @@ import {
   waitFor,
 } from '../support/e2e.ts';
 import { uniqueName } from '../support/env.ts';
-import { csoAddonReference } from '../support/goengine.ts';
 
 const env = { ...e2eEnv(), workloadKubeconfig: required('WORKLOAD_KUBECONFIG') };
 const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
@@ -108,27 +104,7 @@ function stackCopy(version: string, stack: string, ...edits: Array<(dir: string)
 
 /** What CSO renders for `cluster` from release `version`: every addon's objects. */
 function csoObjects(version: string, cluster: Record<string, unknown>): Obj[] {
-  const dir = STACK_DIRS[version] as string;
-  const tree = readStackDir(dir);
-  const parsed = parseReleaseTag(tag(version));
-  assert.ok(parsed.ok);
-  const read = readReleaseDescription(tree, parsed.value);
-  assert.ok(read.ok, read.ok ? '' : read.errors.join('; '));
-  const names = [...new Set(read.value.addons.filter((a) => a.action === 'apply').map((a) => a.name))];
-  return names.flatMap((name) => {
-    const a = read.value.addons.find((x) => x.name === name);
-    assert.ok(a);
-    return csoAddonReference(dir, {
-      format: 'csctl',
-      tree,
-      binary: binaryFilesOf(tree),
-      addon: name,
-      chartPath: a.path,
-      ...(a.valuesTemplate !== undefined ? { valuesTemplate: a.valuesTemplate } : {}),
-      kubernetesVersion: read.value.kubernetesVersion,
-      cluster,
-    }) as Obj[];
-  });
+  return csoReleaseObjects(STACK_DIRS[version] as string, tag(version), cluster) as Obj[];
 }
 
 const live = (o: Obj) => workload.get<Obj & KubeObject>(o.apiVersion, o.kind, o.metadata.name, ADDON_NS);

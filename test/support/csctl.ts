@@ -1,12 +1,18 @@
 // csctl-layout releases for e2e tests: stacks/docker-csoferrol-1-30* copied into a release
 // repository and tagged as csctl names them, with the cluster-class edited to a ClusterClass the
 // test environment serves (v1beta2) where a test needs its release Ready.
+import assert from 'node:assert/strict';
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
+import { readReleaseDescription } from '../../controller/releases/format.ts';
+import { parseReleaseTag } from '../../controller/releases/tags.ts';
+import { binaryFilesOf } from '../../controller/releases/tree.ts';
 import type { KubeObject } from '../../controller/runtime/client.ts';
+import { readStackDir } from '../../hack/lib/stack-dir.ts';
 import { CAPI, git, ROOT } from './e2e.ts';
+import { csoAddonReference } from './goengine.ts';
 
 /** A release tag of the csoferrol stacks (both layouts are the same stack, docker-csoferrol-1-30). */
 export const csoferrolTag = (version: string): string => `docker-csoferrol-1-30-${version}`;
@@ -100,4 +106,32 @@ export function csoferrolClusterStack(
       ...spec,
     },
   };
+}
+
+/** What CSO renders for `cluster` from the stack in `dir` released as `tag`: every applied addon's objects. */
+export function csoReleaseObjects(
+  dir: string,
+  tag: string,
+  cluster: Record<string, unknown>,
+): Record<string, unknown>[] {
+  const tree = readStackDir(dir);
+  const parsed = parseReleaseTag(tag);
+  assert.ok(parsed.ok);
+  const read = readReleaseDescription(tree, parsed.value);
+  assert.ok(read.ok, read.ok ? '' : read.errors.join('; '));
+  const names = [...new Set(read.value.addons.filter((a) => a.action === 'apply').map((a) => a.name))];
+  return names.flatMap((name) => {
+    const a = read.value.addons.find((x) => x.name === name);
+    assert.ok(a);
+    return csoAddonReference(dir, {
+      format: 'csctl',
+      tree,
+      binary: binaryFilesOf(tree),
+      addon: name,
+      chartPath: a.path,
+      ...(a.valuesTemplate !== undefined ? { valuesTemplate: a.valuesTemplate } : {}),
+      kubernetesVersion: read.value.kubernetesVersion,
+      cluster,
+    });
+  });
 }

@@ -127,6 +127,17 @@ export function parseGoYaml(text: string, opts: { maxOutputBytes?: number } = {}
     : failure(res);
 }
 
+/**
+ * One document of Helm's output as the cluster-stack-operator parses it. Helm trims each document
+ * and `helm template` prints it followed by a line break; CSO splits the output into documents by
+ * `---` lines (apimachinery's YAMLReader, which keeps the line break) and converts each with
+ * sigs.k8s.io/yaml, so a document ending in a `|` block keeps that block's final line break.
+ * parseGoYaml trims documents as Helm splits them; a closing comment line keeps the break.
+ */
+export function asCsoReadsIt(document: string): string {
+  return `${document}\n#\n`;
+}
+
 /** One Go engine call as the render processes carry it (../worker.ts). */
 export type GoEngineCall =
   | { op: 'goTemplate'; text: string; data: unknown; options?: GoTemplateOptions }

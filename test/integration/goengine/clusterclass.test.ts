@@ -7,6 +7,7 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
+import type { ReleaseTree } from '../../../controller/api/release.ts';
 import { readReleaseDescription } from '../../../controller/releases/format.ts';
 import { parseReleaseTag } from '../../../controller/releases/tags.ts';
 import { renderCsctlClusterClass } from '../../../controller/rendering/clusterclass.ts';
@@ -26,20 +27,25 @@ before(() => {
   configureGoEngine({ path: join(goEngineBuild(), 'goengine.wasm') });
 });
 
+/** stackflux's render of the cluster-class of `tree` as release TAG into NS. */
+function render(tree: ReleaseTree) {
+  const tag = parseReleaseTag(TAG);
+  assert.ok(tag.ok);
+  const description = readReleaseDescription(tree, tag.value);
+  assert.ok(description.ok, JSON.stringify(description));
+  const ours = renderCsctlClusterClass((call) => runGoEngineCall(call, 64 * 2 ** 20), {
+    tree,
+    description: description.value,
+    tag: TAG,
+    namespace: NS,
+  });
+  assert.ok(ours.ok, JSON.stringify(ours));
+  return ours;
+}
+
 describe('csctl cluster-class: stackflux == helm template as CSO runs it', () => {
   it(`renders ${TAG} into namespace ${NS} exactly as the helm CLI does`, () => {
-    const tree = readStackDir(STACK);
-    const tag = parseReleaseTag(TAG);
-    assert.ok(tag.ok);
-    const description = readReleaseDescription(tree, tag.value);
-    assert.ok(description.ok, JSON.stringify(description));
-    const ours = renderCsctlClusterClass((call) => runGoEngineCall(call, 64 * 2 ** 20), {
-      tree,
-      description: description.value,
-      tag: TAG,
-      namespace: NS,
-    });
-    assert.ok(ours.ok, JSON.stringify(ours));
+    const ours = render(readStackDir(STACK));
 
     const work = mkdtempSync(join(tmpdir(), 'stackflux-csoclass-'));
     cpSync(join(STACK, 'cluster-class'), join(work, 'cluster-class'), { recursive: true });
@@ -59,5 +65,19 @@ describe('csctl cluster-class: stackflux == helm template as CSO runs it', () =>
       metadata: { name: string; labels?: Record<string, string> };
     };
     assert.equal(cls.metadata.name, TAG);
+  });
+
+  it('a document ending in a | block keeps its final line break, as CSO reads helm template output', () => {
+    const tree = new Map(readStackDir(STACK));
+    // A patch template as the last field, as real ClusterClass patches carry them.
+    tree.set(
+      'cluster-class/templates/z-block.yaml',
+      'apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-block\nstringData:\n  template: |\n    {{ "{{ .builtin.cluster.name }}" }}\n',
+    );
+    const ours = render(tree);
+    const block = ours.value.objects.find((o) => (o as { kind?: string }).kind === 'Secret') as {
+      stringData: { template: string };
+    };
+    assert.equal(block.stringData.template, '{{ .builtin.cluster.name }}\n');
   });
 });

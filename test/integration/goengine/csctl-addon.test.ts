@@ -5,6 +5,8 @@
 // Plus the corners: values unwrapped from `values: |` or used whole, `<no value>` for a missing
 // key, the old single-chart layout, errors naming the file, and the render pool's limits.
 import assert from 'node:assert/strict';
+import { cpSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ReleaseTree } from '../../../controller/api/release.ts';
@@ -156,6 +158,26 @@ describe('csctl addons rendered as the cluster-stack-operator renders them', () 
     const [a, b] = String(native.output).split('|');
     assert.deepEqual(values, { ok: true, values: `a: "${a}"\nb: "${b}"\n` });
     assert.equal(a, '<no value>');
+  });
+
+  it('a document ending in a | block keeps its final line break, as CSO reads helm template output', () => {
+    const cni = inputsOf(NEW_LAYOUT).find((i) => i.addon === 'cni');
+    assert.ok(cni);
+    const file = `${cni.chartPath}templates/envoy.yaml`;
+    const template =
+      'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: envoy\ndata:\n  bootstrap.json: |\n    {"admin": {}}\n';
+    const tree: ReleaseTree = new Map([...cni.tree, [file, template]]);
+    const input = { ...cni, tree };
+    const ours = objectsOf(renderCsctlAddon(input));
+    const envoy = ours.find((o) => (o as { metadata: { name: string } }).metadata.name === 'envoy') as {
+      data: Record<string, string>;
+    };
+    assert.equal(envoy.data['bootstrap.json'], '{"admin": {}}\n');
+    const dir = mkdtempSync(join(tmpdir(), 'csctl-block-'));
+    cpSync(NEW_LAYOUT, dir, { recursive: true });
+    mkdirSync(join(dir, cni.chartPath, 'templates'), { recursive: true });
+    writeFileSync(join(dir, file), template);
+    assert.deepEqual(sortById(ours), sortById(csoAddonReference(dir, input)));
   });
 
   it('errors name the file: a template that does not parse, a failing function, output that is no mapping', () => {

@@ -11,15 +11,15 @@ import { conformanceReport } from '../../../hack/conformance.ts';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
 
-function report(stack: string, version?: string) {
-  const r = conformanceReport(join(ROOT, 'stacks', stack), version === undefined ? {} : { version });
+async function report(stack: string, version?: string) {
+  const r = await conformanceReport(join(ROOT, 'stacks', stack), version === undefined ? {} : { version });
   assert.ok(r.ok, JSON.stringify(r));
   return r;
 }
 
 describe('csctl example stacks', () => {
-  it('docker-csoferrol-1-30: two stages of two umbrella charts with overwrite.yaml, into kube-system', () => {
-    const r = report('docker-csoferrol-1-30');
+  it('docker-csoferrol-1-30: two stages of two umbrella charts with overwrite.yaml, into kube-system', async () => {
+    const r = await report('docker-csoferrol-1-30');
     assert.equal(r.tag, 'docker-csoferrol-1-30-v1');
     const d = r.description;
     assert.deepEqual(
@@ -46,8 +46,8 @@ describe('csctl example stacks', () => {
     ]);
   });
 
-  it('docker-csoferrol-1-30-umbrella: the old layout, one chart and cluster-addon-values.yaml', () => {
-    const r = report('docker-csoferrol-1-30-umbrella', 'v2');
+  it('docker-csoferrol-1-30-umbrella: the old layout, one chart and cluster-addon-values.yaml', async () => {
+    const r = await report('docker-csoferrol-1-30-umbrella', 'v2');
     assert.equal(r.tag, 'docker-csoferrol-1-30-v2');
     assert.equal(r.description.csctl?.layout, 'umbrella');
     assert.deepEqual(
