@@ -24,6 +24,7 @@ import type { PlainObject } from '../../controller/rendering/types.ts';
 import { readStackDir } from '../../hack/lib/stack-dir.ts';
 import { ROOT } from '../support/e2e.ts';
 import { clusterObject } from '../support/fanout.ts';
+import { percentile } from './hostile.ts';
 
 const STACKS = {
   native: { dir: 'docker-ferrol-1-30', tag: 'docker-ferrol-1-30-v1' },
@@ -85,11 +86,6 @@ export function stackInputs(kind: StackKind): {
         cluster,
       })),
   };
-}
-
-/** The q-quantile of sorted values (nearest rank). */
-function quantile(sorted: number[], q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
 }
 
 const round2 = (x: number): number => Math.round(x * 100) / 100;
@@ -154,15 +150,14 @@ async function measure(kind: StackKind, clusters: number, rounds: number): Promi
     check(inline.flat().map((input) => renderAnyAddon(input)));
     const inlineMsPerCluster = (performance.now() - t) / clusters;
 
-    const sorted = [...perCluster].sort((a, b) => a - b);
     return {
       stack: STACKS[kind].dir,
       addons,
       clusters,
       firstRenderMs: Math.round(firstRenderMs),
       perCluster: {
-        p50Ms: round2(quantile(sorted, 0.5)),
-        p95Ms: round2(quantile(sorted, 0.95)),
+        p50Ms: round2(percentile(perCluster, 50) ?? Number.NaN),
+        p95Ms: round2(percentile(perCluster, 95) ?? Number.NaN),
         meanMs: round2(perCluster.reduce((a, b) => a + b, 0) / perCluster.length),
       },
       fanOut: { bestMsPerCluster: round2(Math.min(...fanOut)), roundsMsPerCluster: fanOut.map(round2) },
