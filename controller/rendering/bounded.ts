@@ -641,9 +641,12 @@ export class RenderPool {
   private begin(slot: Slot, job: Job): void {
     const child = slot.child;
     if (child === undefined) return;
-    slot.sentAt = performance.now();
     const needsEngine =
       job.goEngine !== undefined || (job.input !== undefined && isCsctlAddonInput(job.input));
+    // A process loading the Go engine is loading, not held by a slow render: a spare started now
+    // would load the engine too (seconds of CPU and a few hundred MB each) while the first is
+    // about to render quickly. Its render counts as sent once the engine is loaded.
+    slot.sentAt = needsEngine && !slot.engineLoaded ? undefined : performance.now();
     // The engine's load is timed on its own (the process says when it is done, then the render's
     // budget starts afresh): a template cannot spend it, it ends before any template runs.
     this.armBudget(
