@@ -764,7 +764,10 @@ async function stop(child: ChildProcess): Promise<void> {
   await gone;
 }
 
-/** Bytes of csctl render results a RenderCache keeps (default): their files' text, twice (objects). */
+/**
+ * Bytes of csctl render output a RenderCache keeps (default): its files' text as held in memory
+ * (UTF-16); their parsed objects take about as much again.
+ */
 export const RENDER_CACHE_BYTES = 32 * 2 ** 20;
 
 /**
