@@ -242,26 +242,47 @@ export function cpuSeconds(pid: number): { self: number; children: number } {
 }
 
 /**
- * CPU seconds of the running render processes of stackflux `pid` (its node children; git's are
- * reaped and counted in cpuSeconds' children), undefined where the kernel lists no children.
+ * CPU seconds of the render processes of stackflux `pid` (its node children), sampled every second:
+ * one stopped for being idle is gone from /proc by the end (its CPU then counts in the reaped
+ * children's, with git's), so each process's last sample counts. `total` is undefined where the
+ * kernel lists no children.
  */
-export function renderProcessesCpuSeconds(pid: number): number | undefined {
-  let children: string;
-  try {
-    children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8');
-  } catch {
-    return undefined;
+export class RenderCpuSampler {
+  private readonly seen = new Map<number, number>();
+  private listed = false;
+  private readonly timer: ReturnType<typeof setInterval>;
+  private readonly pid: number;
+
+  constructor(pid: number) {
+    this.pid = pid;
+    this.timer = setInterval(() => this.sample(), 1_000);
+    this.sample();
   }
-  let sum = 0;
-  for (const child of children.trim().split(/\s+/).filter(Boolean).map(Number)) {
+
+  sample(): void {
+    let children: string;
     try {
-      if (!readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('worker.')) continue;
-      sum += cpuSeconds(child).self;
+      children = readFileSync(`/proc/${this.pid}/task/${this.pid}/children`, 'utf8');
     } catch {
-      // gone meanwhile
+      return;
+    }
+    this.listed = true;
+    for (const child of children.trim().split(/\s+/).filter(Boolean).map(Number)) {
+      try {
+        if (!readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('worker.')) continue;
+        this.seen.set(child, cpuSeconds(child).self);
+      } catch {
+        // gone meanwhile
+      }
     }
   }
-  return sum;
+
+  /** Stops sampling; the CPU seconds of every render process seen. */
+  total(): number | undefined {
+    clearInterval(this.timer);
+    this.sample();
+    return this.listed ? [...this.seen.values()].reduce((a, b) => a + b, 0) : undefined;
+  }
 }
 
 /** Peak (VmHWM) and current (VmRSS) resident memory in MB. */
@@ -871,6 +892,7 @@ async function fanout(env: Env, o: Options, f: Fleet): Promise<Scenario> {
   await f.proc.start();
   const t0 = f.proc.startedAt;
   const pid = f.proc.pid;
+  const renderCpuSampler = new RenderCpuSampler(pid);
   let objectsAt = 0;
   let timedOut: string | undefined;
   try {
@@ -896,7 +918,7 @@ async function fanout(env: Env, o: Options, f: Fleet): Promise<Scenario> {
   }
   const doneAt = now();
   const cpu = cpuSeconds(pid);
-  const renderCpu = renderProcessesCpuSeconds(pid);
+  const renderCpu = renderCpuSampler.total();
   const requests = await f.proc.requests();
   const heap = await f.proc.heap();
   f.layout = layoutOf(f);
@@ -1426,7 +1448,7 @@ function report(
     lines.push(
       `N=${runLabel(r)}: fleet layout: ${r.layout}; stackflux ready (caches synced) after ${(r.fanout as Scenario).readySeconds} s` +
         ((r.fanout as Scenario).renderCpuSeconds !== undefined
-          ? `; render processes' CPU in the fan-out ${(r.fanout as Scenario).renderCpuSeconds} s`
+          ? `; render processes' CPU in the fan-out ${(r.fanout as Scenario).renderCpuSeconds} s (of those stopped while idle, also in git CPU s)`
           : ''),
     );
   for (const r of runs) {
