@@ -54,6 +54,7 @@ import { clusterGitRepositoryName, type FluxTemplates, MANAGED_BY_LABELS } from 
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import {
   type PlainObject,
+  RenderCache,
   RenderPool,
   type RenderPoolOptions,
   type RenderResult,
@@ -333,6 +334,8 @@ export async function setupClusterAddonController(
 
   // ---- addon renders: in child processes, bounded in time, memory and output, fair per namespace
   const renderPool = new RenderPool(opts.render);
+  // csctl renders (Helm's engine) kept across reconciles of the same inputs.
+  const renderCache = new RenderCache();
 
   // ---- the fleet writer and the state of each Cluster's branch (ids only, no file contents)
   let writer: Promise<FleetWriter> | undefined;
@@ -974,9 +977,13 @@ export async function setupClusterAddonController(
     // Addon renders run in the worker pool; the passes below render each input once.
     const renders = new Map<string, RenderResult>();
     const decide = (i: ClusterAddonInput) =>
-      withBoundedRenders(renderPool, (render) => reconcileClusterAddon({ ...i, render }), renders, {
-        namespace,
-      });
+      withBoundedRenders(
+        renderPool,
+        (render) => reconcileClusterAddon({ ...i, render }),
+        renders,
+        { namespace },
+        renderCache,
+      );
     let result = await decide(input);
     if (result === undefined) return undefined;
 

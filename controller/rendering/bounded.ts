@@ -641,9 +641,12 @@ export class RenderPool {
   private begin(slot: Slot, job: Job): void {
     const child = slot.child;
     if (child === undefined) return;
-    slot.sentAt = performance.now();
     const needsEngine =
       job.goEngine !== undefined || (job.input !== undefined && isCsctlAddonInput(job.input));
+    // A process loading the Go engine is loading, not held by a slow render: a spare started now
+    // would load the engine too (seconds of CPU and a few hundred MB each) while the first is
+    // about to render quickly. Its render counts as sent once the engine is loaded.
+    slot.sentAt = needsEngine && !slot.engineLoaded ? undefined : performance.now();
     // The engine's load is timed on its own (the process says when it is done, then the render's
     // budget starts afresh): a template cannot spend it, it ends before any template runs.
     this.armBudget(
@@ -761,6 +764,74 @@ async function stop(child: ChildProcess): Promise<void> {
   await gone;
 }
 
+/**
+ * Bytes of csctl render output a RenderCache keeps (default): its files' text as held in memory
+ * (UTF-16); their parsed objects take about as much again.
+ */
+export const RENDER_CACHE_BYTES = 32 * 2 ** 20;
+
+/**
+ * Successful csctl addon renders kept across reconciles, by render identity (renderKey), least
+ * recently used dropped first, bounded by the size of their output. A csctl render is Helm's engine
+ * in a render process (milliseconds of CPU each, against well under one for a native addon), and a
+ * Cluster is reconciled several times while nothing it renders from changes: in a fan-out again
+ * once its fleet batch is pushed, and on the watch events of its own writes. Renders are pure, so
+ * an equal key renders equally; failures are not kept (a limit hit depends on the moment). Native
+ * renders are not kept: they cost less than keeping them would.
+ */
+export class RenderCache {
+  /** Renders answered from the cache, since start. */
+  hits = 0;
+  private bytes = 0;
+  private readonly entries = new Map<string, { result: RenderResult; bytes: number }>();
+  private readonly maxBytes: number;
+
+  constructor(maxBytes = RENDER_CACHE_BYTES) {
+    this.maxBytes = maxBytes;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** The kept result of the render with this key (renderKey of its slim input), or undefined. */
+  get(key: string): RenderResult | undefined {
+    const id = cacheId(key);
+    const entry = this.entries.get(id);
+    if (entry === undefined) return undefined;
+    this.entries.delete(id);
+    this.entries.set(id, entry);
+    this.hits += 1;
+    return entry.result;
+  }
+
+  /** Keeps a successful csctl render's result; others, and one larger than the whole cache, are not kept. */
+  set(key: string, slim: AddonRenderInput, result: RenderResult): void {
+    if (!result.ok || !isCsctlAddonInput(slim)) return;
+    let bytes = 0;
+    for (const [path, text] of result.files) bytes += 2 * (path.length + text.length);
+    if (bytes > this.maxBytes) return;
+    const id = cacheId(key);
+    const previous = this.entries.get(id);
+    if (previous !== undefined) {
+      this.entries.delete(id);
+      this.bytes -= previous.bytes;
+    }
+    this.entries.set(id, { result, bytes });
+    this.bytes += bytes;
+    for (const [oldest, entry] of this.entries) {
+      if (this.bytes <= this.maxBytes) break;
+      this.entries.delete(oldest);
+      this.bytes -= entry.bytes;
+    }
+  }
+}
+
+/** A render key as a short id: the key holds the addon's files and the Cluster. */
+function cacheId(key: string): string {
+  return createHash('sha256').update(key).digest('base64');
+}
+
 const PENDING: RenderFailure = { ok: false, reason: 'TemplateError', message: 'render pending' };
 const MAX_ROUNDS = 16;
 
@@ -770,13 +841,15 @@ const MAX_ROUNDS = 16;
  * the pool (in parallel); the round whose renders were all known is the result. An error thrown by
  * a round that lacked renders is not the result (the placeholder may have caused it). Calls that
  * pass the same `done` map (e.g. the passes of one reconcile) render each input once. `request`
- * names who asks (the namespace the renders queue in).
+ * names who asks (the namespace the renders queue in); renders kept in `cache` (across reconciles)
+ * are not rendered again.
  */
 export async function withBoundedRenders<T>(
   pool: RenderPool,
   run: (render: AddonRenderer) => T,
   done: Map<string, RenderResult> = new Map(),
   request: RenderRequestOptions = {},
+  cache?: RenderCache,
 ): Promise<T> {
   return untilSettled(
     () => {
@@ -784,8 +857,11 @@ export async function withBoundedRenders<T>(
       const render: AddonRenderer = (input) => {
         const slim = slimInput(input);
         const key = renderKey(slim);
-        const known = done.get(key);
-        if (known !== undefined) return known;
+        const known = done.get(key) ?? cache?.get(key);
+        if (known !== undefined) {
+          done.set(key, known);
+          return known;
+        }
         missing.set(key, slim);
         return PENDING;
       };
@@ -793,9 +869,12 @@ export async function withBoundedRenders<T>(
     },
     async (missing) => {
       const rendered = await Promise.all(
-        [...missing].map(async ([key, slim]) => [key, await pool.render(slim, request)] as const),
+        [...missing].map(async ([key, slim]) => [key, slim, await pool.render(slim, request)] as const),
       );
-      for (const [key, r] of rendered) done.set(key, r);
+      for (const [key, slim, r] of rendered) {
+        done.set(key, r);
+        cache?.set(key, slim, r);
+      }
     },
     'addon renders',
   );

@@ -23,6 +23,12 @@
 // Kustomization is Ready; one Cluster's pod CIDR changes: how many Kustomizations re-applied (their
 // lastAppliedRevision moved) and the time until the new CIDR is in the workload cluster.
 // --writer-clusters 100,10000: the fleet writer alone (fleet-writer.ts's benchWriter), if present.
+// --stack csctl|both: the fan-out (and steady state) of the cluster-stack-operator stack
+// stacks/docker-csoferrol-1-30 too, cut as csctl tags (docker-csoferrol-1-30-v1, v2) with its
+// Clusters of ClusterClass docker-csoferrol-1-30-v1: each addon's Go-template values and `helm
+// template` of its chart in the render processes. With both, per N the native stack and then the
+// csctl one, each in a namespace of its own, and the ratio csctl/native of the fan-out time with
+// the target line "csctl fan-out within 1.2x of native" (issue 23).
 //
 // The layout is read from the objects, not assumed: a Kustomization's sourceRef names its
 // GitRepository, whose spec.ref.branch and the Kustomization's spec.path locate its files. So the
@@ -44,6 +50,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { API_VERSION, LABEL_ADDON, LABEL_CLUSTER } from '../../controller/api/meta.ts';
+import { locateGoEngine } from '../../controller/rendering/goengine/index.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { Informer, stripManagedFields } from '../../controller/runtime/informer.ts';
 import { installCrds } from '../../hack/lib/crds.ts';
@@ -59,6 +66,12 @@ import {
   up,
 } from '../../hack/lib/testenv.ts';
 import {
+  csoferrolClusterStack,
+  csoferrolTag,
+  cutCsctlRelease,
+  servedClusterClass,
+} from '../support/csctl.ts';
+import {
   CAPI,
   cutRelease,
   ferrolStackAt,
@@ -70,6 +83,7 @@ import {
   releaseControllerHolds,
 } from '../support/e2e.ts';
 import { clusterName, createClusters, pool } from '../support/fanout.ts';
+import { stackInputs } from './render.ts';
 
 const KUSTOMIZE = 'kustomize.toolkit.fluxcd.io/v1';
 const SOURCE = 'source.toolkit.fluxcd.io/v1';
@@ -79,6 +93,10 @@ const KC = 'kustomize-controller';
 // in its namespace), and those fetches and status writes share the API server and the 2 cores.
 const SC = 'source-controller';
 const tag = (v: string): string => `docker-ferrol-1-30-${v}`;
+/** The stacks a fleet can be made of: stackflux's own format, and the cluster-stack-operator's. */
+type StackKind = 'native' | 'csctl';
+/** csctl's fan-out may take this much longer than native's (issue 23). */
+const CSCTL_FANOUT_TARGET = 1.2;
 const log = (m: string): void => {
   process.stderr.write(`bench fleet ${new Date().toISOString().slice(11, 19)}: ${m}\n`);
 };
@@ -98,6 +116,10 @@ const usage = `Usage: npm run bench -- fleet [flags]
   --stackflux FILE        run this bin/stackflux.js as it is instead (e.g. TypeScript from a checkout)
   --out FILE              JSON results (default bench-results/fleet-<date>.json)
   --timeout-minutes M     give up on one wait after M minutes (default 30)
+  --stack native|csctl|both
+                          the stack of the fleet (default native): csctl is stacks/docker-csoferrol-1-30
+                          cut as csctl tags (fanout and steady only); both runs native then csctl per N
+                          and reports csctl fan-out / native fan-out against the 1.2x target
   --no-baseline           skip the bare writer (e.g. a run for memory figures whose baseline is
                           another run's at the same rate limit)
 `;
@@ -116,6 +138,7 @@ interface Options {
   out: string;
   timeoutMs: number;
   baseline: boolean;
+  stacks: StackKind[];
 }
 
 function numbers(text: string): number[] {
@@ -146,10 +169,18 @@ function options(argv: string[]): Options | undefined {
       stackflux: { type: 'string', default: '' },
       out: { type: 'string', default: '' },
       'timeout-minutes': { type: 'string', default: '30' },
+      stack: { type: 'string', default: 'native' },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) return undefined;
+  const stacks: Record<string, StackKind[]> = {
+    native: ['native'],
+    csctl: ['csctl'],
+    both: ['native', 'csctl'],
+  };
+  const stack = stacks[values.stack];
+  if (stack === undefined) throw new Error(`--stack ${values.stack}: one of native, csctl, both`);
   const date = new Date().toISOString().replaceAll(':', '').slice(0, 15);
   return {
     clusters: numbers(values.clusters),
@@ -165,6 +196,7 @@ function options(argv: string[]): Options | undefined {
     out: values.out || join(ROOT, 'bench-results', `fleet-${date}.json`),
     timeoutMs: Number(values['timeout-minutes']) * 60_000,
     baseline: values['no-baseline'] !== true,
+    stacks: stack,
   };
 }
 
@@ -207,6 +239,50 @@ export function cpuSeconds(pid: number): { self: number; children: number } {
   const n = (i: number): number => Number(f[i]) / CLK_TCK;
   // Fields 14–17 of proc(5) (utime, stime, cutime, cstime); f[0] is field 3.
   return { self: n(11) + n(12), children: n(13) + n(14) };
+}
+
+/**
+ * CPU seconds of the render processes of stackflux `pid` (its node children), sampled every second:
+ * one stopped for being idle is gone from /proc by the end (its CPU then counts in the reaped
+ * children's, with git's), so each process's last sample counts. `total` is undefined where the
+ * kernel lists no children.
+ */
+export class RenderCpuSampler {
+  private readonly seen = new Map<number, number>();
+  private listed = false;
+  private readonly timer: ReturnType<typeof setInterval>;
+  private readonly pid: number;
+
+  constructor(pid: number) {
+    this.pid = pid;
+    this.timer = setInterval(() => this.sample(), 1_000);
+    this.sample();
+  }
+
+  sample(): void {
+    let children: string;
+    try {
+      children = readFileSync(`/proc/${this.pid}/task/${this.pid}/children`, 'utf8');
+    } catch {
+      return;
+    }
+    this.listed = true;
+    for (const child of children.trim().split(/\s+/).filter(Boolean).map(Number)) {
+      try {
+        if (!readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('worker.')) continue;
+        this.seen.set(child, cpuSeconds(child).self);
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+
+  /** Stops sampling; the CPU seconds of every render process seen. */
+  total(): number | undefined {
+    clearInterval(this.timer);
+    this.sample();
+    return this.listed ? [...this.seen.values()].reduce((a, b) => a + b, 0) : undefined;
+  }
 }
 
 /** Peak (VmHWM) and current (VmRSS) resident memory in MB. */
@@ -689,6 +765,7 @@ interface Fleet {
   fleet: FleetReader;
   addons: number;
   layout: string;
+  stack: StackKind;
 }
 
 export function supportsQpsFlags(bin: string): boolean {
@@ -696,17 +773,32 @@ export function supportsQpsFlags(bin: string): boolean {
   return help.includes('--kube-api-qps');
 }
 
-async function setupFleet(env: Env, o: Options, n: number, label: string): Promise<Fleet> {
-  const { client, e } = env;
-  const ns = `bench-${label}-${n}-${process.pid}`;
-  const work = mkdtempSync(join(tmpdir(), `stackflux-bench-${label}-`));
-  log(`${ns}: setting up (${n} Clusters, releases v1 and v2, kustomize-controller stopped)…`);
-  await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
-  const releaseUrl = await createRepo(e, `${ns}-release`);
-  const fleetRepo = `${ns}-fleet`;
-  const fleetUrl = await createRepo(e, fleetRepo);
-  const repoDir = join(work, 'release');
+/**
+ * Releases v1 and v2 of the fleet's stack in repoDir, pushed to releaseUrl, and the ClusterStack of
+ * them in ns; returns the tag of a version.
+ */
+async function releaseStack(
+  env: Env,
+  stack: StackKind,
+  ns: string,
+  repoDir: string,
+  releaseUrl: string,
+): Promise<(v: string) => string> {
   initRepo(repoDir);
+  if (stack === 'csctl') {
+    for (const v of ['v1', 'v2']) {
+      cutCsctlRelease(repoDir, 'docker-csoferrol-1-30', v, (dir) => {
+        servedClusterClass(dir);
+        // v2 changes a value every Cluster renders, as the native v2 does.
+        if (v !== 'v2') return;
+        const f = join(dir, 'cluster-addon', 'cni', 'values.yaml');
+        writeFileSync(f, readFileSync(f, 'utf8').replace('mtu: 1400', 'mtu: 1300'));
+      });
+    }
+    push(repoDir, releaseUrl, csoferrolTag('v1'), csoferrolTag('v2'));
+    await env.client.create(csoferrolClusterStack(ns, releaseUrl, ['v1', 'v2'], { interval: '10m' }));
+    return csoferrolTag;
+  }
   for (const v of ['v1', 'v2']) {
     cutRelease(repoDir, 'stack', {
       example: 'docker-ferrol-1-30',
@@ -721,11 +813,24 @@ async function setupFleet(env: Env, o: Options, n: number, label: string): Promi
     });
   }
   push(repoDir, releaseUrl, tag('v1'), tag('v2'));
-  await stopComponent(e.stateDir, KC);
-  await stopComponent(e.stateDir, SC);
-  await client.create(
+  await env.client.create(
     ferrolStackAt(ns, releaseUrl, { path: 'stack', versions: ['v1', 'v2'], interval: '10m' }),
   );
+  return tag;
+}
+
+async function setupFleet(env: Env, o: Options, n: number, label: string, stack: StackKind): Promise<Fleet> {
+  const { client, e } = env;
+  const ns = `bench-${label}-${n}-${process.pid}`;
+  const work = mkdtempSync(join(tmpdir(), `stackflux-bench-${label}-`));
+  log(`${ns}: setting up (${n} Clusters, ${stack} stack releases v1 and v2, kustomize-controller stopped)…`);
+  await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  const releaseUrl = await createRepo(e, `${ns}-release`);
+  const fleetRepo = `${ns}-fleet`;
+  const fleetUrl = await createRepo(e, fleetRepo);
+  await stopComponent(e.stateDir, KC);
+  await stopComponent(e.stateDir, SC);
+  const tagOf = await releaseStack(env, stack, ns, join(work, 'release'), releaseUrl);
 
   const args = [
     `--kubeconfig=${e.kubeconfig}`,
@@ -745,7 +850,10 @@ async function setupFleet(env: Env, o: Options, n: number, label: string): Promi
   const malloc = Object.entries(imageEnv).map(([k, v]) => `${k}=${v}`);
   if (nodeFlags.length > 0 || malloc.length > 0)
     log(`${ns}: as in the image: node ${nodeFlags.join(' ')}, ${malloc.join(' ') || 'no malloc settings'}`);
-  const proc = new StackfluxProcess(o.stackflux, args, join(work, 'stackflux.log'), nodeFlags, imageEnv);
+  // The Go engine (csctl renders) as the image names it: the compiled app has no hack/ to find it by.
+  const engine = locateGoEngine();
+  const procEnv = { ...imageEnv, ...('path' in engine ? { STACKFLUX_GO_ENGINE: engine.path } : {}) };
+  const proc = new StackfluxProcess(o.stackflux, args, join(work, 'stackflux.log'), nodeFlags, procEnv);
 
   // Releases resolved once, before the timed part (the fan-out does not wait for Git tags).
   await proc.start();
@@ -757,7 +865,7 @@ async function setupFleet(env: Env, o: Options, n: number, label: string): Promi
 
   log(`${ns}: creating ${n} Clusters (+ status as Cluster API would write it) and kubeconfig Secrets…`);
   const started = now();
-  await createClusters(client, ns, n, tag('v1'), env.workloadKubeconfig);
+  await createClusters(client, ns, n, tagOf('v1'), env.workloadKubeconfig);
   log(`${ns}: created in ${secs(now() - started)} s`);
   const watch = new Watch(client, ns);
   await watch.start();
@@ -771,8 +879,10 @@ async function setupFleet(env: Env, o: Options, n: number, label: string): Promi
     proc,
     watch,
     fleet: new FleetReader(fleetUrl, join(work, 'fleet-reader.git')),
-    addons: 3,
+    // The addons the controller plans per Cluster (csctl: one per chart of the stages).
+    addons: stackInputs(stack).addons.length,
     layout: '',
+    stack,
   };
 }
 
@@ -789,6 +899,7 @@ async function fanout(env: Env, o: Options, f: Fleet): Promise<Scenario> {
   await f.proc.start();
   const t0 = f.proc.startedAt;
   const pid = f.proc.pid;
+  const renderCpuSampler = new RenderCpuSampler(pid);
   let objectsAt = 0;
   let timedOut: string | undefined;
   try {
@@ -814,6 +925,7 @@ async function fanout(env: Env, o: Options, f: Fleet): Promise<Scenario> {
   }
   const doneAt = now();
   const cpu = cpuSeconds(pid);
+  const renderCpu = renderCpuSampler.total();
   const requests = await f.proc.requests();
   const heap = await f.proc.heap();
   f.layout = layoutOf(f);
@@ -830,6 +942,7 @@ async function fanout(env: Env, o: Options, f: Fleet): Promise<Scenario> {
     readySeconds: secs(f.proc.readyMs),
     cpuSeconds: Math.round(cpu.self * 10) / 10,
     gitCpuSeconds: Math.round(cpu.children * 10) / 10,
+    ...(renderCpu !== undefined ? { renderCpuSeconds: Math.round(renderCpu * 10) / 10 } : {}),
     peakRssMb: memoryMb(pid).peak,
     largestSample: f.proc.takeLargestSample(),
     ...(heap !== undefined ? heap : {}),
@@ -1055,7 +1168,7 @@ async function teardown(env: Env, f: Fleet): Promise<void> {
 
 // --- Flux running: what one Cluster's change re-applies ----------------------------------------
 async function fluxScenario(env: Env, o: Options, n: number): Promise<Scenario> {
-  const f = await setupFleet(env, o, n, 'flux');
+  const f = await setupFleet(env, o, n, 'flux', 'native');
   const workload = new KubeClient(loadKubeConfig({ kubeconfig: env.e.workloadKubeconfig }), {
     qps: 200,
     burst: 200,
@@ -1232,6 +1345,46 @@ export function table(rows: Array<Array<string | number | undefined>>): string {
   return text.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ')).join('\n');
 }
 
+/** A run's N, with the stack when it is not the native one. */
+function runLabel(r: Record<string, unknown>): string {
+  return r.stack === 'csctl' ? `${r.n} csctl` : String(r.n);
+}
+
+/** csctl fan-out against native fan-out, per N that ran both (issue 23's target: within 1.2x). */
+export interface CsctlComparison {
+  n: number;
+  nativeSeconds: number;
+  csctlSeconds: number;
+  ratio: number;
+  met: boolean;
+}
+
+export function csctlComparisons(runs: Array<Record<string, unknown>>): CsctlComparison[] {
+  const fanoutOf = (n: unknown, stack: StackKind) =>
+    runs.find((r) => r.n === n && (r.stack ?? 'native') === stack)?.fanout as Scenario | undefined;
+  return runs.flatMap((r) => {
+    if (r.stack !== 'csctl') return [];
+    const [native, csctl] = [fanoutOf(r.n, 'native'), fanoutOf(r.n, 'csctl')];
+    if (
+      native === undefined ||
+      csctl === undefined ||
+      native.timedOut !== undefined ||
+      csctl.timedOut !== undefined
+    )
+      return [];
+    const ratio = Math.round((csctl.seconds / native.seconds) * 100) / 100;
+    return [
+      {
+        n: r.n as number,
+        nativeSeconds: native.seconds,
+        csctlSeconds: csctl.seconds,
+        ratio,
+        met: csctl.seconds <= CSCTL_FANOUT_TARGET * native.seconds,
+      },
+    ];
+  });
+}
+
 function report(
   results: Record<string, unknown>,
   runs: Array<Record<string, Scenario | number | string>>,
@@ -1253,7 +1406,7 @@ function report(
     ],
   ];
   for (const r of runs) {
-    const n = r.n as number;
+    const n = runLabel(r);
     for (const name of ['fanout', 'change', 'release'] as const) {
       const s = r[name] as Scenario | undefined;
       if (s === undefined) continue;
@@ -1288,7 +1441,7 @@ function report(
     const s = r.steady as Scenario | undefined;
     if (s === undefined) continue;
     steadyRows.push([
-      r.n as number,
+      runLabel(r),
       s.cpuSecondsPerMinute as number,
       s.requestsPerMinute as number,
       s.writesPerMinute as number,
@@ -1300,19 +1453,28 @@ function report(
     lines.push('steady state (N converged, kustomize-controller stopped)', table(steadyRows), '');
   for (const r of runs)
     lines.push(
-      `N=${r.n}: fleet layout: ${r.layout}; stackflux ready (caches synced) after ${(r.fanout as Scenario).readySeconds} s`,
+      `N=${runLabel(r)}: fleet layout: ${r.layout}; stackflux ready (caches synced) after ${(r.fanout as Scenario).readySeconds} s` +
+        ((r.fanout as Scenario).renderCpuSeconds !== undefined
+          ? `; render processes' CPU in the fan-out ${(r.fanout as Scenario).renderCpuSeconds} s (of those stopped while idle, also in git CPU s)`
+          : ''),
     );
   for (const r of runs) {
     for (const name of ['fanout', 'change', 'release'] as const) {
       const w = (r[name] as Scenario | undefined)?.writesByResource as Record<string, number> | undefined;
       if (w !== undefined && Object.keys(w).length > 0)
         lines.push(
-          `N=${r.n} ${name} writes: ${Object.entries(w)
+          `N=${runLabel(r)} ${name} writes: ${Object.entries(w)
             .map(([k, v]) => `${k} ${v}`)
             .join(', ')}`,
         );
     }
   }
+  for (const c of csctlComparisons(runs))
+    lines.push(
+      '',
+      `N=${c.n}: csctl fan-out ${c.csctlSeconds} s / native fan-out ${c.nativeSeconds} s = ${c.ratio.toFixed(2)}x`,
+      `csctl fan-out within ${CSCTL_FANOUT_TARGET}x of native: ${c.met ? 'met' : 'missed'}`,
+    );
   const flux = results.flux as Scenario | undefined;
   if (flux !== undefined) {
     lines.push(
@@ -1361,9 +1523,9 @@ export async function runFleetBench(argv: string[]): Promise<number> {
     }
     results.writer = await writerScenario(env, o);
     save();
-    for (const n of o.clusters) {
-      const f = await setupFleet(env, o, n, 'fleet');
-      const run: Record<string, Scenario | number | string> = { n };
+    for (const [n, stack] of o.clusters.flatMap((n) => o.stacks.map((s) => [n, s] as const))) {
+      const f = await setupFleet(env, o, n, stack === 'native' ? 'fleet' : 'csctl', stack);
+      const run: Record<string, Scenario | number | string> = { n, stack };
       runs.push(run);
       try {
         log(`N=${n}: fan-out…`);
@@ -1381,6 +1543,12 @@ export async function runFleetBench(argv: string[]): Promise<number> {
           run.steady = await steady(env, o, f);
           save();
         }
+        // The change and release scenarios read the native stack's files (config.yaml, LOG_LEVEL).
+        if (stack === 'csctl') {
+          if (o.scenarios.has('change') || o.scenarios.has('release'))
+            log(`N=${n}: change and release are measured with the native stack only`);
+          continue;
+        }
         if (o.scenarios.has('change')) {
           log(`N=${n}: one Cluster changed…`);
           run.change = await change(env, o, f);
@@ -1394,6 +1562,10 @@ export async function runFleetBench(argv: string[]): Promise<number> {
       } finally {
         await teardown(env, f);
       }
+    }
+    if (o.stacks.length > 1) {
+      results.csctlOverNative = csctlComparisons(runs);
+      save();
     }
     process.stdout.write(`${report(results, runs)}\n\nJSON: ${o.out}\n`);
     return 0;

@@ -4,7 +4,7 @@
 //   fleet              stackflux at fleet scale against hack/testenv (fleet.ts; --help for flags)
 //   soak               stackflux under churn for --minutes (default 30), RSS slope (soak.ts; --help)
 //   heap               the informer caches' heap per Cluster, no API server (heap.ts; --help)
-//   render             the render pool at fan-out: ms per Cluster and RSS, no API server (render.ts)
+//   render             render per Cluster, native stack against csctl stack, no API server (render.ts)
 //   hostile            issue 22's hostile inputs at once while a benign tenant changes values (hostile.ts; --help)
 const [scenario = 'runtime', ...args] = process.argv.slice(2);
 if (scenario === 'runtime') {

@@ -13,7 +13,7 @@ import type { ReleaseTree } from '../../../controller/api/release.ts';
 import { readReleaseDescription } from '../../../controller/releases/format.ts';
 import { parseReleaseTag } from '../../../controller/releases/tags.ts';
 import { binaryFilesOf } from '../../../controller/releases/tree.ts';
-import { RenderPool } from '../../../controller/rendering/bounded.ts';
+import { RenderCache, RenderPool, withBoundedRenders } from '../../../controller/rendering/bounded.ts';
 import {
   type CsctlAddonInput,
   csctlAddonValues,
@@ -219,6 +219,28 @@ describe('csctl addons rendered as the cluster-stack-operator renders them', () 
       assert.ok(metrics);
       const pooled = await pool.render(metrics, { namespace: 'tenant-a' });
       assert.deepEqual(objectsOf(pooled), objectsOf(renderCsctlAddon(metrics)));
+    });
+
+    it('a csctl render kept in the RenderCache is not rendered again by the next reconcile; a changed Cluster is', async () => {
+      const cache = new RenderCache();
+      const reconcile = (c: Record<string, unknown>) =>
+        withBoundedRenders(pool, (render) => inputsOf(NEW_LAYOUT, c).map(render), new Map(), {}, cache);
+      const first = await reconcile(cluster);
+      assert.ok(first.every((r) => r.ok));
+      assert.deepEqual([cache.hits, cache.size], [0, 2]);
+      // Another reconcile (its own map of renders, as each reconcile has) of the same inputs.
+      assert.deepEqual(await reconcile(cluster), first);
+      assert.equal(cache.hits, 2);
+      const renamed = await reconcile({ ...cluster, metadata: { ...cluster.metadata, name: 'Prod-2' } });
+      assert.equal(cache.hits, 2, 'a changed Cluster is rendered, not answered from the cache');
+      assert.equal(cache.size, 4);
+      assert.notDeepEqual(renamed.map(objectsOf), first.map(objectsOf));
+      assert.deepEqual(
+        renamed.map(objectsOf),
+        inputsOf(NEW_LAYOUT, { ...cluster, metadata: { ...cluster.metadata, name: 'Prod-2' } }).map((i) =>
+          objectsOf(renderCsctlAddon(i)),
+        ),
+      );
     });
 
     it('a values template that never ends is stopped by the time budget, naming the file', async () => {

@@ -80,4 +80,28 @@ describe('loading the Go engine is not charged to a render', () => {
       else process.env.STACKFLUX_GO_ENGINE = saved;
     }
   });
+
+  it('a burst of engine calls on a cold pool runs in one process: loading the engine is not a render holding it', async () => {
+    const saved = process.env.STACKFLUX_GO_ENGINE;
+    process.env.STACKFLUX_GO_ENGINE = join(goEngineBuild(), 'goengine.wasm');
+    // Loading the engine takes far longer than 300 ms (see above); each call of the burst does not.
+    // Were the load a render held that long, a second process would start and load the engine too.
+    const pool = new RenderPool({ workers: 2, spareAfterMs: 300 });
+    try {
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          pool.goEngine({ op: 'goTemplate', text: `{{ ${i} }}`, data: null }),
+        ),
+      );
+      assert.deepEqual(
+        results,
+        Array.from({ length: 20 }, (_, i) => ({ ok: true, output: String(i) })),
+      );
+      assert.equal(pool.workerStats.started, 1);
+    } finally {
+      await pool.close();
+      if (saved === undefined) delete process.env.STACKFLUX_GO_ENGINE;
+      else process.env.STACKFLUX_GO_ENGINE = saved;
+    }
+  });
 });
