@@ -23,7 +23,7 @@ import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { Kustomization } from '../../controller/api/flux.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
-import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
+import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
   csoferrolClusterStack,
   csoReleaseObjects,
@@ -32,11 +32,11 @@ import {
   csoferrolTag as tag,
 } from '../support/csctl.ts';
 import {
-  addonCluster,
   CAPI,
   ControllerProcess,
   cond,
   controllerSteps,
+  createAddonCluster,
   createTestNamespace,
   e2eEnv,
   initRepo,
@@ -215,12 +215,11 @@ describe('csctl addons applied into the workload cluster as CSO renders them; th
 
   it('1. v1 (stages): every addon Ready in the workload cluster with the objects and per-Cluster values CSO renders', () =>
     step(async () => {
-      await client.create(
-        workloadKubeconfigSecret(ns, 'c1', readFileSync(env.workloadKubeconfig, 'utf8')) as KubeObject,
-      );
-      await client.create(
-        addonCluster(ns, 'c1', { podCidr: '10.247.0.0/16', className: tag('v1'), version: 'v1.30.4' }),
-      );
+      await createAddonCluster(client, env.workloadKubeconfig, ns, 'c1', {
+        podCidr: '10.247.0.0/16',
+        className: tag('v1'),
+        version: 'v1.30.4',
+      });
       const ca = await waitFor('c1 Ready at v1', () => readyAt('v1'));
       assert.deepEqual(
         ca.status?.addons?.map((a) => [a.name, a.ready, a.stage, a.kustomization]),

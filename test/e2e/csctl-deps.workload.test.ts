@@ -18,7 +18,7 @@ import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
-import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
+import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import { type ChartRepository, serveChartRepository } from '../support/chartrepo.ts';
 import {
   csoferrolClusterStack,
@@ -28,11 +28,11 @@ import {
   csoferrolTag as tag,
 } from '../support/csctl.ts';
 import {
-  addonCluster,
   CAPI,
   ControllerProcess,
   cond,
   controllerSteps,
+  createAddonCluster,
   createTestNamespace,
   e2eEnv,
   freePort,
@@ -187,12 +187,11 @@ describe('a csctl addon chart whose dependency is fetched from a chart repositor
 
   it('a Cluster of v1: every addon Ready in the workload cluster with the objects CSO renders', () =>
     step(async () => {
-      await client.create(
-        workloadKubeconfigSecret(ns, 'c1', readFileSync(env.workloadKubeconfig, 'utf8')) as KubeObject,
-      );
-      await client.create(
-        addonCluster(ns, 'c1', { podCidr: '10.246.0.0/16', className: tag('v1'), version: 'v1.30.4' }),
-      );
+      await createAddonCluster(client, env.workloadKubeconfig, ns, 'c1', {
+        podCidr: '10.246.0.0/16',
+        className: tag('v1'),
+        version: 'v1.30.4',
+      });
       const ca = await waitFor('c1 Ready at v1', async () => {
         const c = await client.get<CA>(API_VERSION, 'ClusterAddon', 'c1', ns);
         return cond(c, 'Ready')?.status === 'True' && c?.status?.release === tag('v1') ? c : undefined;

@@ -16,7 +16,7 @@ import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { Kustomization } from '../../controller/api/flux.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
-import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
+import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
   csoferrolClusterStack,
   cutCsctlRelease,
@@ -24,10 +24,10 @@ import {
   csoferrolTag as tag,
 } from '../support/csctl.ts';
 import {
-  addonCluster,
   ControllerProcess,
   cond,
   controllerSteps,
+  createAddonCluster,
   createTestNamespace,
   deleteTestNamespace,
   e2eEnv,
@@ -184,12 +184,11 @@ describe('csctl waitForPreCondition: a Flux gate holds the addon back until the 
 
   it('1. the object is missing: cni applied, the gate reports NotFound, metrics absent from the workload cluster', () =>
     step(async () => {
-      await client.create(
-        workloadKubeconfigSecret(ns, 'c1', readFileSync(env.workloadKubeconfig, 'utf8')) as KubeObject,
-      );
-      await client.create(
-        addonCluster(ns, 'c1', { podCidr: '10.246.0.0/16', className: tag('v1'), version: 'v1.30.4' }),
-      );
+      await createAddonCluster(client, env.workloadKubeconfig, ns, 'c1', {
+        podCidr: '10.246.0.0/16',
+        className: tag('v1'),
+        version: 'v1.30.4',
+      });
       const gate = await waitFor('the gate reports the missing ConfigMap', () => gateReports('NotFound'));
       assert.equal(gate.spec.wait, false);
       assert.deepEqual(gate.spec.healthChecks, [

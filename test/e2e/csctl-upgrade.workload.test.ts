@@ -24,7 +24,7 @@ import { PREPARING_PHASE, ROLLOUT_ANNOTATIONS } from '../../controller/api/rollo
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { playClusterApi } from '../../hack/lib/capi.ts';
 import { installCrds } from '../../hack/lib/crds.ts';
-import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
+import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
   csoferrolClusterStack,
   cutCsctlRelease,
@@ -32,11 +32,11 @@ import {
   csoferrolTag as tag,
 } from '../support/csctl.ts';
 import {
-  addonCluster,
   CAPI,
   ControllerProcess,
   cond,
   controllerSteps,
+  createAddonCluster,
   createTestNamespace,
   e2eEnv,
   initRepo,
@@ -182,12 +182,11 @@ describe('csctl v1 → v2 with a Progressive rollout: the BeforeClusterUpgrade s
 
   it('1. v1: the Cluster runs v1 with every addon Ready; the rollout is Complete', () =>
     step(async () => {
-      await client.create(
-        workloadKubeconfigSecret(ns, 'c1', readFileSync(env.workloadKubeconfig, 'utf8')) as KubeObject,
-      );
-      await client.create(
-        addonCluster(ns, 'c1', { podCidr: '10.246.0.0/16', className: tag('v1'), version: 'v1.30.4' }),
-      );
+      await createAddonCluster(client, env.workloadKubeconfig, ns, 'c1', {
+        podCidr: '10.246.0.0/16',
+        className: tag('v1'),
+        version: 'v1.30.4',
+      });
       await waitFor('c1 Ready at v1 and the rollout Complete', async () => {
         const ca = await client.get<CA>(API_VERSION, 'ClusterAddon', 'c1', ns);
         const r = await rollout();

@@ -12,6 +12,7 @@ import type { ClusterStackRelease } from '../../controller/api/clusterstackrelea
 import { API_VERSION } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { installCrds } from '../../hack/lib/crds.ts';
+import { workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
 import { eventually, uniqueName } from './env.ts';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
@@ -336,6 +337,20 @@ export function addonCluster(
       },
     },
   };
+}
+
+/** Creates a Cluster's `<name>-kubeconfig` Secret (the workload cluster's kubeconfig), then the Cluster. */
+export async function createAddonCluster(
+  client: KubeClient,
+  workloadKubeconfig: string,
+  ns: string,
+  name: string,
+  o: Parameters<typeof addonCluster>[2],
+): Promise<void> {
+  await client.create(
+    workloadKubeconfigSecret(ns, name, readFileSync(workloadKubeconfig, 'utf8')) as KubeObject,
+  );
+  await client.create(addonCluster(ns, name, o));
 }
 
 /** Moves a Cluster to another ClusterClass: a merge patch of spec.topology.classRef.name only. */
