@@ -420,6 +420,7 @@ export async function setupClusterAddonController(
       cacheDir: opts.cacheDir,
       treeKey: releaseTreeKey(src.url, commit, src.path ?? ''),
       ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
+      cacheOnly: true,
     });
     if (trees.size >= 64) {
       const first = trees.keys().next().value;

@@ -37,6 +37,25 @@ export interface ChartFetchLimits {
   /** Per request (each redirect hop counts as one). */
   timeoutMs: number;
   maxRedirects: number;
+  /**
+   * All requests of one release together: a repository that answers slowly to every request must
+   * not hold a release controller worker for dependencies × hops × timeoutMs.
+   */
+  maxTotalMs: number;
+}
+
+/** The limits of one resolution, with the moment its time is up (ms epoch). */
+type FetchBudget = ChartFetchLimits & { deadline: number };
+
+/** Time left for one request: the per-request timeout, cut to what the release has left. */
+function requestTimeoutMs(budget: FetchBudget): number {
+  const left = budget.deadline - Date.now();
+  if (left <= 0)
+    throw new ChartDependencyError(
+      `not fetched: the release's chart dependencies took more than ${budget.maxTotalMs / 1000} s in all`,
+      true,
+    );
+  return Math.min(budget.timeoutMs, left);
 }
 
 export const CHART_FETCH_LIMITS: ChartFetchLimits = {
@@ -47,6 +66,7 @@ export const CHART_FETCH_LIMITS: ChartFetchLimits = {
   maxDependencies: 64,
   timeoutMs: 30_000,
   maxRedirects: 5,
+  maxTotalMs: 120_000,
 };
 
 /**
@@ -68,6 +88,11 @@ export interface ChartDependencyOptions {
   treeKey: string;
   tenancy?: TenancyPolicy;
   limits?: ChartFetchLimits;
+  /**
+   * Only what is cached: no request (the ClusterAddon controller: the release controller fetches
+   * when it validates the release; a Cluster's reconcile never goes to the network).
+   */
+  cacheOnly?: boolean;
 }
 
 /** A URL without user info, for messages and logs. */
@@ -105,10 +130,10 @@ function urlRefusal(url: string, tenancy: TenancyPolicy | undefined): string | u
   return `scheme ${u.protocol} is not http(s)`;
 }
 
-function getOnce(url: string, limits: ChartFetchLimits): Promise<Response> {
+function getOnce(url: string, budget: FetchBudget): Promise<Response> {
   return fetch(url, {
     redirect: 'manual',
-    signal: AbortSignal.timeout(limits.timeoutMs),
+    signal: AbortSignal.timeout(requestTimeoutMs(budget)),
     headers: { accept: '*/*', 'user-agent': 'stackflux' },
   });
 }
@@ -119,7 +144,7 @@ async function download(
   maxBytes: number,
   what: string,
   tenancy: TenancyPolicy | undefined,
-  limits: ChartFetchLimits,
+  limits: FetchBudget,
 ): Promise<Uint8Array> {
   let at = url;
   for (let hop = 0; ; hop++) {
@@ -129,10 +154,13 @@ async function download(
     try {
       res = await getOnce(at, limits).catch((err: unknown) => {
         // A kept-alive connection the server closed meanwhile fails at once: one more try (a GET).
+        if (err instanceof ChartDependencyError) throw err;
         if (err instanceof Error && err.name === 'TimeoutError') throw err;
         return getOnce(at, limits);
       });
     } catch (err) {
+      if (err instanceof ChartDependencyError)
+        throw new ChartDependencyError(`${what} ${redactUrl(at)}: ${err.message}`, true);
       // The system's error code (ENOTFOUND, ECONNREFUSED, ...) says what to look at; never the
       // whole error, which may carry the URL.
       const code = (err as { cause?: { code?: unknown } }).cause?.code;
@@ -195,7 +223,7 @@ async function fetchDependency(
   indexes: Map<string, Promise<IndexPick[]>>,
   wanted: ReadonlyMap<string, { name: string; version: string }[]>,
   tenancy: TenancyPolicy | undefined,
-  limits: ChartFetchLimits,
+  limits: FetchBudget,
 ): Promise<{ file: string; bytes: Uint8Array }> {
   const what = `${chartFile(chartDir, 'Chart.yaml')}: dependency ${dep.name} (version "${dep.version}") from`;
   const indexUrl = chartIndexUrl(dep.repository);
@@ -204,7 +232,7 @@ async function fetchDependency(
   if (index === undefined) {
     // Shared by the dependencies of one repository (fetched and read once): its message names none.
     index = download(indexUrl, limits.maxIndexBytes, 'the chart repository index', tenancy, limits).then(
-      (bytes) => pickFromIndex(bytes, asked, limits.timeoutMs),
+      (bytes) => pickFromIndex(bytes, asked, requestTimeoutMs(limits)),
     );
     index.catch(() => undefined);
     indexes.set(indexUrl, index);
@@ -350,7 +378,13 @@ export async function withChartDependencies(
   const dir = join(opts.cacheDir, 'chartdeps');
   const key = sha256(Buffer.from(JSON.stringify([opts.treeKey, updates]))).slice(0, 32);
   let fetched = readCached(dir, key);
+  if (fetched === undefined && opts.cacheOnly === true)
+    throw new ChartDependencyError(
+      'the chart dependencies are not fetched yet (the release controller fetches them when it validates the release)',
+      true,
+    );
   if (fetched === undefined) {
+    const deadline = Date.now() + limits.maxTotalMs;
     const indexes = new Map<string, Promise<IndexPick[]>>();
     const wanted = new Map<string, { name: string; version: string }[]>();
     for (const u of updates)
@@ -376,6 +410,7 @@ export async function withChartDependencies(
           const got = await fetchDependency(u.chartDir, dep, indexes, wanted, opts.tenancy, {
             ...limits,
             maxChartBytes: Math.min(limits.maxChartBytes, left),
+            deadline,
           });
           left -= got.bytes.byteLength;
           files.push(got);

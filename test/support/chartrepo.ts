@@ -46,6 +46,7 @@ const server = require('node:http').createServer((req, res) => {
   const path = new URL(req.url ?? '/', 'http://x').pathname;
   appendFileSync(log, path + '\\n');
   if (path === '/loop/index.yaml') return res.writeHead(302, { location: '/loop/index.yaml' }).end();
+  if (path.startsWith('/slow')) return; // never answers: the client's deadline must end it
   if (path === '/big/index.yaml') {
     res.writeHead(200, { 'content-type': 'text/yaml' });
     return res.end('apiVersion: v1\\n#' + 'x'.repeat(2 * 1024 * 1024) + '\\n');

@@ -231,6 +231,40 @@ describe('chart dependencies resolved as helm dependency update does', { timeout
     );
   });
 
+  it('a repository that never answers costs the release at most its total time, then a retry', async () => {
+    const base = repo.url.replace(/\/charts$/, '');
+    const slow = ['slow1', 'slow2', 'slow3'].map(
+      (r) => `  - name: beta\n    alias: ${r}\n    version: "^0.2"\n    repository: ${base}/${r}\n`,
+    );
+    const err = await refusal(
+      readStackDir(writeStack(`${base}/slow`, slow)),
+      options({ limits: { ...CHART_FETCH_LIMITS, timeoutMs: 1000, maxTotalMs: 2500 } }),
+    );
+    assert.equal(err.transient, true);
+    // Each repository's index is asked once and times out on its own; the third finds the
+    // release's time used up and is not asked at all.
+    assert.match(err.message, /\/slow\/index\.yaml: no answer within 1 s/);
+    assert.match(
+      err.message,
+      /\/slow3\/index\.yaml: not fetched: the release's chart dependencies took more than 2\.5 s in all/,
+    );
+    assert.equal(repo.requests().filter((r) => r === '/slow3/index.yaml').length, 0);
+  });
+
+  it('cacheOnly (the ClusterAddon controller) never asks the repository: it waits for the release controller', async () => {
+    const opts = options();
+    const before = repo.requests().length;
+    const waiting = await refusal(readStackDir(stackDir), { ...opts, cacheOnly: true });
+    assert.equal(waiting.transient, true);
+    assert.match(waiting.message, /not fetched yet \(the release controller fetches them/);
+    assert.equal(repo.requests().length, before);
+    const fetched = await withChartDependencies(readStackDir(stackDir), [CHART], opts);
+    const requests = repo.requests().length;
+    const cached = await withChartDependencies(readStackDir(stackDir), [CHART], { ...opts, cacheOnly: true });
+    assert.equal(repo.requests().length, requests);
+    assert.deepEqual([...binaryFilesOf(cached)], [...binaryFilesOf(fetched)]);
+  });
+
   it('a release fetches at most so many dependencies and so many bytes in all', async () => {
     const many = await refusal(
       readStackDir(stackDir),
