@@ -69,6 +69,7 @@ build flux source-controller github.com/fluxcd/source-controller
 build flux kustomize-controller github.com/fluxcd/kustomize-controller
 build helm-controller helm-controller github.com/fluxcd/helm-controller
 build kubernetes kubectl k8s.io/kubernetes/cmd/kubectl "$stamp"
+build registry registry github.com/distribution/distribution/v3/cmd/registry
 flux_version=$(cd "$tools/flux-cli" && go list -m -f '{{.Version}}' github.com/fluxcd/flux2/v2)
 build "$(flux_cli_source)" flux ./cmd/flux "-X main.VERSION=${flux_version#v}"
 
@@ -86,6 +87,7 @@ build "$(flux_cli_source)" flux ./cmd/flux "-X main.VERSION=${flux_version#v}"
   (cd "$tools/flux" && go list -m -f 'KUSTOMIZE_CONTROLLER_VERSION={{.Version}}' github.com/fluxcd/kustomize-controller)
   (cd "$tools/helm-controller" && go list -m -f 'HELM_CONTROLLER_VERSION={{.Version}}' github.com/fluxcd/helm-controller)
   echo "FLUX_VERSION=$flux_version"
+  (cd "$tools/registry" && go list -m -f 'REGISTRY_VERSION={{.Version}}' github.com/distribution/distribution/v3)
   (cd "$tools/crds" && go list -m -f 'CLUSTER_API_VERSION={{.Version}}' sigs.k8s.io/cluster-api)
 } > "$bin/paths.env"
 touch "$bin/.complete"
