@@ -15,6 +15,7 @@ import { objectSchema } from '../../../controller/api/crds.ts';
 import type { CommandIO } from '../../../controller/cli/command.ts';
 import { main } from '../../../controller/cli/main.ts';
 import {
+  type CsoReleaseSource,
   convertClusterStacks,
   csoReleaseName,
   csoReleaseSource,
@@ -172,7 +173,7 @@ describe('convert: the pure parts', () => {
       metadata: { name: 'a', namespace: 'n' },
       spec: { provider: 'docker', name: 'ferrol', kubernetesVersion: '1.30', noProvider: true },
     };
-    const withToken = (s: typeof known.source) =>
+    const withToken = (s: CsoReleaseSource | undefined) =>
       convertClusterStacks([stack], { secretName: 'creds', ...(s ? { source: s } : {}) });
     assert.deepEqual(withToken(known.source).objects[0]?.spec.source, {
       github: { owner: 'o', repo: 'r', secretRef: { name: 'creds' } },
