@@ -140,7 +140,10 @@ export const convertCommand: Command = {
       type: 'string',
       description: "read the releases from this Git repository's tags instead of CSO's GitHub or OCI source",
     },
-    path: { type: 'string', description: 'spec.source.path: folder of the stack in the release tree' },
+    'source-path': {
+      type: 'string',
+      description: 'spec.source.path: folder of the stack in the release tree',
+    },
     'secret-name': {
       type: 'string',
       description: 'Secret (in each ClusterStack namespace) to reference for the release credentials',
@@ -178,7 +181,7 @@ export const convertCommand: Command = {
     const problems: string[] = [];
     const options: ConvertOptions = {
       secretName: str(flags['secret-name']) ?? 'stackflux-release-credentials',
-      ...(str(flags.path) !== undefined ? { path: str(flags.path) } : {}),
+      ...(str(flags['source-path']) !== undefined ? { path: str(flags['source-path']) } : {}),
     };
     if (gitUrl !== undefined) options.git = { url: gitUrl };
     else if (deployment !== undefined) {

@@ -419,7 +419,7 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
     assert.match(asIs.stderr, new RegExp(`Secret ${csoNs}/cso-cluster-stack-variables key git-access-token`));
     assert.ok(!`${asIs.stdout}${asIs.stderr}`.includes(`token-${suffix}`), 'the token is not printed');
 
-    const mirrored = stackflux([...args, '--git-url', repoUrl, '--path', 'stack']);
+    const mirrored = stackflux([...args, '--git-url', repoUrl, '--source-path', 'stack']);
     assert.equal(mirrored.status, 0, mirrored.stderr);
     assert.equal(mirrored.stderr, '', 'nothing to report: a public Git repository needs no Secret');
     converted = mirrored.stdout;

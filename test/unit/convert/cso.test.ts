@@ -5,6 +5,7 @@
 // Then the pure parts: CSO's -source flag, the release names CSO would create = the tags
 // stackflux pins, settings CSO reads from env / envFrom / Secrets.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -24,6 +25,7 @@ import {
 import { clusterClassNameForTag, formatReleaseTag } from '../../../controller/releases/tags.ts';
 
 const CORPUS = join(import.meta.dirname, 'corpus');
+const ROOT = join(import.meta.dirname, '..', '..', '..');
 const SECRETS_IN_CORPUS = ['s3cr3t-token-value', 'literal-password-value'];
 
 /** The CRD's schema with unknown fields rejected (the Kubernetes-only keywords ignored). */
@@ -92,6 +94,16 @@ describe('stackflux convert: the corpus of CSO objects', () => {
       }
     });
   }
+
+  it('-f - reads the objects from stdin', () => {
+    const dir = join(CORPUS, 'github-pinned');
+    const r = spawnSync(process.execPath, [join(ROOT, 'bin', 'stackflux.js'), 'convert', '-f', '-'], {
+      input: readFileSync(join(dir, 'input.yaml')),
+      encoding: 'utf8',
+    });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, readFileSync(join(dir, 'expected.yaml'), 'utf8'));
+  });
 
   it('usage: exactly one input; a --git-url with credentials is refused and not echoed', async () => {
     assert.equal((await convert([])).code, 2, 'neither -f nor --from-cluster');
