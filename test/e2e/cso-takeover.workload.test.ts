@@ -56,6 +56,7 @@ import {
   sleep,
   stackflux,
   waitFor,
+  watchPresence,
 } from '../support/e2e.ts';
 import { uniqueName } from '../support/env.ts';
 import { runHelm } from '../support/goengine.ts';
@@ -125,6 +126,28 @@ async function applyAsCso(to: KubeClient, o: Obj): Promise<Obj> {
   return to.apply({ ...o, metadata: { ...o.metadata, labels } }, { fieldManager: CSO_MANAGER, force: true });
 }
 
+/** applyAsCso into `where`'s `namespace`, and the object tracked with its uid. */
+async function applyAsCsoAndTrack(
+  where: Tracked['where'],
+  o: Obj,
+  namespace: string,
+): Promise<{ t: Tracked; applied: Obj }> {
+  const applied = await applyAsCso(where === 'management' ? client : workload, {
+    ...o,
+    metadata: { ...o.metadata, namespace },
+  });
+  const t: Tracked = {
+    where,
+    apiVersion: o.apiVersion,
+    kind: o.kind,
+    name: o.metadata.name ?? '',
+    namespace,
+  };
+  tracked.push(t);
+  uids.set(idOf(t), applied.metadata.uid ?? '');
+  return { t, applied };
+}
+
 /** The cluster-class as CSO renders it: helm template with the release name CSO derives, chart version from csctl. */
 function csoClusterClassObjects(): Obj[] {
   const chart = join(work, 'cso-class');
@@ -146,27 +169,15 @@ async function sampled(
   uids: ReadonlyMap<string, string>,
   during: () => Promise<void>,
 ): Promise<{ violations: string[]; samples: number }> {
-  const violations: string[] = [];
-  let samples = 0;
-  let stop = false;
-  const sampler = (async () => {
-    while (!stop) {
-      for (const t of tracked) {
-        const got = await read(t);
-        if (got === undefined) violations.push(`${idOf(t)} absent`);
-        else if (got.metadata.uid !== uids.get(idOf(t))) violations.push(`${idOf(t)} recreated`);
-      }
-      samples++;
-      await sleep(200);
-    }
-  })();
+  const byId = new Map(tracked.map((t) => [idOf(t), t]));
+  const watcher = watchPresence([...byId.keys()], (id) => read(byId.get(id) as Tracked), uids);
   try {
     await during();
-  } finally {
-    stop = true;
-    await sampler;
+  } catch (err) {
+    await watcher.stop();
+    throw err;
   }
-  return { violations: [...new Set(violations)], samples };
+  return watcher.stop();
 }
 
 const kubectl = (args: string[], input?: string) =>
@@ -273,16 +284,7 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
       spec: {},
     });
     for (const o of csoClusterClassObjects()) {
-      const applied = await applyAsCso(client, o);
-      const t: Tracked = {
-        where: 'management',
-        apiVersion: o.apiVersion,
-        kind: o.kind,
-        name: o.metadata.name ?? '',
-        namespace: ns,
-      };
-      tracked.push(t);
-      uids.set(idOf(t), applied.metadata.uid ?? '');
+      await applyAsCsoAndTrack('management', o, ns);
     }
     assert.ok(
       tracked.some((t) => t.kind === 'ClusterClass' && t.name === RELEASE),
@@ -321,16 +323,7 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
       `ServiceAccount cni-${suffix}`,
     ]);
     for (const o of addons) {
-      const applied = await applyAsCso(workload, { ...o, metadata: { ...o.metadata, namespace: ADDON_NS } });
-      const t: Tracked = {
-        where: 'workload',
-        apiVersion: o.apiVersion,
-        kind: o.kind,
-        name: o.metadata.name ?? '',
-        namespace: ADDON_NS,
-      };
-      tracked.push(t);
-      uids.set(idOf(t), applied.metadata.uid ?? '');
+      const { t, applied } = await applyAsCsoAndTrack('workload', o, ADDON_NS);
       assert.deepEqual(managers(applied), ['kubectl/Apply'], `${idOf(t)}: CSO's field manager only`);
       assert.equal(applied.metadata.labels?.['app.kubernetes.io/managed-by'], undefined, 'no Helm labels');
       assert.equal(

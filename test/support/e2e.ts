@@ -365,6 +365,38 @@ export async function moveClusterTo(
   });
 }
 
+/**
+ * Samples objects (by id) every 200 ms until stop(): every sample in which one of them is absent
+ * or has another uid than `uids` says so ("<id> absent" / "<id> recreated", each once).
+ */
+export function watchPresence(
+  ids: readonly string[],
+  read: (id: string) => Promise<{ metadata: { uid?: string } } | undefined>,
+  uids: ReadonlyMap<string, string>,
+) {
+  const violations: string[] = [];
+  let samples = 0;
+  let stop = false;
+  const done = (async () => {
+    while (!stop) {
+      for (const id of ids) {
+        const got = await read(id);
+        if (got === undefined) violations.push(`${id} absent`);
+        else if (got.metadata.uid !== uids.get(id)) violations.push(`${id} recreated`);
+      }
+      samples++;
+      await sleep(200);
+    }
+  })();
+  return {
+    async stop(): Promise<{ violations: string[]; samples: number }> {
+      stop = true;
+      await done;
+      return { violations: [...new Set(violations)], samples };
+    },
+  };
+}
+
 /** Waits until get() returns undefined. */
 export async function gone(what: string, get: () => Promise<unknown>, timeoutMs = 300_000): Promise<void> {
   await waitFor(what, async () => ((await get()) === undefined ? true : undefined), { timeoutMs });

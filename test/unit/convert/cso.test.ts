@@ -9,7 +9,6 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { Ajv } from 'ajv';
 import { parseAllDocuments } from 'yaml';
 import { clusterStackCrd } from '../../../controller/api/clusterstack.ts';
 import { objectSchema } from '../../../controller/api/crds.ts';
@@ -23,38 +22,16 @@ import {
   sourceFlag,
 } from '../../../controller/convert/cso.ts';
 import { clusterClassNameForTag, formatReleaseTag } from '../../../controller/releases/tags.ts';
+import { closedSchema, kubernetesAjv } from '../../support/crd-schema.ts';
 
 const CORPUS = join(import.meta.dirname, 'corpus');
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const SECRETS_IN_CORPUS = ['s3cr3t-token-value', 'literal-password-value'];
 
-/** The CRD's schema with unknown fields rejected (the Kubernetes-only keywords ignored). */
+/** The ClusterStack CRD's schema, unknown fields rejected: '' when `o` passes, else ajv's errors. */
 function strictValidator() {
-  const ajv = new Ajv({ strict: false, allErrors: true });
-  for (const k of [
-    'x-kubernetes-preserve-unknown-fields',
-    'x-kubernetes-list-type',
-    'x-kubernetes-list-map-keys',
-    'x-kubernetes-map-type',
-    'x-kubernetes-validations',
-  ])
-    ajv.addKeyword(k);
-  const close = (s: unknown): unknown => {
-    if (Array.isArray(s)) return s.map(close);
-    if (typeof s !== 'object' || s === null) return s;
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(s))
-      out[k] =
-        k === 'properties' ? Object.fromEntries(Object.entries(v).map(([p, x]) => [p, close(x)])) : close(v);
-    if (
-      out.type === 'object' &&
-      out.properties !== undefined &&
-      out['x-kubernetes-preserve-unknown-fields'] !== true
-    )
-      out.additionalProperties ??= false;
-    return out;
-  };
-  const validate = ajv.compile(close(objectSchema(clusterStackCrd)) as object);
+  const ajv = kubernetesAjv();
+  const validate = ajv.compile(closedSchema(objectSchema(clusterStackCrd)) as object);
   return (o: unknown) => (validate(o) ? '' : ajv.errorsText(validate.errors));
 }
 
