@@ -184,7 +184,14 @@ export const convertCommand: Command = {
       ...(str(flags['source-path']) !== undefined ? { path: str(flags['source-path']) } : {}),
     };
     if (gitUrl !== undefined) options.git = { url: gitUrl };
-    else if (deployment !== undefined) {
+    else if (deployment === undefined && fromCluster) {
+      const where = str(flags['cso-namespace']) ?? 'cso-system';
+      const which = str(flags['cso-deployment']) ?? `labelled ${CSO_DEPLOYMENT_LABEL}`;
+      problems.push(
+        `release source: no Deployment ${which} in namespace ${where} (--cso-namespace, --cso-deployment), or name the releases with --git-url`,
+      );
+      options.sourceReported = true;
+    } else if (deployment !== undefined) {
       const found = csoReleaseSource(deployment, secrets);
       problems.push(...found.problems.map((p) => `release source: ${p}`));
       if (found.source !== undefined) options.source = found.source;

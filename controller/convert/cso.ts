@@ -16,7 +16,9 @@ export const CSO_API_VERSION = 'clusterstack.x-k8s.io/v1alpha1';
 export type SettingOrigin =
   | { from: 'literal' }
   | { from: 'secret'; namespace: string; name: string; key: string }
-  | { from: 'unset' };
+  | { from: 'unset' }
+  /** A source convert does not read (a ConfigMap, a fieldRef): named for the report. */
+  | { from: 'other'; what: string };
 
 export interface Setting {
   env: string;
@@ -103,9 +105,21 @@ function setting(container: Obj, namespace: string, env: string, secrets: Secret
         key,
       });
     }
+    const valueFrom = rec(entry.valueFrom);
+    const configMap = rec(valueFrom.configMapKeyRef);
+    if (str(configMap.name) !== undefined)
+      return known(undefined, {
+        from: 'other',
+        what: `ConfigMap ${namespace}/${configMap.name} key ${configMap.key}`,
+      });
+    if (Object.keys(valueFrom).length > 0)
+      return known(undefined, { from: 'other', what: `valueFrom ${Object.keys(valueFrom).join(', ')}` });
     return known(str(entry.value) ?? '', { from: 'literal' });
   }
   for (const from of arr(container.envFrom).map(rec).reverse()) {
+    const configMap = str(rec(from.configMapRef).name);
+    if (configMap !== undefined)
+      return known(undefined, { from: 'other', what: `envFrom ConfigMap ${namespace}/${configMap}` });
     const name = str(rec(from.secretRef).name);
     if (name === undefined) continue;
     const key = env.startsWith(str(from.prefix) ?? '')
@@ -127,6 +141,7 @@ function setting(container: Obj, namespace: string, env: string, secrets: Secret
 function describeOrigin(s: Setting): string {
   const o = s.origin;
   if (o.from === 'secret') return `Secret ${o.namespace}/${o.name} key ${o.key}`;
+  if (o.from === 'other') return o.what;
   return o.from === 'literal' ? `the Deployment's env ${s.env}` : `${s.env} (unset)`;
 }
 
@@ -134,9 +149,11 @@ function describeOrigin(s: Setting): string {
 function required(s: Setting, problems: string[]): string | undefined {
   if (s.value !== undefined && s.value !== '') return s.value;
   problems.push(
-    s.value === undefined && s.origin.from === 'secret'
-      ? `${s.env} comes from ${describeOrigin(s)}, which is not in the input: pass that Secret too (-f) or use --from-cluster`
-      : `${s.env} is not set in CSO's Deployment: CSO itself cannot list releases`,
+    s.origin.from === 'other'
+      ? `${s.env} comes from ${describeOrigin(s)}, which convert does not read: name the releases with --git-url, or set it in a Secret`
+      : s.value === undefined && s.origin.from === 'secret'
+        ? `${s.env} comes from ${describeOrigin(s)}, which is not in the input: pass that Secret too (-f) or use --from-cluster`
+        : `${s.env} is not set in CSO's Deployment: CSO itself cannot list releases`,
   );
   return undefined;
 }

@@ -412,6 +412,14 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
     assert.match(asIs.stderr, new RegExp(`Secret ${csoNs}/cso-cluster-stack-variables key git-access-token`));
     assert.ok(!`${asIs.stdout}${asIs.stderr}`.includes(`token-${suffix}`), 'the token is not printed');
 
+    const noOperator = stackflux([...args.slice(0, -1), `${csoNs}-absent`]);
+    assert.equal(noOperator.status, 2, 'no Deployment of CSO: nothing guessed');
+    assert.equal(noOperator.stdout, '');
+    assert.match(
+      noOperator.stderr,
+      /no Deployment labelled control-plane=cso-controller-manager in namespace/,
+    );
+
     const mirrored = stackflux([...args, '--git-url', repoUrl, '--source-path', 'stack']);
     assert.equal(mirrored.status, 0, mirrored.stderr);
     assert.equal(mirrored.stderr, '', 'nothing to report: a public Git repository needs no Secret');
