@@ -5,6 +5,8 @@
 //  - CSO's CRDs (fixtures/cso-crds.yaml), its ClusterStack, its ClusterStackRelease (finalizer,
 //    owned by the ClusterStack) and ClusterAddon `cluster-addon-<cluster>` (finalizer, owned by the
 //    Cluster), its Deployment with the settings in Secret cso-cluster-stack-variables (config/);
+//  - the provider object CSO creates from the ClusterStack's providerRef template (no owner; the
+//    test's provider stands in for CSPO and sets it ready) — stackflux adopts it, same uid;
 //  - the ClusterClass and its templates: `helm template <first four dash-parts> <chart>
 //    --namespace <ns>` (the real helm CLI), applied with server-side apply, field manager
 //    "kubectl", force, label clusterstack.x-k8s.io/instance=owned (pkg/kube/kube.go Apply);
@@ -49,10 +51,16 @@ import {
   e2eEnv,
   initRepo,
   installFixtureCrds,
+  installTestProviderCrds,
+  PROVIDER_API_VERSION,
+  PROVIDER_OBJECT_KIND,
+  PROVIDER_TEMPLATE_KIND,
+  providerTemplate,
   push,
   ROOT,
   releaseAddonNamespace,
   required,
+  setProviderReady,
   sleep,
   stackflux,
   waitFor,
@@ -75,6 +83,8 @@ const CSO_LABEL = 'clusterstack.x-k8s.io/instance';
 const KUSTOMIZE = 'kustomize.toolkit.fluxcd.io/v1';
 const RELEASE = tag('v1');
 const suffix = ns.replace(/^csotakeover-/, '');
+/** spec.template.spec of the provider template (what the provider reads, e.g. node images). */
+const PROVIDER_SPEC = { nodeImages: ['ubuntu-capi-image-v1.30.4'] };
 
 type Obj = KubeObject & Record<string, unknown>;
 interface Tracked {
@@ -214,6 +224,7 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
     await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: csoNs } });
     await installFixtureCrds(client, 'cso-crds.yaml');
     await installFixtureCrds(client, 'capi-template-crds.yaml');
+    await installTestProviderCrds(client);
     repoUrl = await createRepo(env as Endpoints, `${ns}-release`);
     const fleetUrl = await createRepo(env as Endpoints, `${ns}-fleet`);
     initRepo(repoDir);
@@ -251,7 +262,8 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
     rmSync(work, { recursive: true, force: true });
   });
 
-  it("1. the cluster as CSO leaves it: its objects, its ClusterClass and the Cluster's addons applied as CSO applies them", async () => {
+  it("1. the cluster as CSO leaves it: its objects, its provider object, its ClusterClass and the Cluster's addons applied as CSO applies them", async () => {
+    await client.create(providerTemplate('csoprovider', ns, PROVIDER_SPEC));
     const csoStack = await client.create<Obj>({
       apiVersion: CSO_API_VERSION,
       kind: 'ClusterStack',
@@ -263,9 +275,30 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
         channel: 'stable',
         versions: ['v1'],
         autoSubscribe: false,
-        noProvider: true,
+        providerRef: { apiVersion: PROVIDER_API_VERSION, kind: PROVIDER_TEMPLATE_KIND, name: 'csoprovider' },
       },
     });
+    // CSO's ClusterStack controller creates the provider object from the template (no owner) and
+    // the provider (CSPO) makes it ready; here a foreign manager applies it and the test sets ready.
+    const provider = await client.apply(
+      {
+        apiVersion: PROVIDER_API_VERSION,
+        kind: PROVIDER_OBJECT_KIND,
+        metadata: { name: RELEASE, namespace: ns },
+        spec: PROVIDER_SPEC,
+      },
+      { fieldManager: 'manager', force: true },
+    );
+    await setProviderReady(client, ns, RELEASE, true);
+    const providerTracked: Tracked = {
+      where: 'management',
+      apiVersion: PROVIDER_API_VERSION,
+      kind: PROVIDER_OBJECT_KIND,
+      name: RELEASE,
+      namespace: ns,
+    };
+    tracked.push(providerTracked);
+    uids.set(idOf(providerTracked), provider.metadata.uid ?? '');
     const owner = (o: Obj) => ({
       apiVersion: o.apiVersion,
       kind: o.kind,
@@ -458,6 +491,8 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
         assert.equal(got?.metadata.uid, uids.get(idOf(t)), `${idOf(t)} kept its uid`);
         const m = managers(got);
         ctx.diagnostic(`${idOf(t)} managers after the switch: ${m.join(', ')}`);
+        // stackflux applies the provider object itself (below); Flux applies the rest.
+        if (t.kind === PROVIDER_OBJECT_KIND) continue;
         assert.ok(m.includes('kustomize-controller/Apply'), `${idOf(t)}: ${m.join(', ')}`);
         assert.ok(
           !m.some((x) => x.startsWith(`${CSO_MANAGER}/`)),
@@ -469,6 +504,14 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
           `${idOf(t)}: CSO's label went with its manager`,
         );
       }
+      const adopted = await read(tracked.find((t) => t.kind === PROVIDER_OBJECT_KIND) as Tracked);
+      const release = await client.get<CSKR>(API_VERSION, 'ClusterStackRelease', RELEASE, ns);
+      assert.deepEqual(
+        adopted?.metadata.ownerReferences?.map((r) => [r.kind, r.name, r.uid]),
+        [['ClusterStackRelease', RELEASE, release?.metadata.uid]],
+        "the provider object CSO created is now the stackflux release's",
+      );
+      assert.deepEqual(adopted?.spec, PROVIDER_SPEC);
       const cni = await workload.get<Obj & { data?: Record<string, string> }>(
         'v1',
         'ConfigMap',
