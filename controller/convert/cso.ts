@@ -65,17 +65,19 @@ export function sourceFlag(argv: readonly string[]): { source: string; local: bo
   for (let i = 0; i < argv.length; i++) {
     const m = /^--?(source|local)(?:=(.*))?$/.exec(argv[i] ?? '');
     if (m === null) continue;
-    if (m[1] === 'local') local = m[2] === undefined || m[2] === 'true';
+    // Go's strconv.ParseBool spellings of true.
+    if (m[1] === 'local')
+      local = m[2] === undefined || ['1', 't', 'T', 'true', 'TRUE', 'True'].includes(m[2]);
     else if (m[2] !== undefined) source = m[2];
     else source = argv[++i] ?? source;
   }
   return { source, local };
 }
 
-function decode(data: Readonly<Record<string, string>>, key: string, base64: boolean): string | undefined {
+/** A Secret's value (data is base64, as the API returns it). */
+function decode(data: Readonly<Record<string, string>>, key: string): string | undefined {
   const raw = data[key];
-  if (raw === undefined) return undefined;
-  return base64 ? Buffer.from(raw, 'base64').toString('utf8') : raw;
+  return raw === undefined ? undefined : Buffer.from(raw, 'base64').toString('utf8');
 }
 
 /**
@@ -98,7 +100,7 @@ function setting(container: Obj, namespace: string, env: string, secrets: Secret
     const key = str(ref.key);
     if (name !== undefined && key !== undefined) {
       const data = secrets.get(`${namespace}/${name}`);
-      return known(data === undefined ? undefined : (decode(data, key, true) ?? ''), {
+      return known(data === undefined ? undefined : (decode(data, key) ?? ''), {
         from: 'secret',
         namespace,
         name,
@@ -116,19 +118,19 @@ function setting(container: Obj, namespace: string, env: string, secrets: Secret
       return known(undefined, { from: 'other', what: `valueFrom ${Object.keys(valueFrom).join(', ')}` });
     return known(str(entry.value) ?? '', { from: 'literal' });
   }
+  // Later envFrom sources win; each gives the variables <prefix><key>.
   for (const from of arr(container.envFrom).map(rec).reverse()) {
+    const prefix = str(from.prefix) ?? '';
+    if (!env.startsWith(prefix)) continue;
+    const key = env.slice(prefix.length);
     const configMap = str(rec(from.configMapRef).name);
     if (configMap !== undefined)
       return known(undefined, { from: 'other', what: `envFrom ConfigMap ${namespace}/${configMap}` });
     const name = str(rec(from.secretRef).name);
     if (name === undefined) continue;
-    const key = env.startsWith(str(from.prefix) ?? '')
-      ? env.slice((str(from.prefix) ?? '').length)
-      : undefined;
-    if (key === undefined) continue;
     const data = secrets.get(`${namespace}/${name}`);
     if (data !== undefined && data[key] === undefined) continue;
-    return known(data === undefined ? undefined : decode(data, key, true), {
+    return known(data === undefined ? undefined : decode(data, key), {
       from: 'secret',
       namespace,
       name,
