@@ -254,6 +254,9 @@ export function csoClusterStacks(docs: readonly unknown[]): Obj[] {
 }
 
 const OCI_PREFIX = 'oci://';
+/** <host[:port]>/<path> with the distribution spec's path components (oras remote.NewRepository). */
+const OCI_REFERENCE =
+  /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)(:[0-9]+)?(\/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)+$/;
 
 /** spec.source of the output, and what the user has to do for its credentials. */
 function convertSource(
@@ -293,8 +296,10 @@ function convertSource(
     ? src.repository.slice(OCI_PREFIX.length)
     : src.repository;
   const host = repository.split('/')[0] ?? '';
-  if (!repository.includes('/') || host === '') {
-    problems.push(`OCI_REPOSITORY "${repository}" names no registry host (expected <registry>/<repository>)`);
+  if (!OCI_REFERENCE.test(repository)) {
+    problems.push(
+      `OCI_REPOSITORY "${repository}" is not <registry host>/<repository> (a repository, without tag or digest)`,
+    );
     return undefined;
   }
   const creds = (Object.entries(src.credentials) as Array<[string, Setting]>).filter(([, s]) => isSet(s));

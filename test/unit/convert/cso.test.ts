@@ -119,6 +119,31 @@ describe('convert: the pure parts', () => {
     }
   });
 
+  it('an OCI_REPOSITORY with a tag, a digest or no registry host is reported, not guessed', () => {
+    const stack = {
+      apiVersion: 'clusterstack.x-k8s.io/v1alpha1',
+      kind: 'ClusterStack',
+      metadata: { name: 'a', namespace: 'n' },
+      spec: { provider: 'docker', name: 'ferrol', kubernetesVersion: '1.30', noProvider: true },
+    };
+    const unset = (env: string) => ({ env, origin: { from: 'unset' as const }, set: false });
+    const oci = (repository: string) =>
+      convertClusterStacks([stack], {
+        secretName: 's',
+        source: {
+          kind: 'oci',
+          registry: 'r.example.com',
+          repository,
+          credentials: { username: unset('U'), password: unset('P'), token: unset('T') },
+        },
+      });
+    for (const bad of ['r.example.com/stacks:v1', 'r.example.com/stacks@sha256:00', 'stacks'])
+      assert.match(oci(bad).problems.join(), /is not <registry host>\/<repository>/, bad);
+    assert.deepEqual(oci('oci://r.example.com:5000/kaas/cluster-stacks').objects[0]?.spec.source, {
+      oci: { url: 'oci://r.example.com:5000/kaas/cluster-stacks' },
+    });
+  });
+
   it('a credential of CSO is referenced, never read into the output; an unknown Secret is assumed set', () => {
     const deployment = {
       metadata: { namespace: 'cso-system' },
