@@ -110,7 +110,7 @@ interface Started {
   log: string;
 }
 
-function startProcess(
+export function startProcess(
   stateDir: string,
   name: string,
   binary: string,
