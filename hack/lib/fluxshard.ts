@@ -1,7 +1,9 @@
 // Flux shards in a test environment, as Flux's sharding guide sets them up: the environment's own
 // source-, kustomize- and helm-controller restarted with `--watch-label-selector=
-// !sharding.fluxcd.io/key` (they leave sharded objects alone), and per shard KEY a second set of
-// those controllers with `--watch-label-selector=sharding.fluxcd.io/key=KEY`. Used by tests and
+// sharding.fluxcd.io/key notin (KEY,…)` (they leave the shards' objects alone; the guide's
+// `!sharding.fluxcd.io/key` would also drop objects labelled with stackflux's own --shard key), and
+// per shard KEY a second set of those controllers with `--watch-label-selector=
+// sharding.fluxcd.io/key=KEY`. Used by tests and
 // benches that give one tenant its own Flux (a Namespace labelled stackflux.io/flux-shard=KEY and
 // stackflux started with --flux-shards ≥ 1). It restarts the environment's Flux controllers: only
 // for an environment no one else is using at the time (a disruptive test, a bench's own env).
@@ -12,7 +14,7 @@ import { restartComponent, startProcess } from './testenv.ts';
 
 /** Flux's sharding label. */
 export const FLUX_SHARD_KEY_LABEL = 'sharding.fluxcd.io/key';
-const UNSHARDED_SELECTOR = `--watch-label-selector=!${FLUX_SHARD_KEY_LABEL}`;
+const SELECTOR_FLAG = '--watch-label-selector=';
 const FLUX_CONTROLLERS = ['source-controller', 'kustomize-controller', 'helm-controller'] as const;
 
 interface Command {
@@ -53,7 +55,7 @@ function freePort(): Promise<number> {
 export async function shardCommand(base: Command, shard: string, stateDir: string): Promise<Command> {
   const args: string[] = [];
   for (const arg of base.args) {
-    if (arg.startsWith('--watch-label-selector=')) continue;
+    if (arg.startsWith(SELECTOR_FLAG)) continue;
     const [flag] = arg.split('=', 1);
     if (flag === '--metrics-addr' || flag === '--health-addr') {
       args.push(`${flag}=127.0.0.1:${await freePort()}`);
@@ -62,7 +64,6 @@ export async function shardCommand(base: Command, shard: string, stateDir: strin
       mkdirSync(dir, { recursive: true });
       args.push(`--storage-path=${dir}`);
     } else if (flag === '--storage-addr' || flag === '--storage-adv-addr') {
-      continue; // set once below: both must name the same port
     } else {
       args.push(arg);
     }
@@ -71,7 +72,7 @@ export async function shardCommand(base: Command, shard: string, stateDir: strin
     const port = await freePort();
     args.push(`--storage-addr=127.0.0.1:${port}`, `--storage-adv-addr=127.0.0.1:${port}`);
   }
-  args.push(`--watch-label-selector=${FLUX_SHARD_KEY_LABEL}=${shard}`);
+  args.push(`${SELECTOR_FLAG}${FLUX_SHARD_KEY_LABEL}=${shard}`);
   return { ...base, args };
 }
 
@@ -93,14 +94,18 @@ async function waitHealthy(url: string, pid: number, name: string): Promise<void
   throw new Error(`${name}: ${url} did not answer within 90 s`);
 }
 
-/** Restarts the environment's Flux controllers with or without the unsharded selector. */
-async function setUnshardedSelector(stateDir: string, on: boolean): Promise<void> {
+/**
+ * Restarts the environment's Flux controllers so that they leave these shards' objects alone
+ * (none: watching everything again, as `hack/testenv up` starts them).
+ */
+async function excludeShards(stateDir: string, shards: readonly string[]): Promise<void> {
+  const selector =
+    shards.length > 0 ? [`${SELECTOR_FLAG}${FLUX_SHARD_KEY_LABEL} notin (${shards.join(',')})`] : [];
   for (const name of FLUX_CONTROLLERS) {
     const cmd = commandOf(stateDir, name);
     if (cmd === undefined) continue;
-    const has = cmd.args.includes(UNSHARDED_SELECTOR);
-    if (has === on) continue;
-    const args = on ? [...cmd.args, UNSHARDED_SELECTOR] : cmd.args.filter((a) => a !== UNSHARDED_SELECTOR);
+    const args = [...cmd.args.filter((a) => !a.startsWith(SELECTOR_FLAG)), ...selector];
+    if (JSON.stringify(args) === JSON.stringify(cmd.args)) continue;
     writeCommand(stateDir, name, { ...cmd, args });
     await restartComponent(stateDir, name, healthUrlOf(args));
   }
@@ -171,10 +176,10 @@ export async function shardFlux(stateDir: string, shards: readonly string[]): Pr
   const started: FluxShard[] = [];
   const restore = async (): Promise<void> => {
     for (const s of started) await s.stop();
-    await setUnshardedSelector(stateDir, false);
+    await excludeShards(stateDir, []);
   };
   try {
-    await setUnshardedSelector(stateDir, true);
+    await excludeShards(stateDir, shards);
     for (const shard of shards) started.push(await startFluxShard(stateDir, shard));
   } catch (err) {
     await restore();

@@ -1,7 +1,7 @@
 // Issue 22, the benign tenant's change queued in kustomize-controller behind another tenant's
 // churn: a platform gives a tenant its own Flux controllers. Namespace A is labelled
 // stackflux.io/flux-shard=<key>; the environment's Flux is sharded as Flux's sharding guide does it
-// (its own controllers restarted with `--watch-label-selector=!sharding.fluxcd.io/key`, a second
+// (its own controllers restarted with `--watch-label-selector=sharding.fluxcd.io/key notin (<key>)`, a second
 // source-/kustomize-controller pair watching `sharding.fluxcd.io/key=<key>`). stackflux runs with
 // --flux-shards=1 (one stackflux per namespace here, each with --namespace). A's Cluster's Flux
 // objects carry the key, B's none; with A's shard kustomize-controller stopped, B's change is
