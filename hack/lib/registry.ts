@@ -1,12 +1,9 @@
 // The CNCF Distribution registry (v3, hack/tools/registry) as the test environment runs it: its
-// configuration file, a serving certificate for it, and a readiness probe. Used by the shared
+// configuration file and a readiness probe. Used by the shared
 // environment (hack/lib/testenv.ts) and by tests that start a private registry
 // (test/support/registry.ts).
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
-import { join } from 'node:path';
 import { stringify } from 'yaml';
 
 export type RegistryAuthConfig =
@@ -86,53 +83,6 @@ export const registryEnv: Record<string, string> = {
   OTEL_LOGS_EXPORTER: 'none',
   OTEL_SDK_DISABLED: 'true',
 };
-
-/**
- * A fresh CA (ca.crt, ca.key) and a serving certificate for 127.0.0.1/localhost signed by it
- * (serving.crt, serving.key) in `dir`; EC P-256 keys, so it takes milliseconds.
- */
-export function makeServingPki(dir: string, commonName: string): { ca: string; cert: string; key: string } {
-  mkdirSync(dir, { recursive: true });
-  const openssl = (args: string[]) =>
-    execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
-  openssl([
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    'ca.key',
-    '-out',
-    'ca.crt',
-    '-days',
-    '30',
-    '-subj',
-    `/CN=${commonName}-ca`,
-  ]);
-  openssl(['req', ...ec, '-keyout', 'serving.key', '-out', 'serving.csr', '-subj', `/CN=${commonName}`]);
-  writeFileSync(
-    join(dir, 'san.ext'),
-    'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n',
-  );
-  openssl([
-    'x509',
-    '-req',
-    '-in',
-    'serving.csr',
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-out',
-    'serving.crt',
-    '-days',
-    '30',
-    '-extfile',
-    'san.ext',
-  ]);
-  return { ca: join(dir, 'ca.crt'), cert: join(dir, 'serving.crt'), key: join(dir, 'serving.key') };
-}
 
 /**
  * Whether the registry at `base` (https:// or http://) answers its API base `/v2/` (200, or 401

@@ -205,6 +205,9 @@ export async function restartComponent(stateDir: string, name: string, healthUrl
       '/readyz',
       async () => (await kubeRequest({ url, ca, token }, 'GET', '/readyz')).status === 200,
     );
+  } else if (name === 'registry' && endpoints?.registry) {
+    const ca = readFileSync(join(stateDir, 'pki', 'ca.crt'), 'utf8');
+    await waitFor(proc, '/v2/', () => registryAnswers(`https://${endpoints.registry}`, ca));
   } else if (healthUrl) {
     await waitFor(proc, healthUrl, () => httpOk(healthUrl));
   }

@@ -6,7 +6,7 @@
 // ES256 JWT whose x5c certificate the registry's rootcertbundle holds).
 import { execFileSync, spawn } from 'node:child_process';
 import { createPrivateKey, randomBytes, sign, X509Certificate } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -14,13 +14,13 @@ import { dirname, join } from 'node:path';
 import { getCACertificates, setDefaultCACertificates } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import {
-  makeServingPki,
   type RegistryAuthConfig,
   registryAnswers,
   registryConfigYaml,
   registryEnv,
 } from '../../hack/lib/registry.ts';
 import { freePort } from './e2e.ts';
+import { servingCertificate } from './runtimehook.ts';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -65,7 +65,7 @@ export interface StartRegistryOptions {
   auth?: RegistryAuth;
   /** The registry POSTs an event envelope to `url` for every push and pull (notifications.endpoints). */
   notifications?: { url: string; headers?: Record<string, string> };
-  /** HTTPS with a fresh CA (default) or plain HTTP. */
+  /** HTTPS with a fresh self-signed certificate, its own CA (default), or plain HTTP. */
   tls?: boolean;
 }
 
@@ -75,7 +75,7 @@ export interface TestRegistry {
   /** https://host (or http://host with tls: false). */
   url: string;
   plainHttp: boolean;
-  /** CA file (PEM) of the serving certificate; absent over plain HTTP. */
+  /** CA file (PEM) to trust for the registry (its self-signed certificate); absent over plain HTTP. */
   ca?: string;
   caPem?: string;
   /** Storage, config and log live here. */
@@ -92,7 +92,7 @@ export async function startRegistry(opts: StartRegistryOptions = {}): Promise<Te
   const bin = registryBinDir();
   const dir = mkdtempSync(join(tmpdir(), 'stackflux-registry-'));
   const useTls = opts.tls ?? true;
-  const pki = useTls ? makeServingPki(join(dir, 'pki'), 'stackflux-test-registry') : undefined;
+  const pki = useTls ? servingCertificate(join(dir, 'pki'), 'stackflux-test-registry') : undefined;
   const host = `127.0.0.1:${await freePort()}`;
   const url = `${useTls ? 'https' : 'http'}://${host}`;
   const auth = opts.auth ?? { kind: 'none' };
@@ -110,7 +110,7 @@ export async function startRegistry(opts: StartRegistryOptions = {}): Promise<Te
       password: auth.password,
       anonymousPull: auth.anonymousPull ?? false,
       // oras (and Docker) refuse a plain-HTTP realm for a registry reached over HTTPS.
-      ...(pki ? { tls: { cert: readFileSync(pki.cert), key: readFileSync(pki.key) } } : {}),
+      ...(pki ? { tls: { cert: pki.ca, key: readFileSync(pki.keyFile) } } : {}),
     });
     authConfig = {
       kind: 'token',
@@ -126,7 +126,7 @@ export async function startRegistry(opts: StartRegistryOptions = {}): Promise<Te
     registryConfigYaml({
       addr: host,
       storageDir: join(dir, 'storage'),
-      ...(pki ? { tls: { certificate: pki.cert, key: pki.key } } : {}),
+      ...(pki ? { tls: { certificate: pki.certFile, key: pki.keyFile } } : {}),
       auth: authConfig,
       ...(opts.notifications ? { notifications: [opts.notifications] } : {}),
     }),
@@ -147,7 +147,7 @@ export async function startRegistry(opts: StartRegistryOptions = {}): Promise<Te
       resolve();
     }),
   );
-  const caPem = pki ? readFileSync(pki.ca, 'utf8') : undefined;
+  const caPem = pki?.ca.toString('utf8');
   const stop = async () => {
     if (!exited) {
       try {
@@ -173,7 +173,7 @@ export async function startRegistry(opts: StartRegistryOptions = {}): Promise<Te
     host,
     url,
     plainHttp: !useTls,
-    ...(pki ? { ca: pki.ca, caPem } : {}),
+    ...(pki ? { ca: pki.certFile, caPem } : {}),
     dir,
     logFile,
     ...(tokenServer ? { tokenServer } : {}),
@@ -298,32 +298,11 @@ export class TokenServer {
 
   private constructor(opts: TokenServerOptions) {
     this.#opts = opts;
-    mkdirSync(opts.dir, { recursive: true });
-    this.certFile = join(opts.dir, 'token.crt');
-    const keyFile = join(opts.dir, 'token.key');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:P-256',
-        '-nodes',
-        '-keyout',
-        keyFile,
-        '-out',
-        this.certFile,
-        '-days',
-        '30',
-        '-subj',
-        '/CN=stackflux-test-token-signer',
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    this.#key = createPrivateKey(readFileSync(keyFile));
-    this.#x5c = new X509Certificate(readFileSync(this.certFile)).raw.toString('base64');
+    // The registry's rootcertbundle holds this self-signed certificate; tokens carry it as x5c.
+    const signer = servingCertificate(opts.dir, 'stackflux-test-token-signer');
+    this.certFile = signer.certFile;
+    this.#key = createPrivateKey(readFileSync(signer.keyFile));
+    this.#x5c = new X509Certificate(signer.ca).raw.toString('base64');
   }
 
   static async start(opts: TokenServerOptions): Promise<TokenServer> {

@@ -125,32 +125,14 @@ describe('the csctl push helper', () => {
   it('moves a tag to a new digest when other content is pushed under it; the old digest stays readable', async () => {
     const repo = `scs/${uniqueName('moved')}`;
     const tag = 'docker-scs-1-34-v2';
+    // A fixed creation time: otherwise oras stamps the push time and every push has its own digest.
     const created = { 'org.opencontainers.image.created': '2026-01-01T00:00:00Z' };
-    const first = await pushCsctlRelease({
-      registry: reg.host,
-      repository: repo,
-      tag,
-      dir: releaseAssets('moved-a'),
-      ca: reg.ca,
-      annotations: created,
-    });
-    const again = await pushCsctlRelease({
-      registry: reg.host,
-      repository: repo,
-      tag,
-      dir: releaseAssets('moved-a'),
-      ca: reg.ca,
-      annotations: created,
-    });
+    const push = (dir: string) =>
+      pushCsctlRelease({ registry: reg.host, repository: repo, tag, dir, ca: reg.ca, annotations: created });
+    const first = await push(releaseAssets('moved-a'));
+    const again = await push(releaseAssets('moved-a'));
     assert.equal(again.digest, first.digest, 'the same content and created time give the same digest');
-    const moved = await pushCsctlRelease({
-      registry: reg.host,
-      repository: repo,
-      tag,
-      dir: releaseAssets('moved-b', '# moved\n'),
-      ca: reg.ca,
-      annotations: created,
-    });
+    const moved = await push(releaseAssets('moved-b', '# moved\n'));
     assert.notEqual(moved.digest, first.digest);
     assert.equal((await getManifest(reg.url, repo, tag)).digest, moved.digest);
     assert.equal((await getManifest(reg.url, repo, first.digest)).status, 200);
