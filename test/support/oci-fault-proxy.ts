@@ -6,6 +6,8 @@
 //  - `unavailable`: 503;
 //  - `unauthorized`: 401 with a Basic challenge (credentials revoked);
 //  - `hang`: accepts the request and never answers (until the fault changes or the proxy stops);
+//  - `stall`: forwards, sends the status, headers and half of the first body chunk, then nothing
+//    more (a download that stops midway; held like `hang`);
 //  - `corrupt-blob`: forwards, but flips the first byte of a blob body (GET …/blobs/<digest>
 //    answered 200), so the bytes no longer match their digest.
 // A fault applies to the requests `match` accepts (default: all), for the next `times` of them
@@ -21,7 +23,14 @@ import {
 import { request as httpsRequest } from 'node:https';
 import type { Socket } from 'node:net';
 
-export type OciFault = 'pass' | 'rate-limit' | 'unavailable' | 'unauthorized' | 'hang' | 'corrupt-blob';
+export type OciFault =
+  | 'pass'
+  | 'rate-limit'
+  | 'unavailable'
+  | 'unauthorized'
+  | 'hang'
+  | 'stall'
+  | 'corrupt-blob';
 
 export interface OciFaultOptions {
   /** Which requests get the fault; the others pass. */
@@ -86,7 +95,7 @@ export class OciFaultProxy {
     return this.#fault;
   }
 
-  /** Requests held by `hang` right now. */
+  /** Requests held by `hang` or `stall` right now. */
   get hanging(): number {
     return this.#hanging.size;
   }
@@ -165,10 +174,10 @@ export class OciFaultProxy {
       res.end(JSON.stringify({ errors: [{ code, message: `injected by the fault proxy (${fault})` }] }));
       return;
     }
-    this.#forward(req, res, fault === 'corrupt-blob');
+    this.#forward(req, res, fault);
   }
 
-  #forward(req: IncomingMessage, res: ServerResponse, corrupt: boolean): void {
+  #forward(req: IncomingMessage, res: ServerResponse, fault: OciFault): void {
     const tls = this.#upstream.protocol === 'https:';
     const upstream = (tls ? httpsRequest : httpRequest)(
       {
@@ -184,7 +193,16 @@ export class OciFaultProxy {
       (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
         up.on('error', () => res.destroy());
-        if (!corrupt || up.statusCode !== 200) {
+        if (fault === 'stall') {
+          res.flushHeaders();
+          this.#hanging.add(res);
+          up.once('data', (chunk: Buffer) => {
+            res.write(chunk.subarray(0, Math.max(1, Math.floor(chunk.length / 2))));
+            up.destroy();
+          });
+          return;
+        }
+        if (fault !== 'corrupt-blob' || up.statusCode !== 200) {
           up.pipe(res);
           return;
         }

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { eventually, uniqueName } from '../../support/env.ts';
-import { OciFaultProxy } from '../../support/oci-fault-proxy.ts';
+import { OciFaultProxy, type OciProxyRequest } from '../../support/oci-fault-proxy.ts';
 import { pushCsctlRelease, startRegistry, type TestRegistry, trustCa } from '../../support/registry.ts';
 
 const MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
@@ -387,10 +387,29 @@ describe('the OCI fault proxy', () => {
     assert.equal(last.status, 0);
   });
 
+  it('stalls a blob download midway: status and part of the body, then nothing until switched back', async () => {
+    const layer = manifest.layers[0];
+    assert.ok(layer);
+    proxy.set('stall');
+    const res = await fetch(`${proxy.url}/v2/${repo}/blobs/${layer.digest}`);
+    assert.equal(res.status, 200, 'the headers arrive');
+    const reader = res.body?.getReader();
+    const first = await reader?.read();
+    assert.ok(first?.value && first.value.length > 0 && first.value.length < layer.size);
+    const rest = reader?.read().then(
+      () => 'more body',
+      () => 'connection dropped',
+    );
+    assert.equal(proxy.hanging, 1);
+    proxy.set('pass');
+    assert.equal(await rest, 'connection dropped');
+  });
+
   it('corrupts blob bytes (digest mismatch) but not manifests, and logs requests and bytes', async () => {
     const layer = manifest.layers[0];
     assert.ok(layer);
     const blobPath = `/v2/${repo}/blobs/${layer.digest}`;
+    const logged = proxy.log.length;
     proxy.set('corrupt-blob', { times: 1 });
     assert.equal((await getManifest(proxy.url, repo, 'v1')).digest, digest, 'manifests are not touched');
     const bad = new Uint8Array(await (await fetch(`${proxy.url}${blobPath}`)).arrayBuffer());
@@ -398,7 +417,8 @@ describe('the OCI fault proxy', () => {
     assert.notEqual(sha256(bad), layer.digest);
     const good = new Uint8Array(await (await fetch(`${proxy.url}${blobPath}`)).arrayBuffer());
     assert.equal(sha256(good), layer.digest);
-    const blobGets = proxy.requests((r) => r.method === 'GET' && r.path === blobPath);
+    const isBlobGet = (r: OciProxyRequest) => r.method === 'GET' && r.path === blobPath;
+    const blobGets = proxy.log.slice(logged).filter(isBlobGet);
     assert.deepEqual(
       blobGets.map((r) => [r.fault, r.status, r.bytes]),
       [
@@ -407,7 +427,7 @@ describe('the OCI fault proxy', () => {
       ],
     );
     assert.equal(
-      proxy.bytes((r) => r.method === 'GET' && r.path === blobPath),
+      proxy.bytes((r) => isBlobGet(r) && r.fault !== 'stall'),
       2 * layer.size,
     );
   });
