@@ -24,11 +24,18 @@ import { servingCertificate } from './runtimehook.ts';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
+let binDir: string | undefined;
+
 /**
  * The bin directory holding `registry`, `csctl-push` and `htpasswd`: the test environment's if it
  * has them (TESTENV_BIN_DIR), else hack/build-testenv.sh's (a no-op when cached).
  */
 export function registryBinDir(): string {
+  binDir ??= locateBinDir();
+  return binDir;
+}
+
+function locateBinDir(): string {
   const has = (dir: string | undefined): dir is string =>
     dir !== undefined && ['registry', 'csctl-push', 'htpasswd'].every((b) => existsSync(join(dir, b)));
   const env = process.env.TESTENV_BIN_DIR;
