@@ -100,9 +100,11 @@ export function readTar(tar: Buffer, limits: Pick<TarLimits, 'maxEntries'>): Tar
   let entries = 0;
   let longName: string | undefined;
   let pax = new Map<string, string>();
-  for (let at = 0; at + BLOCK <= tar.length; ) {
+  for (let at = 0; at < tar.length; ) {
     const header = tar.subarray(at, at + BLOCK);
     if (header.every((b) => b === 0)) break;
+    if (header.length < BLOCK)
+      throw new TarError(`the header at byte ${at} is cut off (the archive is truncated)`);
     entries += 1;
     if (entries > limits.maxEntries) throw new TarError(`it has more than ${limits.maxEntries} entries`);
     if (!checksumOk(header))
