@@ -420,6 +420,7 @@ export const runCommand: Command = {
             ...(crashMarker ? { hooks: { afterCommit: crashAfterCommitHook(crashMarker) } } : {}),
           }),
         cacheDir,
+        githubApiUrl,
         templates,
         tenancy,
         concurrency,
