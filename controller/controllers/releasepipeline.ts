@@ -171,6 +171,7 @@ export async function setupReleasePipeline(
     maxConcurrentReconciles: opts.concurrency,
     reconcile: clusterStackReconciler({
       client: manager.client,
+      ...(opts.githubApiUrl !== undefined ? { githubApiUrl: opts.githubApiUrl } : {}),
       clock,
       pollers,
       clusterStacks,
