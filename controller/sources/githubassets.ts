@@ -227,6 +227,13 @@ export class GitHubReleaseAssets {
     if (res.ok || (res.status >= 300 && res.status < 400)) return res;
     await res.body?.cancel();
     const text = `${where}: HTTP ${res.status}`;
+    // GitHub refuses for its rate limit with 403/429 and these headers, not for credentials.
+    if (
+      res.status === 429 ||
+      res.headers.get('x-ratelimit-remaining') === '0' ||
+      res.headers.has('retry-after')
+    )
+      throw new SourceError('RateLimited', `${text} (GitHub API rate limit; retried later)`);
     if (res.status === 401 || res.status === 403) throw new SourceError('AuthenticationFailed', text);
     if (res.status === 404) throw new SourceError('TagNotFound', text);
     throw new SourceError('SourceUnreachable', text);

@@ -185,6 +185,10 @@ describe('a csctl release as GitHub release assets: read from its assets, identi
       assert.equal(moved.status?.commit, validated, 'still pinned to what was validated');
       assert.match(cond(moved, 'Ready')?.message ?? '', /github-assets:sha256:/);
       assert.ok(await client.get(CAPI, 'ClusterClass', tag('v1'), ns), 'the validated ClusterClass stays');
+      assert.ok(
+        !(controller?.logLines ?? []).some((l) => l.includes(TOKEN)),
+        'the token is in no log line (debug level)',
+      );
     });
   });
 });
