@@ -155,6 +155,33 @@ describe('GitHub release assets as a release source', () => {
     }
   });
 
+  it("GitHub's rate limit on a download is RateLimited, not a credentials problem", async () => {
+    const identity = (await listed()).get(TAG) ?? '';
+    const empty = mkdtempSync(join(tmpdir(), 'gh-assets-limit-'));
+    // GitHub's answer when the limit is used up: 403 with x-ratelimit-remaining 0.
+    const limited: typeof fetch = async (input, init) =>
+      String(input).includes('/releases/assets/')
+        ? new Response('{"message":"API rate limit exceeded"}', {
+            status: 403,
+            headers: { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '2000000000' },
+          })
+        : fetch(input, init);
+    try {
+      await assert.rejects(
+        new GitHubReleaseAssets({ baseUrl: fake.url, fetch: limited }).fetchTree(
+          REPO,
+          TAG,
+          identity,
+          TOKEN,
+          empty,
+        ),
+        (err: unknown) => err instanceof SourceError && err.reason === 'RateLimited',
+      );
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
+  });
+
   it('a wrong token is AuthenticationFailed, without the token in the message', async () => {
     const identity = (await listed()).get(TAG) ?? '';
     const empty = mkdtempSync(join(tmpdir(), 'gh-assets-auth-'));
