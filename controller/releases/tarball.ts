@@ -2,7 +2,7 @@
 // someone we do not trust, without I/O. Bounded while it is read: the gzip stream is inflated
 // with a cap on the decompressed bytes (zlib stops at the cap, so a gzip bomb costs at most the
 // cap), and the entries are counted. Only plain files and folders: a link, a device or a FIFO is
-// refused, as is any path pathProblem refuses and a path given twice. Headers in the forms Go's
+// refused, as is any path pathProblem refuses, a path given twice and a file that is also a folder. Headers in the forms Go's
 // archive/tar (Helm, csctl) and GNU tar write: ustar with prefix, PAX `path`/`size` records and
 // GNU long names.
 import { gunzipSync } from 'node:zlib';
@@ -97,6 +97,8 @@ const REFUSED_TYPES: Record<string, string> = {
 export function readTar(tar: Buffer, limits: Pick<TarLimits, 'maxEntries'>): TarFile[] {
   const files: TarFile[] = [];
   const seen = new Set<string>();
+  /** Folders the files are in: a file of the same path would make the tree ambiguous. */
+  const folders = new Set<string>();
   let entries = 0;
   let longName: string | undefined;
   let pax = new Map<string, string>();
@@ -149,6 +151,14 @@ export function readTar(tar: Buffer, limits: Pick<TarLimits, 'maxEntries'>): Tar
     if (problem !== undefined) throw new TarError(`entry ${problem}`);
     if (isDir) continue;
     if (seen.has(path)) throw new TarError(`entry ${quoted} appears twice`);
+    if (folders.has(path)) throw new TarError(`entry ${quoted} is a file and a folder of other entries`);
+    const parts = path.split('/');
+    for (let i = 1; i < parts.length; i++) {
+      const folder = parts.slice(0, i).join('/');
+      if (seen.has(folder))
+        throw new TarError(`entry ${quoted} is below ${JSON.stringify(folder)}, which is a file`);
+      folders.add(folder);
+    }
     seen.add(path);
     files.push({ path, data });
   }

@@ -133,6 +133,11 @@ describe('releaseTreeFromCsctlAssets', () => {
       assets({ [ADDON]: addonTar([{ path: 'cni/Chart.yaml', content: 'again' }]) }),
       /"cni\/Chart.yaml" appears twice/,
     );
+    refused(
+      assets({ [ADDON]: addonTar([{ path: 'cni/Chart.yaml/x', content: 'x' }]) }),
+      /below "cni\/Chart.yaml", which is a file/,
+    );
+    refused(assets({ [ADDON]: addonTar([{ path: 'cni', content: 'x' }]) }), /"cni" is a file and a folder/);
   });
 
   it('stops inflating a gzip bomb at the cap and refuses more entries than allowed', () => {
