@@ -197,7 +197,13 @@ export class GitHubReleaseAssets {
       await res.body?.cancel();
       if (location === null || hops >= MAX_REDIRECTS)
         throw new SourceError('SourceUnreachable', `${where}: too many or empty redirects`);
-      url = new URL(location, url).toString();
+      const next = URL.parse(location, url);
+      if (next === null || (next.protocol !== 'https:' && next.protocol !== 'http:'))
+        throw new SourceError(
+          'SourceUnreachable',
+          `${where}: redirected to ${next === null ? 'an invalid URL' : `a ${next.protocol} URL`}; not following it`,
+        );
+      url = next.toString();
       // The storage host gets no Authorization header: its URL is signed, the token is GitHub's.
       res = await this.request(url, undefined, name, 'application/octet-stream', where);
     }
