@@ -171,7 +171,7 @@ export const runCommand: Command = {
     'github-api-url': {
       type: 'string',
       description:
-        'GitHub REST API root where spec.source.github releases are listed (release trees are still cloned from https://github.com/OWNER/REPO.git)',
+        'GitHub REST API root where spec.source.github releases are listed and their csctl assets downloaded; trees are cloned from its host (https://github.com for api.github.com)',
       default: 'https://api.github.com',
     },
     'leader-elect': {
@@ -420,6 +420,7 @@ export const runCommand: Command = {
             ...(crashMarker ? { hooks: { afterCommit: crashAfterCommitHook(crashMarker) } } : {}),
           }),
         cacheDir,
+        githubApiUrl,
         templates,
         tenancy,
         concurrency,

@@ -73,7 +73,8 @@ import type { Informer } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { releaseTreeKey, withReleaseChartDependencies } from '../sources/chartrepo.ts';
-import { fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
+import { type GitCredentials, SourceError } from '../sources/git.ts';
+import { releaseTreeFetcher } from '../sources/githubassets.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials, sourceSecretCredentials } from './common.ts';
 import { FleetBatch } from './fleetbatch.ts';
 import { namespaceInformer, namespaceLabelsChanged, namespaceLabelsOf } from './namespaces.ts';
@@ -138,6 +139,8 @@ export interface ClusterAddonControllerOptions {
   /** Builds the fleet writer once the fleet credentials are read. */
   writer: (credentials: GitCredentials | undefined) => FleetWriter;
   cacheDir: string;
+  /** --github-api-url: where releases read from GitHub release assets are downloaded. */
+  githubApiUrl?: string;
   templates: FluxTemplates;
   /** --default-service-account and --allowed-chart-hosts (default: neither). */
   tenancy?: TenancyPolicy;
@@ -403,6 +406,7 @@ export async function setupClusterAddonController(
   };
 
   // ---- release trees (on disk by commit; parsed copies kept in memory, bounded)
+  const fetchTree = releaseTreeFetcher(opts.githubApiUrl);
   const trees = new Map<string, ReleaseTree>();
   const treeOf = async (release: ClusterStackRelease): Promise<ReleaseTree | undefined> => {
     const commit = release.status?.commit;
@@ -415,14 +419,7 @@ export async function setupClusterAddonController(
       src.secretRef !== undefined
         ? await sourceSecretCredentials(client, release.metadata.namespace ?? '', src.secretRef.name)
         : undefined;
-    const fetched = await fetchReleaseTree(
-      src.url,
-      release.spec.tag,
-      commit,
-      src.path ?? '',
-      opts.cacheDir,
-      creds,
-    );
+    const fetched = await fetchTree(src.url, release.spec.tag, commit, src.path ?? '', opts.cacheDir, creds);
     // Chart dependencies the release controller fetched when it validated the release (on disk).
     const tree = await withReleaseChartDependencies(fetched, release.spec.tag, {
       cacheDir: opts.cacheDir,
