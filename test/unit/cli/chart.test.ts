@@ -1,0 +1,175 @@
+// The Helm chart charts/stackflux/ is generated from the install definition: it is up to date, and
+// the REAL helm CLI renders it (with --include-crds) into exactly the objects `stackflux install
+// --export --skip-namespace` prints with the flags that correspond to the values.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments, stringify } from 'yaml';
+import { CHART_NAME, chartFiles } from '../../../controller/cli/chart.ts';
+import { main } from '../../../controller/cli/main.ts';
+import { runHelm } from '../../support/goengine.ts';
+
+const chartDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'charts', CHART_NAME);
+const NAMESPACE = 'stackflux-system';
+
+type Obj = Record<string, unknown> & { kind: string; metadata: { name: string } };
+
+function documents(text: string): Obj[] {
+  return parseAllDocuments(text)
+    .map((d) => d.toJS() as Obj | null)
+    .filter((o): o is Obj => o !== null);
+}
+
+/** Objects in one order (helm prints them by kind, install in its own order). */
+const sorted = (objects: Obj[]) =>
+  [...objects].sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`));
+
+async function install(flags: string[]): Promise<Obj[]> {
+  let out = '';
+  let err = '';
+  const code = await main(['install', '--export', '--skip-namespace', `--namespace=${NAMESPACE}`, ...flags], {
+    stdout: (t) => (out += t),
+    stderr: (t) => (err += t),
+    env: {},
+  });
+  assert.equal(code, 0, err);
+  return documents(out);
+}
+
+function helmTemplate(values: Record<string, unknown>): { status: number; stdout: string; stderr: string } {
+  const work = mkdtempSync(join(tmpdir(), 'stackflux-chart-'));
+  writeFileSync(join(work, 'values.yaml'), stringify(values));
+  return runHelm(
+    ['template', 'sf', chartDir, '--include-crds', '--namespace', NAMESPACE, '-f', join(work, 'values.yaml')],
+    work,
+  );
+}
+
+const CASES: { name: string; values: Record<string, unknown>; flags: string[] }[] = [
+  { name: 'default values = default flags', values: {}, flags: [] },
+  {
+    name: 'every value set (webhook, cert-manager extension, fleet, tenancy, extra args)',
+    values: {
+      name: 'sf-two',
+      image: { repository: 'registry.example/stackflux', tag: 'v9.8.7', pullPolicy: 'Always' },
+      replicas: 3,
+      resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { cpu: '2', memory: '2Gi' } },
+      logLevel: 'debug',
+      metrics: { port: 9090 },
+      fleet: {
+        url: 'https://git.example/fleet.git',
+        secret: 'flux-system/fleet-auth',
+        branchPrefix: 'fleet/',
+      },
+      webhook: { secretName: 'push-hook' },
+      runtimeExtension: { certificate: 'cert-manager', certSecretName: 'hook-cert' },
+      tenancy: {
+        defaultServiceAccount: 'flux-applier',
+        allowedChartHosts: ['charts.example', '*.registry.example'],
+        insecureChartHosts: ['plain.example'],
+      },
+      extraArgs: ['--concurrency=8', '--poll-interval=1m', '--github-api-url=https://ghe.example/api/v3'],
+    },
+    flags: [
+      '--name=sf-two',
+      '--image=registry.example/stackflux:v9.8.7',
+      '--image-pull-policy=Always',
+      '--replicas=3',
+      '--cpu-request=250m',
+      '--memory-request=256Mi',
+      '--cpu-limit=2',
+      '--memory-limit=2Gi',
+      '--log-level=debug',
+      '--metrics-port=9090',
+      '--fleet-url=https://git.example/fleet.git',
+      '--fleet-secret=flux-system/fleet-auth',
+      '--fleet-branch-prefix=fleet/',
+      '--webhook-secret-name=push-hook',
+      '--runtime-extension=cert-manager',
+      '--runtime-extension-cert-secret=hook-cert',
+      '--default-service-account=flux-applier',
+      '--allowed-chart-hosts=charts.example,*.registry.example',
+      '--insecure-chart-hosts=plain.example',
+      '--',
+      '--concurrency=8',
+      '--poll-interval=1m',
+      '--github-api-url=https://ghe.example/api/v3',
+    ],
+  },
+  {
+    name: 'no webhook, no leader election, extension with a given Secret, no resources, one fleet flag',
+    values: {
+      replicas: 0,
+      // Helm merges a map of values into the default one: null removes a default key.
+      resources: { requests: null, limits: null },
+      leaderElection: { enabled: false },
+      webhook: { secretName: '' },
+      runtimeExtension: { certificate: 'secret' },
+      fleet: { url: 'ssh://git@git.example/fleet.git' },
+      tenancy: { allowedChartHosts: ['charts.example'] },
+    },
+    flags: [
+      '--replicas=0',
+      '--cpu-request=',
+      '--memory-request=',
+      '--memory-limit=',
+      '--disable-leader-election',
+      '--webhook-secret-name=',
+      '--runtime-extension=secret',
+      '--fleet-url=ssh://git@git.example/fleet.git',
+      '--allowed-chart-hosts=charts.example',
+    ],
+  },
+  {
+    name: 'only the tenancy ServiceAccount and a branch prefix, strings YAML would misread',
+    values: {
+      logLevel: 'warn',
+      tenancy: { defaultServiceAccount: 'true' },
+      fleet: { secret: 'ns/on', branchPrefix: 'no/' },
+      extraArgs: ['--shard', 'null'],
+    },
+    flags: [
+      '--log-level=warn',
+      '--default-service-account=true',
+      '--fleet-secret=ns/on',
+      '--fleet-branch-prefix=no/',
+      '--',
+      '--shard',
+      'null',
+    ],
+  },
+];
+
+describe('the Helm chart of stackflux', () => {
+  it(`charts/${CHART_NAME} is up to date (run: node hack/gen-chart.ts)`, () => {
+    const expected = chartFiles();
+    const actual = readdirSync(chartDir, { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.yaml'))
+      .sort();
+    assert.deepEqual(actual, [...expected.keys()].sort());
+    for (const [name, text] of expected)
+      assert.ok(
+        readFileSync(join(chartDir, name), 'utf8') === text,
+        `charts/${CHART_NAME}/${name} is out of date`,
+      );
+  });
+
+  for (const c of CASES)
+    it(`helm template gives stackflux install's objects: ${c.name}`, async () => {
+      const helm = helmTemplate(c.values);
+      assert.equal(helm.status, 0, helm.stderr);
+      const rendered = documents(helm.stdout);
+      const expected = await install(c.flags);
+      assert.ok(expected.some((o) => o.kind === 'CustomResourceDefinition'));
+      assert.deepEqual(sorted(rendered), sorted(expected));
+    });
+
+  it('helm refuses a runtime extension mode install refuses, naming the value', () => {
+    const helm = helmTemplate({ runtimeExtension: { certificate: 'self-signed' } });
+    assert.notEqual(helm.status, 0);
+    assert.match(helm.stderr, /runtimeExtension\.certificate must be cert-manager or secret.*"self-signed"/);
+  });
+});
