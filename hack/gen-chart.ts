@@ -9,7 +9,7 @@ import { CHART_NAME, chartFiles } from '../controller/cli/chart.ts';
 const dir = join(dirname(fileURLToPath(import.meta.url)), '..', 'charts', CHART_NAME);
 const files = chartFiles();
 const existing = existsSync(dir)
-  ? readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.yaml'))
+  ? readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => /\.(yaml|json)$/.test(f))
   : [];
 
 if (process.argv.includes('--check')) {

@@ -374,7 +374,7 @@ function tenancyArgs(t: TenancyPolicy | undefined): string[] {
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const LOG_LEVELS = ['debug', 'info', 'warn', 'error'];
+export const LOG_LEVELS: readonly string[] = ['debug', 'info', 'warn', 'error'];
 
 function str(v: string | boolean | undefined): string {
   return typeof v === 'string' ? v : '';

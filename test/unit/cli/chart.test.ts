@@ -147,7 +147,7 @@ describe('the Helm chart of stackflux', () => {
   it(`charts/${CHART_NAME} is up to date (run: node hack/gen-chart.ts)`, () => {
     const expected = chartFiles();
     const actual = readdirSync(chartDir, { recursive: true, encoding: 'utf8' })
-      .filter((f) => f.endsWith('.yaml'))
+      .filter((f) => /\.(yaml|json)$/.test(f))
       .sort();
     assert.deepEqual(actual, [...expected.keys()].sort());
     for (const [name, text] of expected)
@@ -167,9 +167,25 @@ describe('the Helm chart of stackflux', () => {
       assert.deepEqual(sorted(rendered), sorted(expected));
     });
 
-  it('helm refuses a runtime extension mode install refuses, naming the value', () => {
-    const helm = helmTemplate({ runtimeExtension: { certificate: 'self-signed' } });
-    assert.notEqual(helm.status, 0);
-    assert.match(helm.stderr, /runtimeExtension\.certificate must be cert-manager or secret.*"self-signed"/);
+  it('helm lint --strict passes', () => {
+    const lint = runHelm(['lint', '--strict', chartDir], chartDir);
+    assert.equal(lint.status, 0, lint.stdout + lint.stderr);
   });
+
+  for (const [what, values, field] of [
+    [
+      'a runtime extension mode install refuses',
+      { runtimeExtension: { certificate: 'self-signed' } },
+      '/runtimeExtension/certificate',
+    ],
+    ['a log level run refuses', { logLevel: 'verbose' }, '/logLevel'],
+    ['a misspelt value', { replica: 2 }, 'replica'],
+    ['replicas that are not a number', { replicas: 'two' }, '/replicas'],
+  ] as const)
+    it(`values.schema.json: helm refuses ${what}, naming it`, () => {
+      const helm = helmTemplate(values);
+      assert.notEqual(helm.status, 0);
+      assert.match(helm.stderr, /schema/);
+      assert.ok(helm.stderr.includes(field), helm.stderr);
+    });
 });
