@@ -49,7 +49,7 @@ const EXPRESSIONS: Readonly<Record<string, string>> = {
 /** A list item that stands for a whole list of values (spliced in with range). */
 const SPLICE: Readonly<Record<string, string>> = { extraArgs: '.Values.extraArgs' };
 
-interface Toggle {
+export interface Toggle {
   name: string;
   /** Helm condition under which the toggle is on. */
   condition: string;
@@ -58,7 +58,7 @@ interface Toggle {
 }
 
 /** In installObjects' order of the parts they add (an added part goes after earlier toggles' ones). */
-const TOGGLES: readonly Toggle[] = [
+export const TOGGLES: readonly Toggle[] = [
   { name: 'leaderElection', condition: '.Values.leaderElection.enabled' },
   { name: 'fleetUrl', condition: '.Values.fleet.url' },
   { name: 'fleetSecret', condition: '.Values.fleet.secret' },
@@ -76,7 +76,7 @@ const TOGGLES: readonly Toggle[] = [
 ];
 
 /** installObjects' options with placeholders, the toggles in `on` switched on. */
-function placeholderOptions(on: ReadonlySet<string>): InstallOptions {
+export function placeholderOptions(on: ReadonlySet<string>): InstallOptions {
   const p = placeholder;
   // Placeholders stand in for numbers and objects too: they are whole values, printed by toJson.
   const whole = <T>(key: string) => p(key) as unknown as T;
@@ -117,12 +117,12 @@ function placeholderOptions(on: ReadonlySet<string>): InstallOptions {
 // --- the merged tree ------------------------------------------------------------------------------
 
 /** A toggle that must be on (or off) for a part to be there. */
-interface Literal {
+export interface Literal {
   toggle: string;
   on: boolean;
 }
 
-type Node =
+export type Node =
   | { kind: 'scalar'; value: unknown }
   | { kind: 'map'; entries: { key: string; node: Node; when: Literal[] }[] }
   | { kind: 'list'; items: { node: Node; when: Literal[] }[] };
@@ -141,7 +141,7 @@ const holds = (when: readonly Literal[], on: ReadonlySet<string>) =>
   when.every((l) => on.has(l.toggle) === l.on);
 
 /** The value the tree has with the toggles `on`. */
-function valueWith(n: Node, on: ReadonlySet<string>): unknown {
+export function valueWith(n: Node, on: ReadonlySet<string>): unknown {
   if (n.kind === 'scalar') return n.value;
   if (n.kind === 'list') return n.items.filter((i) => holds(i.when, on)).map((i) => valueWith(i.node, on));
   return Object.fromEntries(

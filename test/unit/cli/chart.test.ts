@@ -8,8 +8,17 @@ import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments, stringify } from 'yaml';
-import { CHART_NAME, chartFiles } from '../../../controller/cli/chart.ts';
+import {
+  CHART_NAME,
+  chartFiles,
+  mergedInstallTree,
+  placeholderOptions,
+  TOGGLES,
+  valueWith,
+} from '../../../controller/cli/chart.ts';
+import { installObjects } from '../../../controller/cli/install.ts';
 import { main } from '../../../controller/cli/main.ts';
+import { captureIO } from '../../support/cli.ts';
 import { runHelm } from '../../support/goengine.ts';
 
 const chartDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'charts', CHART_NAME);
@@ -28,15 +37,13 @@ const sorted = (objects: Obj[]) =>
   [...objects].sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`));
 
 async function install(flags: string[]): Promise<Obj[]> {
-  let out = '';
-  let err = '';
-  const code = await main(['install', '--export', '--skip-namespace', `--namespace=${NAMESPACE}`, ...flags], {
-    stdout: (t) => (out += t),
-    stderr: (t) => (err += t),
-    env: {},
-  });
-  assert.equal(code, 0, err);
-  return documents(out);
+  const c = captureIO();
+  const code = await main(
+    ['install', '--export', '--skip-namespace', `--namespace=${NAMESPACE}`, ...flags],
+    c.io,
+  );
+  assert.equal(code, 0, c.err());
+  return documents(c.out());
 }
 
 function helmTemplate(values: Record<string, unknown>): { status: number; stdout: string; stderr: string } {
@@ -157,6 +164,20 @@ describe('the Helm chart of stackflux', () => {
       );
   });
 
+  it('the merged template tree gives installObjects() for every combination of toggles', () => {
+    const tree = mergedInstallTree();
+    const names = TOGGLES.map((t) => t.name);
+    let checked = 0;
+    for (let mask = 0; mask < 2 ** names.length; mask++) {
+      const on = new Set(names.filter((_, i) => (mask >> i) & 1));
+      // A toggle whose prerequisite is off is the same as off (its Helm condition implies the other).
+      if (TOGGLES.some((t) => t.requires !== undefined && on.has(t.name) && !on.has(t.requires))) continue;
+      assert.deepEqual(valueWith(tree, on), installObjects(placeholderOptions(on)), [...on].join(','));
+      checked++;
+    }
+    assert.ok(checked > 500, `${checked} combinations`);
+  });
+
   for (const c of CASES)
     it(`helm template gives stackflux install's objects: ${c.name}`, async () => {
       const helm = helmTemplate(c.values);
@@ -187,5 +208,21 @@ describe('the Helm chart of stackflux', () => {
       assert.notEqual(helm.status, 0);
       assert.match(helm.stderr, /schema/);
       assert.ok(helm.stderr.includes(field), helm.stderr);
+    });
+});
+
+describe('stackflux install: the flags the chart mirrors refuse bad values, naming the flag', () => {
+  for (const [flag, message] of [
+    ['--name=Not_A_Label', /--name "Not_A_Label" is not a DNS label/],
+    ['--replicas=-1', /--replicas must be an integer of at least 0/],
+    ['--replicas=1.5', /--replicas must be an integer of at least 0/],
+    ['--metrics-port=8081', /--metrics-port must be a port other than 8081/],
+    ['--metrics-port=70000', /--metrics-port must be a port/],
+    ['--log-level=verbose', /--log-level must be debug, info, warn, error/],
+  ] as const)
+    it(flag, async () => {
+      const c = captureIO();
+      assert.equal(await main(['install', '--export', flag], c.io), 2);
+      assert.match(c.err(), message);
     });
 });
