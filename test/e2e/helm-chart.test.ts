@@ -5,8 +5,8 @@
 //
 // Shared management cluster: the release lives in its own namespace and sets `name` to that
 // namespace, so its cluster-scoped ClusterRoles/ClusterRoleBinding are its own. The CRDs are
-// already there (other tests install them): the HelmRelease says crds: Skip so this test never
-// changes them, and the second test checks that the CRDs there are the chart's crds/.
+// already there (other tests install them, each branch its own version): the HelmRelease says
+// crds: Skip so this test never changes them, and a test checks that the release did not write them.
 import assert from 'node:assert/strict';
 import { cpSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,7 +16,6 @@ import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
   cond,
-  createTestNamespace,
   deleteTestNamespace,
   e2eSuite,
   git,
@@ -57,7 +56,30 @@ const FLAGS = [
   '--concurrency=8',
 ];
 
+/** The upgrade: webhook and leader election off, the runtime extension on, other tenancy flags. */
+const UPGRADE_VALUES = {
+  name,
+  leaderElection: { enabled: false },
+  metrics: { port: 9090 },
+  webhook: { secretName: '' },
+  runtimeExtension: { certificate: 'secret', certSecretName: 'hook-cert' },
+  tenancy: { insecureChartHosts: ['plain.example'] },
+};
+const UPGRADE_FLAGS = [
+  `--name=${name}`,
+  '--disable-leader-election',
+  '--metrics-port=9090',
+  '--webhook-secret-name=',
+  '--runtime-extension=secret',
+  '--runtime-extension-cert-secret=hook-cert',
+  '--insecure-chart-hosts=plain.example',
+];
+
 type Obj = KubeObject & Record<string, unknown>;
+
+/** Who wrote an object (its managedFields' managers). */
+const managers = (o: KubeObject): string[] =>
+  ((o.metadata.managedFields ?? []) as { manager?: string }[]).map((m) => m.manager ?? '');
 
 /** Fields the API server, Helm or helm-controller write, which install's objects cannot have. */
 function comparable(o: Obj): Obj {
@@ -100,16 +122,62 @@ function installObjectsOf(flags: string[]): Obj[] {
 }
 
 describe('the Helm chart installed by helm-controller', { timeout: 10 * 60_000 }, () => {
-  /** install's objects (no CRDs) as the API server makes them (server-side dry-run). */
+  /** install's objects (no CRDs) as the API server makes them, for FLAGS and UPGRADE_FLAGS. */
   let expected: Obj[] = [];
+  let expectedUpgrade: Obj[] = [];
+  /** Field managers of the release's objects (helm-controller's). */
+  const releaseManagers = new Set<string>();
+
+  /** A server-side dry-run of install's objects: what the API server makes of them. */
+  async function serverSide(flags: string[]): Promise<Obj[]> {
+    const made: Obj[] = [];
+    for (const o of installObjectsOf(flags).filter((x) => x.kind !== 'CustomResourceDefinition'))
+      made.push((await client.apply(o, { dryRun: true, fieldManager: FIELD_MANAGER })) as Obj);
+    return made;
+  }
+
+  /** The release at `version` is Ready: helm-controller installed or upgraded it. */
+  async function releasedAt(version: number): Promise<void> {
+    await waitFor(`HelmRelease Ready at release version ${version}`, async () => {
+      const hr = await client.get<Obj & { status?: { conditions?: []; history?: { version?: number }[] } }>(
+        HELM,
+        'HelmRelease',
+        'stackflux',
+        ns,
+      );
+      const ready = cond(hr, 'Ready');
+      assert.ok(!/Failed$/.test(ready?.reason ?? ''), ready?.message);
+      return ready?.status === 'True' &&
+        ready.observedGeneration === hr?.metadata.generation &&
+        hr?.status?.history?.[0]?.version === version
+        ? true
+        : undefined;
+    });
+  }
+
+  /** Every expected object is the live one, less what the API server, Helm and Flux add. */
+  async function liveEquals(want: readonly Obj[]): Promise<void> {
+    assert.ok(want.length >= 8, 'install printed the controller objects');
+    for (const w of want) {
+      const live = await client.get<Obj>(w.apiVersion, w.kind, w.metadata.name ?? '', w.metadata.namespace);
+      assert.ok(live, `${w.kind} ${w.metadata.name} installed by the chart`);
+      assert.equal(
+        live.metadata.annotations?.['meta.helm.sh/release-name'],
+        name,
+        `${w.kind} is the release's`,
+      );
+      assert.deepEqual(comparable(live), comparable(w), `${w.kind} ${w.metadata.name}`);
+      for (const m of managers(live)) releaseManagers.add(m);
+    }
+  }
 
   before(async () => {
-    await createTestNamespace(client, ns);
-    const objects = installObjectsOf(FLAGS).filter((o) => o.kind !== 'CustomResourceDefinition');
-    // Before the release exists, so the dry-run is a create, not a merge with the chart's objects.
-    expected = [];
-    for (const o of objects)
-      expected.push((await client.apply(o, { dryRun: true, fieldManager: FIELD_MANAGER })) as Obj);
+    // Not createTestNamespace: it applies this branch's CRDs, and the shared cluster's CRDs are
+    // whichever branch applied them last; this test needs none of them.
+    await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+    // Before the release exists, so each dry-run is a create, not a merge with the chart's objects.
+    expected = await serverSide(FLAGS);
+    expectedUpgrade = await serverSide(UPGRADE_FLAGS);
     const repoUrl = await createRepo(env as Endpoints, `${ns}-chart`);
     initRepo(repoDir);
     cpSync(chart, join(repoDir, 'charts', 'stackflux'), { recursive: true });
@@ -156,35 +224,29 @@ describe('the Helm chart installed by helm-controller', { timeout: 10 * 60_000 }
         values: VALUES,
       },
     });
-    await waitFor('HelmRelease Ready', async () => {
-      const hr = await client.get<Obj & { status?: { conditions?: [] } }>(
-        HELM,
-        'HelmRelease',
-        'stackflux',
-        ns,
-      );
-      const ready = cond(hr, 'Ready');
-      assert.notEqual(ready?.reason, 'InstallFailed', ready?.message);
-      return ready?.status === 'True' ? hr : undefined;
-    });
-    assert.ok(expected.length >= 8, 'install printed the controller objects');
-    for (const want of expected) {
-      const { apiVersion, kind } = want;
-      const live = await client.get<Obj>(apiVersion, kind, want.metadata.name ?? '', want.metadata.namespace);
-      assert.ok(live, `${kind} ${want.metadata.name} installed by the chart`);
-      assert.equal(
-        live.metadata.annotations?.['meta.helm.sh/release-name'],
-        name,
-        `${kind} belongs to the release`,
-      );
-      assert.deepEqual(comparable(live), comparable(want), `${kind} ${want.metadata.name}`);
-    }
+    await releasedAt(1);
+    await liveEquals(expected);
   });
 
-  it("the CRDs in the cluster are the chart's crds/ (left alone by crds: Skip)", async () => {
+  it("changed values upgrade it to install's objects for the changed flags", async () => {
+    // Replaces the values (a merge patch would merge them with the old ones).
+    await client.request('PATCH', `/apis/${HELM}/namespaces/${ns}/helmreleases/stackflux`, {
+      body: [{ op: 'replace', path: '/spec/values', value: UPGRADE_VALUES }],
+      contentType: 'application/json-patch+json',
+    });
+    await releasedAt(2);
+    await liveEquals(expectedUpgrade);
+    assert.ok(
+      expectedUpgrade.some((o) => o.kind === 'ExtensionConfig'),
+      'the upgrade adds an object (the ExtensionConfig)',
+    );
+  });
+
+  it("crds: Skip left the cluster's CRDs alone; the chart's crds/ are install's", async () => {
     const files = readdirSync(join(chart, 'crds')).filter((f) => f.endsWith('.yaml'));
     const fromInstall = installObjectsOf([]).filter((o) => o.kind === 'CustomResourceDefinition');
     assert.equal(files.length, fromInstall.length);
+    assert.ok(releaseManagers.size > 0, 'the field managers of the release are known');
     for (const f of files) {
       const crd = parse(readFileSync(join(chart, 'crds', f), 'utf8')) as Obj;
       assert.deepEqual(
@@ -192,27 +254,24 @@ describe('the Helm chart installed by helm-controller', { timeout: 10 * 60_000 }
         crd,
         `${f} is install's CRD`,
       );
+      // Which version the shared cluster holds depends on the branch that applied it last, so
+      // only this: the release neither owns nor wrote it.
       const live = await client.get<Obj>(crd.apiVersion, crd.kind, crd.metadata.name ?? '');
       assert.ok(live, `${crd.metadata.name} is installed`);
-      assert.equal(
-        live.metadata.annotations?.['meta.helm.sh/release-name'],
-        undefined,
-        'not owned by the release',
+      assert.equal(live.metadata.annotations?.['meta.helm.sh/release-name'], undefined, "not the release's");
+      const writers = managers(live);
+      assert.deepEqual(
+        writers.filter((m) => releaseManagers.has(m)),
+        [],
+        `${crd.metadata.name} written by ${writers.join(', ')}`,
       );
-      // What the API server makes of the chart's CRD (defaults included) is what it holds.
-      const applied = (await client.apply(crd, {
-        dryRun: true,
-        force: true,
-        fieldManager: FIELD_MANAGER,
-      })) as Obj;
-      assert.deepEqual(live.spec, applied.spec, `${crd.metadata.name} spec`);
     }
   });
 
   it("uninstalling removes the release's objects and leaves the CRDs (Helm never deletes crds/)", async () => {
     await client.delete(HELM, 'HelmRelease', 'stackflux', ns);
     await gone('HelmRelease uninstalled', () => client.get(HELM, 'HelmRelease', 'stackflux', ns));
-    for (const o of expected) {
+    for (const o of expectedUpgrade) {
       const live = await client.get<Obj>(o.apiVersion, o.kind, o.metadata.name ?? '', o.metadata.namespace);
       // kube-controller-manager's ClusterRole aggregation can re-create the aggregated role it was
       // updating when Helm deleted it (an update of a ClusterRole creates a missing one): empty,
