@@ -45,6 +45,11 @@ const EXPRESSIONS: Readonly<Record<string, string>> = {
   defaultServiceAccount: '.Values.tenancy.defaultServiceAccount',
   allowedChartHosts: '(join "," .Values.tenancy.allowedChartHosts)',
   insecureChartHosts: '(join "," .Values.tenancy.insecureChartHosts)',
+  nodeSelector: '.Values.nodeSelector',
+  tolerations: '.Values.tolerations',
+  affinity: '.Values.affinity',
+  priorityClassName: '.Values.priorityClassName',
+  imagePullSecrets: '.Values.image.pullSecrets',
 };
 /** A list item that stands for a whole list of values (spliced in with range). */
 const SPLICE: Readonly<Record<string, string>> = { extraArgs: '.Values.extraArgs' };
@@ -59,6 +64,11 @@ export interface Toggle {
 
 /** In installObjects' order of the parts they add (an added part goes after earlier toggles' ones). */
 export const TOGGLES: readonly Toggle[] = [
+  { name: 'imagePullSecrets', condition: '.Values.image.pullSecrets' },
+  { name: 'priorityClassName', condition: '.Values.priorityClassName' },
+  { name: 'nodeSelector', condition: '.Values.nodeSelector' },
+  { name: 'tolerations', condition: '.Values.tolerations' },
+  { name: 'affinity', condition: '.Values.affinity' },
   { name: 'leaderElection', condition: '.Values.leaderElection.enabled' },
   { name: 'fleetUrl', condition: '.Values.fleet.url' },
   { name: 'fleetSecret', condition: '.Values.fleet.secret' },
@@ -96,6 +106,15 @@ export function placeholderOptions(on: ReadonlySet<string>): InstallOptions {
       ...(on.has('fleetBranchPrefix') ? { branchPrefix: p('fleetBranchPrefix') } : {}),
     },
     extraArgs: [p('extraArgs')],
+    pod: {
+      ...(on.has('imagePullSecrets')
+        ? { imagePullSecrets: whole<{ name: string }[]>('imagePullSecrets') }
+        : {}),
+      ...(on.has('priorityClassName') ? { priorityClassName: p('priorityClassName') } : {}),
+      ...(on.has('nodeSelector') ? { nodeSelector: whole<Record<string, string>>('nodeSelector') } : {}),
+      ...(on.has('tolerations') ? { tolerations: whole<Record<string, unknown>[]>('tolerations') } : {}),
+      ...(on.has('affinity') ? { affinity: whole<Record<string, unknown>>('affinity') } : {}),
+    },
     webhookSecretName: on.has('webhook') ? p('webhookSecretName') : '',
     withNamespace: false,
     tenancy: {
@@ -234,8 +253,17 @@ function merge(
       if (!(e.key in after)) e.when.push(off);
       else merge(e.node, before[e.key], after[e.key], context, when, `${path}.${e.key}`);
     }
-    for (const key of Object.keys(after))
-      if (!(key in before)) n.entries.push({ key, node: nodeOf(after[key]), when: [...when] });
+    // A new key goes before the next key of `after` that was there already (as in a list).
+    const keys = Object.keys(after);
+    keys.forEach((key, idx) => {
+      if (key in before) return;
+      const next = keys.slice(idx + 1).find((k) => k in before);
+      const at =
+        next === undefined ? -1 : n.entries.findIndex((e) => e.key === next && holds(e.when, context));
+      const entry = { key, node: nodeOf(after[key]), when: [...when] };
+      if (at < 0) n.entries.push(entry);
+      else n.entries.splice(at, 0, entry);
+    });
     return;
   }
   throw new Error(
@@ -393,9 +421,18 @@ const GENERATED =
 /** The chart's values with their defaults (`stackflux install`'s) and what each does. */
 export const VALUES = {
   name: NAME,
-  image: { repository: IMAGE_REPOSITORY, tag: '', pullPolicy: 'IfNotPresent' },
+  image: {
+    repository: IMAGE_REPOSITORY,
+    tag: '',
+    pullPolicy: 'IfNotPresent',
+    pullSecrets: [] as { name: string }[],
+  },
   replicas: 1,
   resources: DEFAULT_RESOURCES,
+  nodeSelector: {} as Record<string, string>,
+  tolerations: [] as Record<string, unknown>[],
+  affinity: {} as Record<string, unknown>,
+  priorityClassName: '',
   leaderElection: { enabled: true },
   logLevel: 'info',
   metrics: { port: 8080 },
@@ -412,7 +449,10 @@ export const VALUES = {
 
 const VALUE_COMMENTS: Readonly<Record<string, string>> = {
   name: " Name of the controller's objects, the cluster-scoped ones too (stackflux install --name).",
-  image: ' The controller image; tag empty: the chart appVersion (--image, --image-pull-policy).',
+  image:
+    ' The controller image; tag empty: the chart appVersion (--image, --image-pull-policy,\n --image-pull-secrets NAME,...).',
+  nodeSelector:
+    " Where the controller's pod runs: nodeSelector, tolerations, affinity, priorityClassName in\n Kubernetes' own fields; empty: left out (--node-selector KEY=VALUE,..., --tolerations JSON,\n --affinity JSON, --priority-class-name).",
   replicas: ' Replicas of the Deployment: one leads, the others wait on the Lease (--replicas).',
   resources:
     ' Resources of the controller container (--cpu-request, --memory-request, --cpu-limit,\n --memory-limit); Helm merges maps with these defaults: set a key to null to drop it.',
@@ -446,8 +486,17 @@ const ENUMS: Readonly<Record<string, readonly string[]>> = {
   'image.pullPolicy': ['Always', 'IfNotPresent', 'Never'],
 };
 
-/** Maps whose keys are the user's (Kubernetes' ResourceRequirements): any keys. */
-const OPEN_MAPS = new Set(['resources']);
+/** Values that are Kubernetes' own types: checked by the API server, not here. */
+const KUBERNETES_TYPES: Readonly<Record<string, Record<string, unknown>>> = {
+  resources: { type: 'object' },
+  affinity: { type: 'object' },
+  nodeSelector: { type: 'object', additionalProperties: { type: 'string' } },
+  tolerations: { type: 'array', items: { type: 'object' } },
+  'image.pullSecrets': {
+    type: 'array',
+    items: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
+  },
+};
 
 /**
  * values.schema.json from VALUES: Helm (and helm-controller) refuse a misspelt key, a value of the
@@ -456,10 +505,11 @@ const OPEN_MAPS = new Set(['resources']);
 function schemaOf(v: unknown, path: string): Record<string, unknown> {
   const enumOf = ENUMS[path];
   if (enumOf !== undefined) return { type: 'string', enum: [...enumOf] };
+  const kubernetes = KUBERNETES_TYPES[path];
+  if (kubernetes !== undefined) return kubernetes;
   if (Array.isArray(v)) return { type: 'array', items: { type: 'string' } };
   if (typeof v === 'number') return { type: 'integer', minimum: 0 };
   if (v !== null && typeof v === 'object') {
-    if (OPEN_MAPS.has(path)) return { type: 'object' };
     return {
       type: 'object',
       additionalProperties: false,

@@ -39,6 +39,8 @@ export interface InstallOptions {
   metricsPort?: number;
   /** `run --fleet-url`, `--fleet-secret`, `--fleet-branch-prefix`; unset: not passed. */
   fleet?: FleetFlags;
+  /** Where and how the controller's pod is scheduled and pulled; unset: left out. */
+  pod?: PodPlacement;
   /** More `stackflux run` arguments, appended. */
   extraArgs?: readonly string[];
   /** Secret holding the push webhook secret (key "secret"); empty: no webhook. */
@@ -71,6 +73,15 @@ export const DEFAULT_RESOURCES: Resources = {
   requests: { cpu: '100m', memory: '128Mi' },
   limits: { memory: '1Gi' },
 };
+
+/** The Kubernetes fields of the controller's pod spec, as they are. */
+export interface PodPlacement {
+  nodeSelector?: Record<string, string>;
+  tolerations?: Record<string, unknown>[];
+  affinity?: Record<string, unknown>;
+  priorityClassName?: string;
+  imagePullSecrets?: { name: string }[];
+}
 
 export interface FleetFlags {
   url?: string;
@@ -211,6 +222,11 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
         metadata: { labels: LABELS },
         spec: {
           serviceAccountName: controller,
+          ...(o.pod?.imagePullSecrets !== undefined ? { imagePullSecrets: o.pod.imagePullSecrets } : {}),
+          ...(o.pod?.priorityClassName !== undefined ? { priorityClassName: o.pod.priorityClassName } : {}),
+          ...(o.pod?.nodeSelector !== undefined ? { nodeSelector: o.pod.nodeSelector } : {}),
+          ...(o.pod?.tolerations !== undefined ? { tolerations: o.pod.tolerations } : {}),
+          ...(o.pod?.affinity !== undefined ? { affinity: o.pod.affinity } : {}),
           terminationGracePeriodSeconds: 30,
           securityContext: {
             runAsNonRoot: true,
@@ -380,6 +396,50 @@ function str(v: string | boolean | undefined): string {
   return typeof v === 'string' ? v : '';
 }
 
+/** --node-selector, --tolerations, --affinity, --priority-class-name, --image-pull-secrets. */
+function podPlacement(flags: FlagValues): PodPlacement {
+  const list = (name: string) =>
+    str(flags[name])
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== '');
+  const json = (name: string, kind: 'list' | 'object') => {
+    let v: unknown;
+    try {
+      v = JSON.parse(str(flags[name]));
+    } catch (err) {
+      throw new UsageError(`--${name}: not JSON: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    const ok = kind === 'list' ? Array.isArray(v) && v.every((x: unknown) => isObject(x)) : isObject(v);
+    if (!ok)
+      throw new UsageError(`--${name} must be a JSON ${kind === 'list' ? 'list of objects' : 'object'}`);
+    return v;
+  };
+  const nodeSelector: Record<string, string> = {};
+  for (const pair of list('node-selector')) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new UsageError(`--node-selector: "${pair}" is not KEY=VALUE`);
+    nodeSelector[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  const secrets = list('image-pull-secrets');
+  return {
+    ...(Object.keys(nodeSelector).length > 0 ? { nodeSelector } : {}),
+    ...(str(flags.tolerations) !== ''
+      ? { tolerations: json('tolerations', 'list') as Record<string, unknown>[] }
+      : {}),
+    ...(str(flags.affinity) !== ''
+      ? { affinity: json('affinity', 'object') as Record<string, unknown> }
+      : {}),
+    ...(str(flags['priority-class-name']) !== ''
+      ? { priorityClassName: str(flags['priority-class-name']) }
+      : {}),
+    ...(secrets.length > 0 ? { imagePullSecrets: secrets.map((name) => ({ name })) } : {}),
+  };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === 'object' && !Array.isArray(v);
+
 /** --cpu-request, --memory-request, --cpu-limit, --memory-limit; an empty one is left out. */
 function resourcesOf(flags: FlagValues): Resources {
   const pick = (cpu: string, memory: string) => ({
@@ -474,6 +534,23 @@ export const installCommand: Command = {
       description: 'port of /metrics (container and Service)',
       default: '8080',
     },
+    'node-selector': {
+      type: 'string',
+      description: "comma-separated KEY=VALUE labels of the nodes the controller's pod may run on",
+    },
+    tolerations: {
+      type: 'string',
+      description: "the pod's tolerations, as a JSON list (Kubernetes' own fields)",
+    },
+    affinity: {
+      type: 'string',
+      description: "the pod's affinity, as a JSON object (Kubernetes' own fields)",
+    },
+    'priority-class-name': { type: 'string', description: "the pod's priorityClassName" },
+    'image-pull-secrets': {
+      type: 'string',
+      description: 'comma-separated Secrets (in the namespace) the image is pulled with',
+    },
     'fleet-url': { type: 'string', description: "the controller's --fleet-url (empty: not passed)" },
     'fleet-secret': {
       type: 'string',
@@ -533,6 +610,7 @@ export const installCommand: Command = {
             ? { branchPrefix: str(flags['fleet-branch-prefix']) }
             : {}),
         },
+        pod: podPlacement(flags),
         // Everything after "--" goes to `stackflux run` as it is.
         extraArgs: positionals,
         webhookSecretName:

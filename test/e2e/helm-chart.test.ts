@@ -43,6 +43,8 @@ const VALUES = {
   fleet: { url: 'https://git.example/fleet.git', branchPrefix: 'fleet/' },
   tenancy: { defaultServiceAccount: 'flux-applier', allowedChartHosts: ['charts.example'] },
   extraArgs: ['--concurrency=8'],
+  nodeSelector: { 'kubernetes.io/os': 'linux' },
+  tolerations: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'Exists', effect: 'NoSchedule' }],
 };
 const FLAGS = [
   `--name=${name}`,
@@ -52,6 +54,8 @@ const FLAGS = [
   '--fleet-branch-prefix=fleet/',
   '--default-service-account=flux-applier',
   '--allowed-chart-hosts=charts.example',
+  '--node-selector=kubernetes.io/os=linux',
+  '--tolerations=[{"key":"node-role.kubernetes.io/control-plane","operator":"Exists","effect":"NoSchedule"}]',
   '--',
   '--concurrency=8',
 ];
