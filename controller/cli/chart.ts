@@ -521,8 +521,23 @@ function schemaOf(v: unknown, path: string): Record<string, unknown> {
   return { type: typeof v };
 }
 
+/** Replicas above 1 without leader election would reconcile twice (install refuses it too). */
+const ONE_REPLICA_WITHOUT_LEADER = {
+  if: {
+    required: ['leaderElection'],
+    properties: { leaderElection: { required: ['enabled'], properties: { enabled: { const: false } } } },
+  },
+  // biome-ignore lint/suspicious/noThenProperty: JSON Schema's if/then
+  then: { properties: { replicas: { maximum: 1 } } },
+};
+
 function valuesSchema(): string {
-  return `${JSON.stringify({ $schema: 'https://json-schema.org/draft-07/schema#', ...schemaOf(VALUES, '') }, null, 2)}\n`;
+  const schema = {
+    $schema: 'https://json-schema.org/draft-07/schema#',
+    ...schemaOf(VALUES, ''),
+    ...ONE_REPLICA_WITHOUT_LEADER,
+  };
+  return `${JSON.stringify(schema, null, 2)}\n`;
 }
 
 function chartYaml(): string {

@@ -129,8 +129,8 @@ export function policyRules(declarations: readonly ResourceDeclaration[]): Polic
 }
 
 /** Name of the ClusterRole holding the generated rules (aggregated into the bound role NAME). */
-export const RULES_ROLE = `${NAME}-rules`;
 const rulesRole = (name: string) => `${name}-rules`;
+export const RULES_ROLE = rulesRole(NAME);
 
 /**
  * The Cluster API pattern: the bound ClusterRole NAME is an aggregated role (its rules are filled
@@ -584,6 +584,8 @@ export const installCommand: Command = {
     const replicas = Number(str(flags.replicas) || '1');
     if (!Number.isInteger(replicas) || replicas < 0)
       throw new UsageError(`--replicas must be an integer of at least 0, got "${str(flags.replicas)}"`);
+    if (replicas > 1 && flags['disable-leader-election'] === true)
+      throw new UsageError('--replicas above 1 needs leader election: drop --disable-leader-election');
     const metricsPort = Number(str(flags['metrics-port']) || '8080');
     if (!Number.isInteger(metricsPort) || metricsPort < 1 || metricsPort > 65535 || metricsPort === 8081)
       throw new UsageError(

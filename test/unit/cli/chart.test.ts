@@ -243,6 +243,11 @@ describe('the Helm chart of stackflux', () => {
     ['a log level run refuses', { logLevel: 'verbose' }, '/logLevel'],
     ['a misspelt value', { replica: 2 }, 'replica'],
     ['replicas that are not a number', { replicas: 'two' }, '/replicas'],
+    [
+      'two replicas without leader election',
+      { replicas: 2, leaderElection: { enabled: false } },
+      '/replicas',
+    ],
   ] as const)
     it(`values.schema.json: helm refuses ${what}, naming it`, () => {
       const helm = helmTemplate(values);
@@ -253,20 +258,21 @@ describe('the Helm chart of stackflux', () => {
 });
 
 describe('stackflux install: the flags the chart mirrors refuse bad values, naming the flag', () => {
-  for (const [flag, message] of [
-    ['--name=Not_A_Label', /--name "Not_A_Label" is not a DNS label/],
-    ['--replicas=-1', /--replicas must be an integer of at least 0/],
-    ['--replicas=1.5', /--replicas must be an integer of at least 0/],
-    ['--metrics-port=8081', /--metrics-port must be a port other than 8081/],
-    ['--metrics-port=70000', /--metrics-port must be a port/],
-    ['--log-level=verbose', /--log-level must be debug, info, warn, error/],
-    ['--node-selector=linux', /--node-selector: "linux" is not KEY=VALUE/],
-    ['--tolerations={"key":"a"}', /--tolerations must be a JSON list of objects/],
-    ['--affinity=nodeAffinity', /--affinity: not JSON/],
+  for (const [flags, message] of [
+    [['--name=Not_A_Label'], /--name "Not_A_Label" is not a DNS label/],
+    [['--replicas=-1'], /--replicas must be an integer of at least 0/],
+    [['--replicas=1.5'], /--replicas must be an integer of at least 0/],
+    [['--metrics-port=8081'], /--metrics-port must be a port other than 8081/],
+    [['--metrics-port=70000'], /--metrics-port must be a port/],
+    [['--log-level=verbose'], /--log-level must be debug, info, warn, error/],
+    [['--node-selector=linux'], /--node-selector: "linux" is not KEY=VALUE/],
+    [['--tolerations={"key":"a"}'], /--tolerations must be a JSON list of objects/],
+    [['--affinity=nodeAffinity'], /--affinity: not JSON/],
+    [['--replicas=2', '--disable-leader-election'], /--replicas above 1 needs leader election/],
   ] as const)
-    it(flag, async () => {
+    it(flags.join(' '), async () => {
       const c = captureIO();
-      assert.equal(await main(['install', '--export', flag], c.io), 2);
+      assert.equal(await main(['install', '--export', ...flags], c.io), 2);
       assert.match(c.err(), message);
     });
 });
