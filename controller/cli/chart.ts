@@ -310,9 +310,13 @@ function ifLine(when: readonly Literal[], indent: string): string {
 }
 
 /** A scalar as template text: a literal as JSON (valid YAML), placeholders through toJson. */
-function scalarText(v: unknown): string {
+export function scalarText(v: unknown): string {
   if (typeof v === 'string' && PLAIN.test(v) && !YAML_WORDS.test(v)) return v;
-  if (typeof v !== 'string' || !v.includes('@@stackflux-chart:')) return JSON.stringify(v);
+  if (typeof v !== 'string' || !v.includes('@@stackflux-chart:'))
+    // Helm would read "{{" in a literal as a template action: such a literal is a template string.
+    return typeof v === 'string' && /\{\{|\}\}/.test(v)
+      ? `{{ toJson ${JSON.stringify(v)} }}`
+      : JSON.stringify(v);
   const parts: string[] = [];
   let last = 0;
   for (const m of v.matchAll(PLACEHOLDER)) {

@@ -2,7 +2,7 @@
 // the REAL helm CLI renders it (with --include-crds) into exactly the objects `stackflux install
 // --export --skip-namespace` prints with the flags that correspond to the values.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -13,6 +13,7 @@ import {
   chartFiles,
   mergedInstallTree,
   placeholderOptions,
+  scalarText,
   TOGGLES,
   valueWith,
 } from '../../../controller/cli/chart.ts';
@@ -228,6 +229,31 @@ describe('the Helm chart of stackflux', () => {
       assert.ok(expected.some((o) => o.kind === 'CustomResourceDefinition'));
       assert.deepEqual(sorted(rendered), sorted(expected));
     });
+
+  it('a literal reads back as itself through helm: YAML words, numbers, braces, quotes', () => {
+    const literals = [
+      'on',
+      'No',
+      'null',
+      '8080',
+      '1Gi',
+      'a {{ .Values.x }} b',
+      '}}',
+      'say "hi"\n',
+      'x: y',
+      7,
+      true,
+    ];
+    const work = mkdtempSync(join(tmpdir(), 'stackflux-chart-literals-'));
+    writeFileSync(join(work, 'Chart.yaml'), 'apiVersion: v2\nname: literals\nversion: 0.0.1\n');
+    mkdirSync(join(work, 'templates'));
+    const data = literals.map((l, i) => `  k${i}: ${scalarText(l)}`).join('\n');
+    writeFileSync(join(work, 'templates', 'cm.yaml'), `kind: Literals\ndata:\n${data}\n`);
+    const helm = runHelm(['template', 'x', work], work);
+    assert.equal(helm.status, 0, helm.stderr);
+    const [doc] = documents(helm.stdout) as unknown as { data: Record<string, unknown> }[];
+    assert.deepEqual(Object.values(doc?.data ?? {}), literals);
+  });
 
   it('helm lint --strict passes', () => {
     const lint = runHelm(['lint', '--strict', chartDir], chartDir);
