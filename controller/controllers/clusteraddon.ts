@@ -50,7 +50,12 @@ import {
 import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { reconcileRequested } from '../reconcilers/reconcilerequest.ts';
 import { clusterStackOfTag } from '../reconcilers/sharing.ts';
-import { clusterGitRepositoryName, type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
+import {
+  clusterGitRepositoryName,
+  FLUX_SHARD_NAMESPACE_LABEL,
+  type FluxTemplates,
+  MANAGED_BY_LABELS,
+} from '../releases/flux.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import {
   type PlainObject,
@@ -68,7 +73,8 @@ import type { Informer } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { releaseTreeKey, withReleaseChartDependencies } from '../sources/chartrepo.ts';
-import { fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
+import { type GitCredentials, SourceError } from '../sources/git.ts';
+import { releaseTreeFetcher } from '../sources/githubassets.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials, sourceSecretCredentials } from './common.ts';
 import { FleetBatch } from './fleetbatch.ts';
 import { namespaceInformer, namespaceLabelsChanged, namespaceLabelsOf } from './namespaces.ts';
@@ -124,12 +130,17 @@ export interface ClusterAddonControllerOptions {
     interval?: string;
     /** Flux interval of the addon Kustomizations (default: the ClusterStack's interval). */
     addonInterval?: string;
-    /** Flux shards (≥ 2: each Cluster's Flux objects get sharding.fluxcd.io/key=shard<k>). */
+    /**
+     * Flux shards (≥ 2: each Cluster's Flux objects get sharding.fluxcd.io/key=shard<k>; ≥ 1: a
+     * Namespace labelled stackflux.io/flux-shard=<key> puts its Clusters' Flux objects on <key>).
+     */
     fluxShards?: number;
   };
   /** Builds the fleet writer once the fleet credentials are read. */
   writer: (credentials: GitCredentials | undefined) => FleetWriter;
   cacheDir: string;
+  /** --github-api-url: where releases read from GitHub release assets are downloaded. */
+  githubApiUrl?: string;
   templates: FluxTemplates;
   /** --default-service-account and --allowed-chart-hosts (default: neither). */
   tenancy?: TenancyPolicy;
@@ -250,7 +261,7 @@ export async function setupClusterAddonController(
     .join(',');
   const windowMs = opts.batchWindowMs ?? 2_000;
   const branchPrefix = opts.fleet.branchPrefix ?? DEFAULT_BRANCH_PREFIX;
-  const fluxShards = opts.fleet.fluxShards !== undefined && opts.fleet.fluxShards >= 2;
+  const fluxShards = opts.fleet.fluxShards !== undefined && opts.fleet.fluxShards >= 1;
   const fleetSettings: FleetSettings = {
     url: opts.fleet.url,
     branchPrefix,
@@ -395,6 +406,7 @@ export async function setupClusterAddonController(
   };
 
   // ---- release trees (on disk by commit; parsed copies kept in memory, bounded)
+  const fetchTree = releaseTreeFetcher(opts.githubApiUrl);
   const trees = new Map<string, ReleaseTree>();
   const treeOf = async (release: ClusterStackRelease): Promise<ReleaseTree | undefined> => {
     const commit = release.status?.commit;
@@ -407,14 +419,7 @@ export async function setupClusterAddonController(
       src.secretRef !== undefined
         ? await sourceSecretCredentials(client, release.metadata.namespace ?? '', src.secretRef.name)
         : undefined;
-    const fetched = await fetchReleaseTree(
-      src.url,
-      release.spec.tag,
-      commit,
-      src.path ?? '',
-      opts.cacheDir,
-      creds,
-    );
+    const fetched = await fetchTree(src.url, release.spec.tag, commit, src.path ?? '', opts.cacheDir, creds);
     // Chart dependencies the release controller fetched when it validated the release (on disk).
     const tree = await withReleaseChartDependencies(fetched, release.spec.tag, {
       cacheDir: opts.cacheDir,
@@ -785,6 +790,9 @@ export async function setupClusterAddonController(
           ? clusterStackOfTag(clusterStacks.byIndex(NS_BY_STACK_INDEX, releaseNs), tag)
           : undefined;
     const namespaceLabels = releaseNs !== namespace ? namespaceLabelsOf(namespaces, [namespace]) : undefined;
+    const namespaceFluxShard = fluxShards
+      ? namespaces.get(namespace)?.metadata.labels?.[FLUX_SHARD_NAMESPACE_LABEL]
+      : undefined;
     let tree: ReleaseTree | undefined;
     let fetchError: unknown;
     const deleting = cluster === undefined || cluster.metadata.deletionTimestamp !== undefined;
@@ -823,6 +831,7 @@ export async function setupClusterAddonController(
       ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
       ...(clusterStack !== undefined ? { clusterStack } : {}),
       ...(namespaceLabels !== undefined ? { namespaceLabels } : {}),
+      ...(namespaceFluxShard !== undefined ? { namespaceFluxShard } : {}),
       kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
       ...(helmReleases !== undefined ? { helmReleases: helmReleases.byIndex(CLUSTER_INDEX, key) } : {}),
       branch,
@@ -1112,6 +1121,16 @@ export async function setupClusterAddonController(
     (n) => clusters.byIndex(FOREIGN_BY_NS_INDEX, n.metadata.name ?? '').map(keyOf),
     namespaceLabelsChanged,
   );
+  // With Flux shards, a Namespace's stackflux.io/flux-shard label moves its Clusters' Flux objects.
+  if (fluxShards) {
+    manager.watch(
+      c,
+      namespaces,
+      (n) => clusters.byIndex(NS_INDEX, n.metadata.name ?? '').map(keyOf),
+      (o, n) =>
+        o.metadata.labels?.[FLUX_SHARD_NAMESPACE_LABEL] !== n.metadata.labels?.[FLUX_SHARD_NAMESPACE_LABEL],
+    );
+  }
   void manager.done.then(() => {
     pending.stop();
     void renderPool.close();

@@ -24,8 +24,9 @@ import type { Controller } from '../runtime/controller.ts';
 import { type Informer, objectKey } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
-import { fetchReleaseTree, type GitCredentials, listTags } from '../sources/git.ts';
+import { type GitCredentials, listTags } from '../sources/git.ts';
 import { GitHubReleases, type GitHubTagLister } from '../sources/github.ts';
+import { releaseTreeFetcher } from '../sources/githubassets.ts';
 import { SourcePollers, type TagLister } from '../sources/poller.ts';
 import { clusterStackReconciler, NAMESPACE_INDEX } from './clusterstack.ts';
 import { clusterStackReleaseReconciler } from './clusterstackrelease.ts';
@@ -170,6 +171,7 @@ export async function setupReleasePipeline(
     maxConcurrentReconciles: opts.concurrency,
     reconcile: clusterStackReconciler({
       client: manager.client,
+      ...(opts.githubApiUrl !== undefined ? { githubApiUrl: opts.githubApiUrl } : {}),
       clock,
       pollers,
       clusterStacks,
@@ -250,7 +252,7 @@ export async function setupReleasePipeline(
       ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
       cacheDir: opts.cacheDir,
       credentials,
-      fetchTree: fetchReleaseTree,
+      fetchTree: releaseTreeFetcher(opts.githubApiUrl),
       listTags: lister,
       recorder: manager.events,
       withShardLabel: (o) => manager.withShardLabel(o),
