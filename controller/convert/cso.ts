@@ -6,7 +6,7 @@
 
 import type { ClusterStack, ClusterStackSource } from '../api/clusterstack.ts';
 import { KUBERNETES_MINOR_PATTERN, TAG_SEGMENT_PATTERN } from '../api/clusterstack.ts';
-import { API_VERSION } from '../api/meta.ts';
+import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../api/meta.ts';
 import { isRecord } from '../offline/yaml.ts';
 import { formatReleaseTag, parseReleaseTag, parseStackVersion } from '../releases/tags.ts';
 
@@ -280,7 +280,7 @@ function convertSource(
   const create = (keys: Array<[string, Setting]>) => {
     const from = keys.map(([key, s]) => `${key} = the value of ${describeOrigin(s)}`).join(', ');
     notes.push(
-      `create Secret ${namespace}/${options.secretName} with ${from} (stackflux reads it; nothing was copied)`,
+      `create Secret ${namespace}/${options.secretName} labelled ${LABEL_SOURCE_CREDENTIALS}=true with ${from} (nothing was copied)`,
     );
   };
   // A credential whose Secret was not in the input may be set: referenced (the Secret is a step).
