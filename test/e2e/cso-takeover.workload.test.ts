@@ -12,9 +12,10 @@
 //    "kubectl", force, label clusterstack.x-k8s.io/instance=owned (pkg/kube/kube.go Apply);
 //  - the addons in the workload cluster: CSO's render (test/support/goengine.ts, native Go + helm
 //    CLI) applied the same way into kube-system.
-// Then `stackflux convert --from-cluster` (once as is: the GitHub source CSO reads; once with
-// --git-url, the releases mirrored as Git tags, since stackflux on main reads GitHub trees from
-// github.com only), its output applied as is with kubectl, and `stackflux run` with real Flux takes
+// CSO's releases are GitHub release assets (packaged as `csctl create` does, served by the local
+// GitHub API of test/support/githubfake.ts). Then the guide: `stackflux convert --from-cluster`,
+// the token Secret it names created from CSO's Secret, the output applied as is with kubectl; and
+// `stackflux run --github-api-url=<local>` with real Flux takes
 // over: every object keeps its uid and is present in every sample taken during the switch, the
 // release and the addons become Ready, the Cluster keeps its class, and the field managers are
 // kustomize-controller's (it removes the "kubectl" Apply manager; CSO's label goes with it).
@@ -31,16 +32,12 @@ import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
-import { API_VERSION } from '../../controller/api/meta.ts';
+import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import { CSO_API_VERSION } from '../../controller/convert/cso.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
-import {
-  csoReleaseObjects,
-  cutCsctlRelease,
-  servedClusterClass,
-  csoferrolTag as tag,
-} from '../support/csctl.ts';
+import { csoReleaseObjects, servedClusterClass, csoferrolTag as tag } from '../support/csctl.ts';
+import { packageCsctlRelease } from '../support/csctl-assets.ts';
 import {
   CAPI,
   ControllerProcess,
@@ -49,14 +46,12 @@ import {
   createAddonCluster,
   createTestNamespace,
   e2eEnv,
-  initRepo,
   installFixtureCrds,
   installTestProviderCrds,
   PROVIDER_API_VERSION,
   PROVIDER_OBJECT_KIND,
   PROVIDER_TEMPLATE_KIND,
   providerTemplate,
-  push,
   ROOT,
   releaseAddonNamespace,
   required,
@@ -67,6 +62,7 @@ import {
   watchPresence,
 } from '../support/e2e.ts';
 import { uniqueName } from '../support/env.ts';
+import { fakeAssets, GitHubFake } from '../support/githubfake.ts';
 import { runHelm } from '../support/goengine.ts';
 
 const env = { ...e2eEnv(), workloadKubeconfig: required('WORKLOAD_KUBECONFIG') };
@@ -75,7 +71,6 @@ const workload = new KubeClient(loadKubeConfig({ kubeconfig: env.workloadKubecon
 const ns = uniqueName('csotakeover');
 const csoNs = `${ns}-cso`;
 const work = mkdtempSync(join(tmpdir(), 'stackflux-csotakeover-'));
-const repoDir = join(work, 'release');
 const stackDir = join(work, 'stack');
 const ADDON_NS = 'kube-system';
 const CSO_MANAGER = 'kubectl';
@@ -83,6 +78,8 @@ const CSO_LABEL = 'clusterstack.x-k8s.io/instance';
 const KUSTOMIZE = 'kustomize.toolkit.fluxcd.io/v1';
 const RELEASE = tag('v1');
 const suffix = ns.replace(/^csotakeover-/, '');
+/** CSO's GitHub token (GIT_ACCESS_TOKEN), which the local GitHub API insists on. */
+const TOKEN = `ghp_csoTakeover${suffix.replace(/-/g, '')}`;
 /** spec.template.spec of the provider template (what the provider reads, e.g. node images). */
 const PROVIDER_SPEC = { nodeImages: ['ubuntu-capi-image-v1.30.4'] };
 
@@ -211,7 +208,7 @@ const bothReady = (when: string) =>
 
 let controller: ControllerProcess | undefined;
 const step = controllerSteps(() => controller);
-let repoUrl = '';
+let gh: GitHubFake | undefined;
 const tracked: Tracked[] = [];
 const uids = new Map<string, string>();
 let converted = '';
@@ -225,27 +222,26 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
     await installFixtureCrds(client, 'cso-crds.yaml');
     await installFixtureCrds(client, 'capi-template-crds.yaml');
     await installTestProviderCrds(client);
-    repoUrl = await createRepo(env as Endpoints, `${ns}-release`);
     const fleetUrl = await createRepo(env as Endpoints, `${ns}-fleet`);
-    initRepo(repoDir);
     cpSync(join(ROOT, 'stacks', 'docker-csoferrol-1-30'), stackDir, { recursive: true });
     servedClusterClass(stackDir);
     uniqueAddonNames(stackDir);
-    cutCsctlRelease(repoDir, 'docker-csoferrol-1-30', 'v1', (target) => {
-      servedClusterClass(target);
-      uniqueAddonNames(target);
-    });
-    push(repoDir, repoUrl, RELEASE);
+    gh = await GitHubFake.start();
+    gh.token = TOKEN;
+    gh.releases = [
+      { tag: RELEASE, commit: '0'.repeat(40), assets: fakeAssets(packageCsctlRelease(stackDir, 'v1')) },
+    ];
     controller = await ControllerProcess.start({
       kubeconfig: env.kubeconfig,
       namespace: ns,
       cacheDir: join(work, 'cache'),
-      extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-batch-window=1s'],
+      extraArgs: [`--fleet-url=${fleetUrl}`, '--fleet-batch-window=1s', `--github-api-url=${gh.url}`],
     });
   });
 
   after(async () => {
     await controller?.stop();
+    await gh?.stop();
     for (const t of tracked.filter((x) => x.where === 'workload'))
       await workload.delete(t.apiVersion, t.kind, t.name, t.namespace).catch(() => undefined);
     for (const kind of ['ClusterAddon', 'ClusterStackRelease', 'ClusterStack'])
@@ -375,7 +371,7 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
         'git-provider': 'github',
         'git-org-name': 'SovereignCloudStack',
         'git-repo-name': 'cluster-stacks',
-        'git-access-token': `token-${suffix}`,
+        'git-access-token': TOKEN,
       },
     });
     const fromSecret = (name: string, key: string) => ({
@@ -443,7 +439,7 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
     assert.deepEqual(stack?.spec.versions, ['v1']);
     assert.equal(stack?.spec.autoSubscribe, false);
     assert.match(asIs.stderr, new RegExp(`Secret ${csoNs}/cso-cluster-stack-variables key git-access-token`));
-    assert.ok(!`${asIs.stdout}${asIs.stderr}`.includes(`token-${suffix}`), 'the token is not printed');
+    assert.ok(!`${asIs.stdout}${asIs.stderr}`.includes(TOKEN), 'the token is not printed');
 
     const noOperator = stackflux([...args.slice(0, -1), `${csoNs}-absent`]);
     assert.equal(noOperator.status, 2, 'no Deployment of CSO: nothing guessed');
@@ -453,10 +449,24 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
       /no Deployment labelled control-plane=cso-controller-manager in namespace/,
     );
 
-    const mirrored = stackflux([...args, '--git-url', repoUrl, '--source-path', 'stack']);
-    assert.equal(mirrored.status, 0, mirrored.stderr);
-    assert.equal(mirrored.stderr, '', 'nothing to report: a public Git repository needs no Secret');
-    converted = mirrored.stdout;
+    // The guide's step for the token: copied from CSO's Secret into the one the output names.
+    const csoSecret = await client.get<Obj & { data: Record<string, string> }>(
+      'v1',
+      'Secret',
+      'cso-cluster-stack-variables',
+      csoNs,
+    );
+    await client.create({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        name: 'stackflux-release-credentials',
+        namespace: ns,
+        labels: { [LABEL_SOURCE_CREDENTIALS]: 'true' },
+      },
+      data: { token: csoSecret?.data['git-access-token'] ?? '' },
+    });
+    converted = asIs.stdout;
   });
 
   it('3. the output applied as is: stackflux and Flux take the ClusterClass and the addons over, nothing deleted or recreated', (ctx) =>
@@ -504,6 +514,12 @@ describe('the move from the cluster-stack-operator: convert, apply, wait, scale 
           `${idOf(t)}: CSO's label went with its manager`,
         );
       }
+      const read1 = await client.get<CSKR>(API_VERSION, 'ClusterStackRelease', RELEASE, ns);
+      assert.match(
+        read1?.status?.commit ?? '',
+        /^github-assets:sha256:/,
+        "read from CSO's GitHub release assets",
+      );
       const adopted = await read(tracked.find((t) => t.kind === PROVIDER_OBJECT_KIND) as Tracked);
       const release = await client.get<CSKR>(API_VERSION, 'ClusterStackRelease', RELEASE, ns);
       assert.deepEqual(
