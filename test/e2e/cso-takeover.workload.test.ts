@@ -25,8 +25,7 @@
 // shared).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
@@ -34,7 +33,7 @@ import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import { CSO_API_VERSION } from '../../controller/convert/cso.ts';
-import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
+import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import { csoReleaseObjects, servedClusterClass, csoferrolTag as tag } from '../support/csctl.ts';
 import { packageCsctlRelease } from '../support/csctl-assets.ts';
@@ -45,7 +44,6 @@ import {
   controllerSteps,
   createAddonCluster,
   createTestNamespace,
-  e2eEnv,
   installFixtureCrds,
   installTestProviderCrds,
   PROVIDER_API_VERSION,
@@ -60,17 +58,13 @@ import {
   stackflux,
   waitFor,
   watchPresence,
+  workloadSuite,
 } from '../support/e2e.ts';
-import { uniqueName } from '../support/env.ts';
 import { fakeAssets, GitHubFake } from '../support/githubfake.ts';
 import { runHelm } from '../support/goengine.ts';
 
-const env = { ...e2eEnv(), workloadKubeconfig: required('WORKLOAD_KUBECONFIG') };
-const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
-const workload = new KubeClient(loadKubeConfig({ kubeconfig: env.workloadKubeconfig }));
-const ns = uniqueName('csotakeover');
+const { env, client, workload, ns, work } = workloadSuite('csotakeover');
 const csoNs = `${ns}-cso`;
-const work = mkdtempSync(join(tmpdir(), 'stackflux-csotakeover-'));
 const stackDir = join(work, 'stack');
 const ADDON_NS = 'kube-system';
 const CSO_MANAGER = 'kubectl';

@@ -61,6 +61,17 @@ export function e2eSuite(name: string) {
   return { env, client, ns, work, repoDir: join(work, 'repo'), ...releaseReaders(client, ns) };
 }
 
+/** e2eSuite() for tests that also reach into the workload cluster ($WORKLOAD_KUBECONFIG): its client too. */
+export function workloadSuite(name: string) {
+  const suite = e2eSuite(name);
+  const workloadKubeconfig = required('WORKLOAD_KUBECONFIG');
+  return {
+    ...suite,
+    env: { ...suite.env, workloadKubeconfig },
+    workload: new KubeClient(loadKubeConfig({ kubeconfig: workloadKubeconfig })),
+  };
+}
+
 /** Steps run against the controller a file currently holds; a failing step prints its log tail. */
 export function controllerSteps(current: () => ControllerProcess | undefined) {
   return async (fn: () => Promise<void>): Promise<void> => {
