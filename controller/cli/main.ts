@@ -1,4 +1,5 @@
 import { type Command, type CommandIO, commandHelp, parseFlags, UsageError } from './command.ts';
+import { convertCommand } from './convert.ts';
 import { diffCommand } from './diff.ts';
 import { getCommand } from './get.ts';
 import { installCommand } from './install.ts';
@@ -21,6 +22,7 @@ export const commands: Command[] = [
   resumeCommand,
   rolloutCommand,
   installCommand,
+  convertCommand,
   inputResourcesCommand,
   outputResourcesCommand,
   versionCommand,

@@ -10,6 +10,7 @@
 import type { ReleaseTree } from '../api/release.ts';
 import type { StackDescription } from '../releases/description.ts';
 import { pathProblem } from '../releases/paths.ts';
+import { clusterClassNameForTag } from '../releases/tags.ts';
 import {
   asCsoReadsIt,
   type EngineFailure,
@@ -171,15 +172,18 @@ export function renderCsctlClusterClass(
     }
   }
   const classes = objects.filter((o) => o.kind === 'ClusterClass');
-  const cls = classes.find((o) => (o.metadata as Record<string, unknown>).name === input.tag);
+  // csctl names the ClusterClass <release name>-<chart version>: for a custom channel the version's
+  // dot form (docker-ferrol-1-30-v0-sha.abc1234), which CSO's Clusters name; stable: the tag.
+  const className = clusterClassNameForTag(input.tag) ?? input.tag;
+  const cls = classes.find((o) => (o.metadata as Record<string, unknown>).name === className);
   if (cls === undefined) {
     const found = classes.map((o) => `${(o.metadata as Record<string, unknown>).name}`);
     problems.push(
-      `${root}: renders no ClusterClass named ${input.tag} (the release tag)${found.length > 0 ? `; found ClusterClass ${found.join(', ')}` : '; it renders no ClusterClass at all'}`,
+      `${root}: renders no ClusterClass named ${className} (the release's ClusterClass)${found.length > 0 ? `; found ClusterClass ${found.join(', ')}` : '; it renders no ClusterClass at all'}`,
     );
   } else if (!CLUSTER_CLASS_API_VERSIONS.includes(String(cls.apiVersion))) {
     problems.push(
-      `${root}: ClusterClass ${input.tag} is ${String(cls.apiVersion)}; expected one of ${CLUSTER_CLASS_API_VERSIONS.join(', ')}`,
+      `${root}: ClusterClass ${className} is ${String(cls.apiVersion)}; expected one of ${CLUSTER_CLASS_API_VERSIONS.join(', ')}`,
     );
   }
   if (problems.length > 0) return { ok: false, reason: 'InvalidRelease', message: problems.join('; ') };
@@ -189,7 +193,7 @@ export function renderCsctlClusterClass(
     return {
       ok: false,
       reason: 'ClusterClassVersionNotServed',
-      message: `ClusterClass ${input.tag} is ${classApiVersion}, which the management cluster does not serve (it serves ${served.length > 0 ? served.join(', ') : 'no ClusterClass version'}); install a Cluster API that serves it`,
+      message: `ClusterClass ${className} is ${classApiVersion}, which the management cluster does not serve (it serves ${served.length > 0 ? served.join(', ') : 'no ClusterClass version'}); install a Cluster API that serves it`,
     };
   const files = new Map<string, string>();
   objects.forEach((o, i) => {

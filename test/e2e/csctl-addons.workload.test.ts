@@ -45,8 +45,8 @@ import {
   ROOT,
   releaseAddonNamespace,
   required,
-  sleep,
   waitFor,
+  watchPresence,
 } from '../support/e2e.ts';
 import { uniqueName } from '../support/env.ts';
 
@@ -147,27 +147,8 @@ const liveCluster = async (): Promise<Record<string, unknown>> => {
  * missing or has another uid than `uids` says so.
  */
 function watchObjects(objects: Obj[], uids: ReadonlyMap<string, string>) {
-  const violations: string[] = [];
-  let samples = 0;
-  let stop = false;
-  const done = (async () => {
-    while (!stop) {
-      for (const o of objects) {
-        const got = await live(o);
-        if (got === undefined) violations.push(`${idOf(o)} absent`);
-        else if (got.metadata.uid !== uids.get(idOf(o))) violations.push(`${idOf(o)} recreated`);
-      }
-      samples++;
-      await sleep(200);
-    }
-  })();
-  return {
-    async stop(): Promise<{ violations: string[]; samples: number }> {
-      stop = true;
-      await done;
-      return { violations: [...new Set(violations)], samples };
-    },
-  };
+  const byId = new Map(objects.map((o) => [idOf(o), o]));
+  return watchPresence([...byId.keys()], (id) => live(byId.get(id) as Obj), uids);
 }
 
 const moveTo = (version: string): Promise<void> => moveClusterTo(client, ns, 'c1', tag(version));

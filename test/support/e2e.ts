@@ -61,6 +61,17 @@ export function e2eSuite(name: string) {
   return { env, client, ns, work, repoDir: join(work, 'repo'), ...releaseReaders(client, ns) };
 }
 
+/** e2eSuite() for tests that also reach into the workload cluster ($WORKLOAD_KUBECONFIG): its client too. */
+export function workloadSuite(name: string) {
+  const suite = e2eSuite(name);
+  const workloadKubeconfig = required('WORKLOAD_KUBECONFIG');
+  return {
+    ...suite,
+    env: { ...suite.env, workloadKubeconfig },
+    workload: new KubeClient(loadKubeConfig({ kubeconfig: workloadKubeconfig })),
+  };
+}
+
 /** Steps run against the controller a file currently holds; a failing step prints its log tail. */
 export function controllerSteps(current: () => ControllerProcess | undefined) {
   return async (fn: () => Promise<void>): Promise<void> => {
@@ -363,6 +374,38 @@ export async function moveClusterTo(
   await client.mergePatch(CAPI, 'Cluster', cluster, ns, {
     spec: { topology: { classRef: { name: className } } },
   });
+}
+
+/**
+ * Samples objects (by id) every 200 ms until stop(): every sample in which one of them is absent
+ * or has another uid than `uids` says so ("<id> absent" / "<id> recreated", each once).
+ */
+export function watchPresence(
+  ids: readonly string[],
+  read: (id: string) => Promise<{ metadata: { uid?: string } } | undefined>,
+  uids: ReadonlyMap<string, string>,
+) {
+  const violations: string[] = [];
+  let samples = 0;
+  let stop = false;
+  const done = (async () => {
+    while (!stop) {
+      for (const id of ids) {
+        const got = await read(id);
+        if (got === undefined) violations.push(`${id} absent`);
+        else if (got.metadata.uid !== uids.get(id)) violations.push(`${id} recreated`);
+      }
+      samples++;
+      await sleep(200);
+    }
+  })();
+  return {
+    async stop(): Promise<{ violations: string[]; samples: number }> {
+      stop = true;
+      await done;
+      return { violations: [...new Set(violations)], samples };
+    },
+  };
 }
 
 /** Waits until get() returns undefined. */

@@ -3,7 +3,6 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { Ajv } from 'ajv';
 import { parse } from 'yaml';
 import type { ClusterAddon } from '../../../controller/api/clusteraddon.ts';
 import type { ClusterStack, ClusterStackSpec } from '../../../controller/api/clusterstack.ts';
@@ -12,29 +11,15 @@ import { allCrds, kinds, objectSchema, renderCrdFiles } from '../../../controlle
 import { INPUT_RESOURCES, OUTPUT_RESOURCES } from '../../../controller/api/resources.ts';
 import type { JSONSchemaProps } from '../../../controller/api/schema.ts';
 import { providerConfig, providerObjectKind } from '../../../controller/reconcilers/provider.ts';
+import { kubernetesAjv } from '../../support/crd-schema.ts';
 
 // Reads crds/ (the generated files are what is checked here).
 const crdDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'crds');
 
-// Kubernetes-only keywords ajv does not know.
-function ajv(): Ajv {
-  const a = new Ajv({ strict: false, allErrors: true });
-  for (const k of [
-    'x-kubernetes-preserve-unknown-fields',
-    'x-kubernetes-list-type',
-    'x-kubernetes-list-map-keys',
-    'x-kubernetes-map-type',
-    'x-kubernetes-validations',
-  ]) {
-    a.addKeyword(k);
-  }
-  return a;
-}
-
 function validator(kind: string) {
   const def = kinds.find((k) => k.kind === kind);
   assert.ok(def);
-  return ajv().compile(objectSchema(def));
+  return kubernetesAjv().compile(objectSchema(def));
 }
 
 describe('CRDs', () => {

@@ -14,6 +14,7 @@ import {
   type RenderSuccess,
   renderAddon,
 } from '../../../controller/rendering/index.ts';
+import { closedSchema } from '../../support/crd-schema.ts';
 import { sampleCluster } from './fixtures.ts';
 
 const STACKS = fileURLToPath(new URL('../../../stacks/', import.meta.url));
@@ -49,28 +50,6 @@ function byKind(objects: KubernetesObject[], kind: string, name?: string): Kuber
 
 function data(object: KubernetesObject): Record<string, string> {
   return object.data as Record<string, string>;
-}
-
-/** The CRD's schema with unknown fields rejected (kubectl's strict field validation). */
-function strictSchema(schema: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map(strictSchema);
-  if (typeof schema !== 'object' || schema === null) return schema;
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(schema)) {
-    out[key] =
-      key === 'properties'
-        ? Object.fromEntries(Object.entries(value as object).map(([k, v]) => [k, strictSchema(v)]))
-        : strictSchema(value);
-  }
-  if (
-    out.type === 'object' &&
-    out.properties &&
-    out.additionalProperties === undefined &&
-    !out['x-kubernetes-preserve-unknown-fields']
-  ) {
-    out.additionalProperties = false;
-  }
-  return out;
 }
 
 function clusterClassCrd(): string | undefined {
@@ -125,7 +104,7 @@ describe('example stacks', () => {
         const crd = parse(readFileSync(crdFile, 'utf8'));
         const version = crd.spec.versions.find((v: { name: string }) => v.name === 'v1beta2');
         const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
-        const validate = ajv.compile(strictSchema(version.schema.openAPIV3Schema) as object);
+        const validate = ajv.compile(closedSchema(version.schema.openAPIV3Schema) as object);
         for (const [path, text] of tree) {
           if (!path.startsWith('cluster-class/')) continue;
           for (const doc of parseAllDocuments(text)) {
