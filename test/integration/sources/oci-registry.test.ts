@@ -1,0 +1,471 @@
+// The OCI source against a real registry: the CNCF Distribution registry (v3.1.2, built by
+// hack/build-testenv.sh) started by this file, anonymous, with htpasswd (Basic) and with token
+// auth (a token server in this file signs the JWTs the registry verifies with a JWKS). Releases are
+// pushed with plain fetch (monolithic blob upload, manifest PUT) in csctl's layout: an image
+// manifest with artifactType application/vnd.scs.cluster-stacks.v1 and one layer per asset file
+// named by its title annotation.
+// (Minimal starter and push kept here until test/support/registry.ts of task "registry" is merged.)
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { createHash, generateKeyPairSync, sign } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { ReleaseTree } from '../../../controller/api/release.ts';
+import { binaryFilesOf, releaseTreeFromBytes } from '../../../controller/releases/tree.ts';
+import { SourceError } from '../../../controller/sources/git.ts';
+import { RateLimitedError } from '../../../controller/sources/github.ts';
+import {
+  CSCTL_ARTIFACT_TYPE,
+  fetchOciReleaseTree,
+  OCI_MANIFEST,
+  OciClient,
+  type ReleaseAssets,
+  sha256Digest,
+} from '../../../controller/sources/oci.ts';
+import { SourcePollers } from '../../../controller/sources/poller.ts';
+
+const work = mkdtempSync(join(tmpdir(), 'stackflux-oci-'));
+const USER = 'stacker';
+const PASSWORD = 'stackflux-oci-test';
+// bcrypt (cost 4) of PASSWORD: Distribution's htpasswd accepts bcrypt only, and nothing here makes
+// bcrypt hashes (made once with golang.org/x/crypto/bcrypt).
+const HTPASSWD = `${USER}:$2a$04$cRKOiCQadpd9Gk9bJ0UaV.DSiZkYBjZtknj0Kr7ypG7KZ4gyOikLy\n`;
+
+function registryBinary(): string {
+  const dir = execFileSync('bash', ['hack/build-testenv.sh'], { encoding: 'utf8' }).trim().split('\n').pop();
+  return join(dir ?? '', 'registry');
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const { port } = s.address() as AddressInfo;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+interface Registry {
+  host: string;
+  stop: () => Promise<void>;
+}
+
+async function startRegistry(name: string, auth: string): Promise<Registry> {
+  const dir = join(work, name);
+  const port = await freePort();
+  execFileSync('mkdir', ['-p', join(dir, 'data')]);
+  writeFileSync(
+    join(dir, 'config.yml'),
+    `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${join(dir, 'data')}\nhttp:\n  addr: 127.0.0.1:${port}\n${auth}`,
+  );
+  const child: ChildProcess = spawn(registryBinary(), ['serve', join(dir, 'config.yml')], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (c: Buffer) => {
+    stderr += c.toString('utf8');
+  });
+  const host = `127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    const up = await fetch(`http://${host}/v2/`).then(
+      () => true,
+      () => false,
+    );
+    if (up) break;
+    if (child.exitCode !== null || i > 200) throw new Error(`registry ${name} did not start: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    host,
+    stop: async () => {
+      child.kill('SIGTERM');
+      if (child.exitCode === null) await new Promise((r) => child.once('exit', r));
+    },
+  };
+}
+
+/** Pushes assets as a csctl release artifact; returns the manifest digest. */
+async function pushRelease(
+  host: string,
+  repo: string,
+  tag: string,
+  assets: Record<string, string | Buffer>,
+  authorization?: string,
+  artifactType: string = CSCTL_ARTIFACT_TYPE,
+): Promise<string> {
+  const h: Record<string, string> = authorization !== undefined ? { authorization } : {};
+  const pushBlob = async (bytes: Buffer): Promise<string> => {
+    const digest = sha256Digest(bytes);
+    const start = await fetch(`http://${host}/v2/${repo}/blobs/uploads/`, { method: 'POST', headers: h });
+    assert.equal(start.status, 202, `upload start: ${start.status}`);
+    const location = new URL(start.headers.get('location') ?? '', `http://${host}`);
+    location.searchParams.set('digest', digest);
+    const put = await fetch(location, {
+      method: 'PUT',
+      headers: { ...h, 'content-type': 'application/octet-stream' },
+      body: bytes,
+    });
+    assert.equal(put.status, 201, `blob put: ${put.status} ${await put.text()}`);
+    return digest;
+  };
+  const empty = Buffer.from('{}');
+  const config = { mediaType: 'application/vnd.oci.empty.v1+json', digest: await pushBlob(empty), size: 2 };
+  const layers = [];
+  for (const [title, content] of Object.entries(assets)) {
+    const bytes = Buffer.from(content);
+    layers.push({
+      mediaType: title.endsWith('.tgz')
+        ? 'application/vnd.scs.cluster-class.v1.tar+gzip'
+        : 'application/vnd.scs.metadata.layer.v1+yaml',
+      digest: await pushBlob(bytes),
+      size: bytes.length,
+      annotations: { 'org.opencontainers.image.title': title },
+    });
+  }
+  const manifest = Buffer.from(
+    JSON.stringify({ schemaVersion: 2, mediaType: OCI_MANIFEST, artifactType, config, layers }),
+  );
+  const res = await fetch(`http://${host}/v2/${repo}/manifests/${tag}`, {
+    method: 'PUT',
+    headers: { ...h, 'content-type': OCI_MANIFEST },
+    body: manifest,
+  });
+  assert.equal(res.status, 201, `manifest put: ${res.status} ${await res.text()}`);
+  assert.equal(res.headers.get('docker-content-digest'), sha256Digest(manifest));
+  return sha256Digest(manifest);
+}
+
+/** The assets as a tree, file for file (the real mapping is task "assets"' releaseTreeFromCsctlAssets). */
+const identity = (assets: ReleaseAssets): ReleaseTree => releaseTreeFromBytes(assets);
+
+function bytesOf(tree: ReleaseTree, name: string): Buffer {
+  const text = tree.get(name);
+  return text !== undefined ? Buffer.from(text) : Buffer.from(binaryFilesOf(tree).get(name) ?? []);
+}
+
+const TGZ = Buffer.from(Array.from({ length: 3000 }, (_, i) => (i * 7) % 256));
+const ASSETS = {
+  'metadata.yaml': 'versions:\n  clusterStack: v1\n',
+  'docker-ferrol-1-30-cluster-class-v1.tgz': TGZ,
+};
+
+after(() => rmSync(work, { recursive: true, force: true }));
+
+describe('OCI source, anonymous registry', () => {
+  let registry: Registry;
+  let proxy: Server;
+  let proxyHost = '';
+  let flipDigest = '';
+  let limited = false;
+  const repo = 'kaas/cluster-stacks';
+  const url = () => `oci://${registry.host}/${repo}`;
+
+  before(async () => {
+    registry = await startRegistry('anon', '');
+    // A proxy that flips one byte of one blob, or answers 429 while `limited`.
+    proxy = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+      if (limited) {
+        res.writeHead(429, { 'retry-after': '30', 'content-type': 'application/json' });
+        res.end('{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}');
+        return;
+      }
+      const up = await fetch(`http://${registry.host}${req.url}`, {
+        method: req.method ?? 'GET',
+        headers: { accept: String(req.headers.accept ?? '*/*') },
+        redirect: 'manual',
+      });
+      const body = Buffer.from(await up.arrayBuffer());
+      if (flipDigest !== '' && req.url?.endsWith(`/blobs/${flipDigest}`) && body.length > 0)
+        body[body.length - 1] = (body[body.length - 1] ?? 0) ^ 0x01;
+      const headers: Record<string, string> = {};
+      for (const [k, v] of up.headers) if (k !== 'content-length' && k !== 'content-encoding') headers[k] = v;
+      res.writeHead(up.status, headers);
+      res.end(req.method === 'HEAD' ? undefined : body);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+    proxyHost = `127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  });
+  after(async () => {
+    proxy.close();
+    await registry.stop();
+  });
+
+  it('lists every tag across pages (more tags than the page size) and resolves release tags to digests', async () => {
+    const digests = new Map<string, string>();
+    for (let v = 1; v <= 7; v++) {
+      const tag = `docker-ferrol-1-30-v${v}`;
+      digests.set(tag, await pushRelease(registry.host, repo, tag, { 'metadata.yaml': `v: ${v}\n` }));
+    }
+    await pushRelease(registry.host, repo, 'latest', { 'metadata.yaml': 'x' });
+    const client = new OciClient({ limits: { pageSize: 3 } });
+    const tags = await client.listTags(url(), undefined, { insecure: true });
+    assert.deepEqual(
+      tags.map((t) => t.tag),
+      [...digests.keys(), 'latest'].sort(),
+    );
+    for (const t of tags) assert.equal(t.commit, digests.get(t.tag) ?? '', t.tag);
+    // 3 pages of tags/list + one HEAD per release tag.
+    assert.equal(client.requests, 3 + 7);
+  });
+
+  it('refuses plain http unless the source says insecure', async () => {
+    const err = await new OciClient({ limits: { requestTimeoutMs: 5000 } })
+      .listTagNames(url(), undefined)
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError, String(err));
+    assert.notEqual(err.reason, 'InvalidRelease');
+  });
+
+  it('reads the artifact by digest: every asset back byte for byte, then from the cache', async () => {
+    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v20', ASSETS);
+    const client = new OciClient();
+    const cache = join(work, 'cache-read');
+    const o = { client, assetsToTree: identity, insecure: true };
+    const tree = await fetchOciReleaseTree(url(), 'docker-ferrol-1-30-v20', digest, cache, undefined, o);
+    assert.deepEqual([...tree.keys()].sort(), ['metadata.yaml']);
+    assert.ok(bytesOf(tree, 'docker-ferrol-1-30-cluster-class-v1.tgz').equals(TGZ));
+    assert.equal(tree.get('metadata.yaml'), ASSETS['metadata.yaml']);
+    const before = client.requests;
+    const again = await fetchOciReleaseTree(url(), 'docker-ferrol-1-30-v20', digest, cache, undefined, o);
+    assert.equal(client.requests, before, 'the second read is from the cache');
+    assert.ok(bytesOf(again, 'docker-ferrol-1-30-cluster-class-v1.tgz').equals(TGZ));
+  });
+
+  it('a moved tag lists its new digest, and the validated digest still reads the old content', async () => {
+    const tag = 'docker-ferrol-1-30-v30';
+    const first = await pushRelease(registry.host, repo, tag, { 'metadata.yaml': 'first\n' });
+    const pollers = new SourcePollers({
+      lister: (u) => new OciClient().listTags(u, undefined, { insecure: true }),
+      onChange: () => undefined,
+    });
+    const ref = { url: url(), namespace: 'ns' };
+    pollers.subscribe('ns/cs', { ...ref, intervalMs: 3_600_000 });
+    await pollers.idle();
+    assert.equal(pollers.commitOf(ref, tag), first);
+    const second = await pushRelease(registry.host, repo, tag, { 'metadata.yaml': 'second\n' });
+    assert.notEqual(second, first);
+    await pollers.refresh('ns/cs');
+    assert.equal(pollers.commitOf(ref, tag), second, 'the listing reports where the tag points now');
+    pollers.stop();
+    const o = { client: new OciClient(), assetsToTree: identity, insecure: true };
+    const tree = await fetchOciReleaseTree(url(), tag, first, join(work, 'cache-moved'), undefined, o);
+    assert.equal(tree.get('metadata.yaml'), 'first\n');
+  });
+
+  it('a flipped byte in a blob is InvalidRelease naming the asset and its digest', async () => {
+    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v40', ASSETS);
+    flipDigest = sha256Digest(TGZ);
+    try {
+      const o = { client: new OciClient(), assetsToTree: identity, insecure: true };
+      const err = await fetchOciReleaseTree(
+        `oci://${proxyHost}/${repo}`,
+        'docker-ferrol-1-30-v40',
+        digest,
+        join(work, 'cache-flip'),
+        undefined,
+        o,
+      ).catch((e: unknown) => e);
+      assert.ok(err instanceof SourceError, String(err));
+      assert.equal(err.reason, 'InvalidRelease');
+      assert.match(
+        err.message,
+        new RegExp(`layer docker-ferrol-1-30-cluster-class-v1\\.tgz \\(${flipDigest}\\): content has digest`),
+      );
+    } finally {
+      flipDigest = '';
+    }
+  });
+
+  it('an artifact that is not a csctl release is InvalidRelease naming its artifact type', async () => {
+    const digest = await pushRelease(
+      registry.host,
+      repo,
+      'docker-ferrol-1-30-v50',
+      { 'metadata.yaml': 'x' },
+      undefined,
+      'application/vnd.example.other.v1',
+    );
+    const o = { client: new OciClient(), assetsToTree: identity, insecure: true };
+    const err = await fetchOciReleaseTree(
+      url(),
+      'docker-ferrol-1-30-v50',
+      digest,
+      join(work, 'c-type'),
+      undefined,
+      o,
+    ).catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError);
+    assert.equal(err.reason, 'InvalidRelease');
+    assert.match(
+      err.message,
+      /artifact type "application\/vnd\.example\.other\.v1", not application\/vnd\.scs\.cluster-stacks\.v1/,
+    );
+  });
+
+  it('a release over the byte limit is InvalidRelease before any blob is read', async () => {
+    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v60', ASSETS);
+    const client = new OciClient({ limits: { maxReleaseBytes: 1000 } });
+    const err = await client
+      .fetchAssets(url(), digest, undefined, { insecure: true })
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError);
+    assert.equal(err.reason, 'InvalidRelease');
+    assert.match(err.message, /more than the limit of 1000 bytes/);
+    assert.equal(client.requests, 1, 'only the manifest was read');
+  });
+
+  it('429 with Retry-After is RateLimited with retryAt, and the poller keeps the last good tags', async () => {
+    const client = new OciClient();
+    const pollers = new SourcePollers({
+      lister: (u) => client.listTags(u, undefined, { insecure: true }),
+      onChange: () => undefined,
+    });
+    const ref = { url: `oci://${proxyHost}/${repo}`, namespace: 'ns' };
+    pollers.subscribe('ns/limited', { ...ref, intervalMs: 3_600_000 });
+    await pollers.idle();
+    const good = pollers.commitOf(ref, 'docker-ferrol-1-30-v1');
+    assert.match(good ?? '', /^sha256:/);
+    limited = true;
+    try {
+      const t0 = Date.now();
+      const err = await client.listTagNames(ref.url, undefined, { insecure: true }).catch((e: unknown) => e);
+      assert.ok(err instanceof RateLimitedError, String(err));
+      assert.equal(err.reason, 'RateLimited');
+      assert.ok(err.retryAt >= t0 + 30_000 - 1000);
+      const listing = await (async () => {
+        await pollers.refresh('ns/limited');
+        return pollers.listing('ns/limited');
+      })();
+      // The client itself refuses before retryAt: the listing failed, the last good tags stay.
+      assert.equal(listing?.ok, false);
+      assert.equal(pollers.commitOf(ref, 'docker-ferrol-1-30-v1'), good);
+    } finally {
+      limited = false;
+      pollers.stop();
+    }
+  });
+});
+
+describe('OCI source, htpasswd (Basic) registry', () => {
+  let registry: Registry;
+  const repo = 'private/stacks';
+  const basic = `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
+
+  before(async () => {
+    writeFileSync(join(work, 'htpasswd'), HTPASSWD);
+    registry = await startRegistry(
+      'basic',
+      `auth:\n  htpasswd:\n    realm: stackflux-test\n    path: ${join(work, 'htpasswd')}\n`,
+    );
+  });
+  after(() => registry.stop());
+
+  it('answers 401, then lists and reads with the right credentials; wrong ones fail without naming them', async () => {
+    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v1', ASSETS, basic);
+    const url = `oci://${registry.host}/${repo}`;
+    const anonymous = await new OciClient()
+      .listTagNames(url, undefined, { insecure: true })
+      .catch((e: unknown) => e);
+    assert.ok(anonymous instanceof SourceError);
+    assert.equal(anonymous.reason, 'AuthenticationFailed');
+
+    const client = new OciClient();
+    const creds = { username: USER, password: PASSWORD };
+    const tags = await client.listTags(url, creds, { insecure: true });
+    assert.deepEqual(tags, [{ tag: 'docker-ferrol-1-30-v1', commit: digest }]);
+    const assets = await client.fetchAssets(url, digest, creds, { insecure: true });
+    assert.ok(Buffer.from(assets.get('docker-ferrol-1-30-cluster-class-v1.tgz') ?? []).equals(TGZ));
+
+    const wrong = await new OciClient()
+      .listTagNames(url, { username: USER, password: 'wrong-password-xyz' }, { insecure: true })
+      .catch((e: unknown) => e);
+    assert.ok(wrong instanceof SourceError);
+    assert.equal(wrong.reason, 'AuthenticationFailed');
+    assert.doesNotMatch(wrong.message, /wrong-password-xyz/);
+  });
+});
+
+describe('OCI source, token (Bearer) registry', () => {
+  let registry: Registry;
+  let tokenServer: Server;
+  const repo = 'tokened/stacks';
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const issued: Array<{ scope: string | null; authorized: boolean }> = [];
+
+  /** A JWT for `scope` as Distribution's token auth verifies it (ES256, kid from the JWKS). */
+  function jwt(scope: string): string {
+    const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    const [, name = '', actions = ''] = /^repository:(.+):([^:]+)$/.exec(scope) ?? [];
+    const now = Math.floor(Date.now() / 1000);
+    const body = `${b64({ alg: 'ES256', typ: 'JWT', kid: 'test' })}.${b64({
+      iss: 'stackflux-test-issuer',
+      sub: USER,
+      aud: 'stackflux-test-registry',
+      exp: now + 300,
+      nbf: now - 10,
+      iat: now,
+      jti: createHash('sha256').update(`${Math.random()}`).digest('hex'),
+      access: name === '' ? [] : [{ type: 'repository', name, actions: actions.split(',') }],
+    })}`;
+    const signature = sign('sha256', Buffer.from(body), { key: privateKey, dsaEncoding: 'ieee-p1363' });
+    return `${body}.${signature.toString('base64url')}`;
+  }
+
+  before(async () => {
+    // The token server grants any scope to the right Basic credentials, nothing to anyone else.
+    tokenServer = createServer((req, res) => {
+      const u = new URL(req.url ?? '/', 'http://x');
+      const authorized =
+        req.headers.authorization === `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
+      issued.push({ scope: u.searchParams.get('scope'), authorized });
+      if (!authorized) {
+        res.writeHead(401);
+        res.end();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ token: jwt(u.searchParams.get('scope') ?? ''), expires_in: 300 }));
+    });
+    await new Promise<void>((r) => tokenServer.listen(0, '127.0.0.1', () => r()));
+    const realm = `http://127.0.0.1:${(tokenServer.address() as AddressInfo).port}/token`;
+    const jwk = { ...publicKey.export({ format: 'jwk' }), kid: 'test', alg: 'ES256', use: 'sig' };
+    writeFileSync(join(work, 'jwks.json'), JSON.stringify({ keys: [jwk] }));
+    registry = await startRegistry(
+      'token',
+      `auth:\n  token:\n    realm: ${realm}\n    service: stackflux-test-registry\n    issuer: stackflux-test-issuer\n    jwks: ${join(work, 'jwks.json')}\n`,
+    );
+  });
+  after(async () => {
+    tokenServer.close();
+    await registry.stop();
+  });
+
+  it('gets a token from the realm for the pull scope, caches it, and reads the release', async () => {
+    const pushToken = jwt(`repository:${repo}:pull,push`);
+    const digest = await pushRelease(
+      registry.host,
+      repo,
+      'docker-ferrol-1-30-v1',
+      ASSETS,
+      `Bearer ${pushToken}`,
+    );
+    const url = `oci://${registry.host}/${repo}`;
+    const client = new OciClient();
+    const creds = { username: USER, password: PASSWORD };
+    issued.length = 0;
+    const tags = await client.listTags(url, creds, { insecure: true });
+    assert.deepEqual(tags, [{ tag: 'docker-ferrol-1-30-v1', commit: digest }]);
+    const assets = await client.fetchAssets(url, digest, creds, { insecure: true });
+    assert.equal(Buffer.from(assets.get('metadata.yaml') ?? []).toString(), ASSETS['metadata.yaml']);
+    assert.deepEqual(issued, [{ scope: `repository:${repo}:pull`, authorized: true }], 'one token, reused');
+
+    const anonymous = await new OciClient()
+      .listTagNames(url, undefined, { insecure: true })
+      .catch((e: unknown) => e);
+    assert.ok(anonymous instanceof SourceError);
+    assert.equal(anonymous.reason, 'AuthenticationFailed');
+  });
+});
