@@ -68,7 +68,8 @@ import type { Informer } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { releaseTreeKey, withReleaseChartDependencies } from '../sources/chartrepo.ts';
-import { fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
+import { type GitCredentials, SourceError } from '../sources/git.ts';
+import { type ReleaseTreeFetcher, releaseTreeFetcher } from '../sources/releasetree.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials, sourceSecretCredentials } from './common.ts';
 import { FleetBatch } from './fleetbatch.ts';
 import { namespaceInformer, namespaceLabelsChanged, namespaceLabelsOf } from './namespaces.ts';
@@ -130,6 +131,8 @@ export interface ClusterAddonControllerOptions {
   /** Builds the fleet writer once the fleet credentials are read. */
   writer: (credentials: GitCredentials | undefined) => FleetWriter;
   cacheDir: string;
+  /** Reads release trees (the release pipeline's, so OCI releases read alike; default: Git only). */
+  fetchTree?: ReleaseTreeFetcher;
   templates: FluxTemplates;
   /** --default-service-account and --allowed-chart-hosts (default: neither). */
   tenancy?: TenancyPolicy;
@@ -396,6 +399,7 @@ export async function setupClusterAddonController(
 
   // ---- release trees (on disk by commit; parsed copies kept in memory, bounded)
   const trees = new Map<string, ReleaseTree>();
+  const fetchTree = opts.fetchTree ?? releaseTreeFetcher();
   const treeOf = async (release: ClusterStackRelease): Promise<ReleaseTree | undefined> => {
     const commit = release.status?.commit;
     if (commit === undefined) return undefined;
@@ -407,14 +411,7 @@ export async function setupClusterAddonController(
       src.secretRef !== undefined
         ? await sourceSecretCredentials(client, release.metadata.namespace ?? '', src.secretRef.name)
         : undefined;
-    const fetched = await fetchReleaseTree(
-      src.url,
-      release.spec.tag,
-      commit,
-      src.path ?? '',
-      opts.cacheDir,
-      creds,
-    );
+    const fetched = await fetchTree(src, release.spec.tag, commit, opts.cacheDir, creds);
     // Chart dependencies the release controller fetched when it validated the release (on disk).
     const tree = await withReleaseChartDependencies(fetched, release.spec.tag, {
       cacheDir: opts.cacheDir,

@@ -43,7 +43,8 @@ export interface ClusterStackDeps {
 }
 
 export function sourceRefOf(cs: ClusterStack): SourceRef {
-  const secret = cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef;
+  const secret =
+    cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef ?? cs.spec.source.oci?.secretRef;
   return {
     url: sourceUrl(cs),
     namespace: cs.metadata.namespace ?? 'default',
@@ -51,6 +52,7 @@ export function sourceRefOf(cs: ClusterStack): SourceRef {
     ...(cs.spec.source.github !== undefined
       ? { github: { owner: cs.spec.source.github.owner, repo: cs.spec.source.github.repo } }
       : {}),
+    ...(cs.spec.source.oci?.insecure === true ? { insecure: true } : {}),
   };
 }
 

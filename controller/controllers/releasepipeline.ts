@@ -24,9 +24,16 @@ import type { Controller } from '../runtime/controller.ts';
 import { type Informer, objectKey } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
-import { fetchReleaseTree, type GitCredentials, listTags } from '../sources/git.ts';
+import type { GitCredentials } from '../sources/git.ts';
 import { GitHubReleases, type GitHubTagLister } from '../sources/github.ts';
+import { OciClient } from '../sources/oci.ts';
 import { SourcePollers, type TagLister } from '../sources/poller.ts';
+import {
+  type ReleaseSources,
+  type ReleaseTreeFetcher,
+  releaseTreeFetcher,
+  sourceTagLister,
+} from '../sources/releasetree.ts';
 import { clusterStackReconciler, NAMESPACE_INDEX } from './clusterstack.ts';
 import { clusterStackReleaseReconciler } from './clusterstackrelease.ts';
 import { ClusterUseView, servedClusterApiVersion } from './clusterview.ts';
@@ -48,8 +55,13 @@ export interface ReleasePipelineOptions {
   defaultPollIntervalMs: number;
   concurrency: number;
   clock?: Clock;
-  /** Injected for tests; default: git ls-remote. */
+  /** Injected for tests; default: git ls-remote (OCI sources: ./releasetree.ts dispatches). */
   lister?: TagLister;
+  /**
+   * The OCI client and the csctl assets → tree function (default: an OciClient, and no
+   * assetsToTree: OCI releases are listed but not read).
+   */
+  sources?: ReleaseSources;
   /** Root of the GitHub REST API (default https://api.github.com). */
   githubApiUrl?: string;
   /** Injected for tests; default: the GitHub Releases API (ETag-cached, rate-limit aware). */
@@ -73,6 +85,8 @@ export interface ReleasePipeline {
   clusterStackController: Controller;
   releaseController: Controller;
   clusterApiVersion: string | undefined;
+  /** Reads release trees of every kind of source (the ClusterAddon controller reads with it too). */
+  fetchTree: ReleaseTreeFetcher;
   /** Which Clusters use which ClusterClass, over every namespace and shard (garbage collection). */
   clusterView: ClusterUseView;
 }
@@ -132,7 +146,9 @@ export async function setupReleasePipeline(
   // A tenant's secretRef: only Secrets labelled for it (stackflux sends them to a URL the tenant picks).
   const credentials = (namespace: string, name: string) =>
     sourceSecretCredentials(manager.client, namespace, name);
-  const lister = opts.lister ?? listTags;
+  const sources: ReleaseSources = opts.sources ?? { oci: new OciClient({ clock }) };
+  const lister = sourceTagLister(sources, opts.lister);
+  const fetchTree = releaseTreeFetcher(sources);
   // The controller is created below; the pollers only notify once it exists.
   let csController: Controller | undefined;
   let relController: Controller | undefined;
@@ -250,7 +266,7 @@ export async function setupReleasePipeline(
       ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
       cacheDir: opts.cacheDir,
       credentials,
-      fetchTree: fetchReleaseTree,
+      fetchTree,
       listTags: lister,
       recorder: manager.events,
       withShardLabel: (o) => manager.withShardLabel(o),
@@ -345,7 +361,7 @@ export async function setupReleasePipeline(
     })
     .catch((err: unknown) => log.error(errorFields(err), 'stopping pollers'));
 
-  return { pollers, clusterStackController, releaseController, clusterApiVersion, clusterView };
+  return { pollers, clusterStackController, releaseController, clusterApiVersion, clusterView, fetchTree };
 }
 
 /**

@@ -197,7 +197,8 @@ async function listSources(
   for (const cs of stacks) {
     const url = sourceUrl(cs);
     const ns = cs.metadata.namespace ?? 'default';
-    const secret = cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef;
+    const secret =
+      cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef ?? cs.spec.source.oci?.secretRef;
     let creds: GitCredentials | undefined;
     let source = byUrl.get(url);
     try {

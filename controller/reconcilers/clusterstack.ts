@@ -162,14 +162,15 @@ const MAX_MALFORMED_IN_STATUS = 20;
 
 /** The URL the releases are fetched from (github sources become their https clone URL). */
 export function sourceUrl(cs: ClusterStack): string {
-  const { git, github } = cs.spec.source;
+  const { git, github, oci } = cs.spec.source;
   if (git !== undefined) return git.url;
+  if (oci !== undefined) return oci.url;
   if (github !== undefined) return `https://github.com/${github.owner}/${github.repo}.git`;
   return '';
 }
 
 function sourceSecretRef(cs: ClusterStack): { name: string } | undefined {
-  return cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef;
+  return cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef ?? cs.spec.source.oci?.secretRef;
 }
 
 /** Whether a ClusterStackRelease belongs to this ClusterStack (controller owner, or spec/label by name). */
@@ -216,6 +217,7 @@ function desiredRelease(cs: ClusterStack, tag: ReleaseTag, providerRef?: Provide
         url: sourceUrl(cs),
         ...(secretRef !== undefined ? { secretRef: { name: secretRef.name } } : {}),
         ...(path !== '' ? { path } : {}),
+        ...(cs.spec.source.oci?.insecure === true ? { insecure: true } : {}),
       },
       ...(providerRef !== undefined ? { providerRef: { ...providerRef } } : {}),
       interval: cs.spec.interval ?? '5m',

@@ -48,8 +48,6 @@ export interface OciRef {
 const REPOSITORY_NAME = /^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(\/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$/;
 const HOST =
   /^([a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])(:[0-9]{1,5})?$/;
-/** The CRD pattern of spec.source.oci.url (RE2 and ECMAScript); parseOciUrl checks the rest. */
-export const OCI_URL_PATTERN = '^oci://[A-Za-z0-9\\[][^@/?#\\s]*/[^@?#\\s]+$';
 const MAX_REPOSITORY_LENGTH = 255;
 
 /** `oci://host[:port]/repo/path`: no credentials, query, fragment or tag; the repository as the spec's grammar. */
@@ -157,10 +155,10 @@ export function parseAuthChallenges(header: string): AuthChallenge[] {
   const re =
     /\s*(?:([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*)(?=\s+[A-Za-z0-9!#$%&'*+.^_`|~-]+\s*=|\s*,|\s*$)|([A-Za-z0-9!#$%&'*+.^_`|~-]+)\s*=\s*("((?:[^"\\]|\\.)*)"|[^\s,]*))\s*,?/gy;
   let current: AuthChallenge | undefined;
-  let m: RegExpExecArray | null;
   re.lastIndex = 0;
-  while (re.lastIndex < header.length && (m = re.exec(header)) !== null) {
-    if (m[0] === '') break;
+  while (re.lastIndex < header.length) {
+    const m = re.exec(header);
+    if (m === null || m[0] === '') break;
     if (m[1] !== undefined) {
       current = { scheme: m[1].toLowerCase(), params: {} };
       out.push(current);

@@ -20,7 +20,12 @@ import { errorFields, type Logger, silentLogger } from '../runtime/logging.ts';
 import { type GitCredentials, type RemoteTag, SourceError } from './git.ts';
 import type { GitHubRepo, GitHubTagLister } from './github.ts';
 
-export type TagLister = (url: string, creds: GitCredentials | undefined) => Promise<RemoteTag[]>;
+/** Lists a source's tags; `o.insecure`: an OCI source over plain http (sources/releasetree.ts dispatches by URL). */
+export type TagLister = (
+  url: string,
+  creds: GitCredentials | undefined,
+  o?: { insecure?: boolean },
+) => Promise<RemoteTag[]>;
 
 /** Resolves the credentials of a source's Secret (namespace/name); throws when it cannot. */
 export type CredentialsResolver = (namespace: string, secretName: string) => Promise<GitCredentials>;
@@ -32,6 +37,8 @@ export interface SourceRef {
   secretName?: string;
   /** Set for a GitHub Releases source (url is then its https clone URL). */
   github?: GitHubRepo;
+  /** An OCI source (oci:// URL) over plain http: a different source from the same URL over https. */
+  insecure?: boolean;
 }
 
 export interface Subscription extends SourceRef {
@@ -65,6 +72,7 @@ export function normalizeRepoUrl(url: string): string {
 
 export function sourceKey(ref: SourceRef): string {
   const key = ref.secretName === undefined ? [ref.url] : [ref.url, ref.namespace, ref.secretName];
+  if (ref.insecure === true) key.push('insecure');
   return JSON.stringify(
     ref.github === undefined ? key : ['github', ref.github.owner, ref.github.repo, ...key],
   );
@@ -143,6 +151,7 @@ export class SourcePollers {
           namespace: sub.namespace,
           ...(sub.secretName !== undefined ? { secretName: sub.secretName } : {}),
           ...(sub.github !== undefined ? { github: { owner: sub.github.owner, repo: sub.github.repo } } : {}),
+          ...(sub.insecure === true ? { insecure: true } : {}),
         },
         subscribers: new Map(),
         listing: undefined,
@@ -235,6 +244,20 @@ export class SourcePollers {
       this.listNow(p);
     }
     return n;
+  }
+
+  /**
+   * Lists every OCI source (oci:// URL) whose repository is one of `repositories` now, on any host
+   * (registry push notification: the host the registry saw need not be the one stackflux uses).
+   * Returns how many sources matched.
+   */
+  triggerOciRepositories(repositories: readonly string[]): number {
+    const wanted = new Set(repositories.map((r) => r.toLowerCase()));
+    const urls = [...this.pollers.values()].flatMap((p) => {
+      const m = /^oci:\/\/[^/]+\/(.+?)\/*$/.exec(p.ref.url);
+      return m?.[1] !== undefined && wanted.has(m[1].toLowerCase()) ? [p.ref.url] : [];
+    });
+    return urls.length === 0 ? 0 : this.trigger(urls);
   }
 
   /**
@@ -377,7 +400,8 @@ export class SourcePollers {
   }
 
   private list(ref: SourceRef, creds: GitCredentials | undefined): Promise<RemoteTag[]> {
-    if (ref.github === undefined) return this.opts.lister(ref.url, creds);
+    if (ref.github === undefined)
+      return this.opts.lister(ref.url, creds, ref.insecure === true ? { insecure: true } : {});
     if (this.opts.githubLister === undefined) {
       return Promise.reject(
         new SourceError('Unsupported', 'this controller was started without GitHub Releases support'),

@@ -27,6 +27,7 @@ import {
   sha256Digest,
 } from '../../../controller/sources/oci.ts';
 import { SourcePollers } from '../../../controller/sources/poller.ts';
+import { serveWebhook, type WebhookServer } from '../../../controller/sources/webhook.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'stackflux-oci-'));
 const USER = 'stacker';
@@ -467,5 +468,51 @@ describe('OCI source, token (Bearer) registry', () => {
       .catch((e: unknown) => e);
     assert.ok(anonymous instanceof SourceError);
     assert.equal(anonymous.reason, 'AuthenticationFailed');
+  });
+});
+
+describe('OCI source, registry push notifications', () => {
+  let registry: Registry;
+  let hook: WebhookServer;
+  const secret = 'stackflux-registry-hook-secret';
+  const repo = 'notified/stacks';
+  const pollers = new SourcePollers({
+    lister: (u) => new OciClient().listTags(u, undefined, { insecure: true }),
+    onChange: () => undefined,
+  });
+
+  before(async () => {
+    hook = await serveWebhook('127.0.0.1:0', {
+      secret,
+      trigger: (urls) => pollers.trigger(urls),
+      triggerOciRepositories: (repos) => pollers.triggerOciRepositories(repos),
+    });
+    registry = await startRegistry(
+      'notify',
+      `notifications:\n  endpoints:\n    - name: stackflux\n      url: ${hook.url}/hooks/push\n      headers:\n        Authorization: [Bearer ${secret}]\n      timeout: 2s\n      threshold: 3\n      backoff: 1s\n`,
+    );
+  });
+  after(async () => {
+    pollers.stop();
+    await registry.stop();
+    await hook.close();
+  });
+
+  it("a push of a tag re-lists the repository's OCI source at once (the poll interval is an hour)", async () => {
+    const ref = { url: `oci://${registry.host}/${repo}`, namespace: 'ns', insecure: true };
+    await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v1', { 'metadata.yaml': 'one\n' });
+    pollers.subscribe('ns/notified', { ...ref, intervalMs: 3_600_000 });
+    await pollers.idle();
+    assert.equal(pollers.listCount(ref), 1);
+    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v2', {
+      'metadata.yaml': 'two\n',
+    });
+    // Waits for the registry's notification (sent asynchronously), not for a time.
+    for (let i = 0; pollers.commitOf(ref, 'docker-ferrol-1-30-v2') === undefined; i++) {
+      if (i > 600) assert.fail('the push notification never re-listed the source');
+      await new Promise((r) => setTimeout(r, 50));
+      await pollers.idle();
+    }
+    assert.equal(pollers.commitOf(ref, 'docker-ferrol-1-30-v2'), digest);
   });
 });
