@@ -35,6 +35,15 @@ export const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 export const OCI_INDEX = 'application/vnd.oci.image.index.v1+json';
 const OCI_EMPTY_CONFIG = 'application/vnd.oci.empty.v1+json';
 const TITLE_ANNOTATION = 'org.opencontainers.image.title';
+/**
+ * Layers not read: a node image (csctl nodeImageMediaType) can be gigabytes and nothing of it is
+ * rendered. Every other layer is read, whatever its media type: csctl gives some assets none (its
+ * getMediaType knows no cluster-addon-values.yaml, so oras writes the default layer type) and CSO
+ * reads every layer.
+ */
+export const SKIPPED_LAYER_TYPES: ReadonlySet<string> = new Set([
+  'application/vnd.scs.node-image.layer.v1.tar+gzip',
+]);
 const MANIFEST_ACCEPT = [OCI_MANIFEST, OCI_INDEX].join(', ');
 
 export interface OciRef {
@@ -475,6 +484,7 @@ export class OciClient {
     let total = 0;
     m.layers.forEach((l: unknown, i: number) => {
       const d = (l ?? {}) as Record<string, unknown>;
+      if (typeof d.mediaType === 'string' && SKIPPED_LAYER_TYPES.has(d.mediaType)) return;
       const annotations = (d.annotations ?? {}) as Record<string, unknown>;
       const title = annotations[TITLE_ANNOTATION];
       if (typeof title !== 'string' || title === '')

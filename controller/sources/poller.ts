@@ -8,7 +8,9 @@
 // readable synchronously. The lister, the credentials lookup and the clock are injected.
 //
 // A GitHub Releases source (ref.github) is listed by the GitHub lister instead of ls-remote; it is
-// a different source from a Git source on the same URL. When a listing fails with an error that
+// a different source from a Git source on the same URL. An OCI source (oci:// URL) is listed by the
+// same lister (sources/releasetree.ts dispatches by URL), its tags' commits being manifest digests;
+// over plain http (insecure) it is a different source from the same URL over https. When a listing fails with an error that
 // carries `retryAt` (epoch ms; a GitHub rate limit), the next listing is not scheduled before it.
 // Consecutive failures back off: the n-th failure in a row waits interval × 2^(n-1) (at most
 // MAX_BACKOFF_DOUBLINGS doublings, and never beyond the larger of the interval and

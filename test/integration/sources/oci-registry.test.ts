@@ -118,9 +118,11 @@ async function pushRelease(
   for (const [title, content] of Object.entries(assets)) {
     const bytes = Buffer.from(content);
     layers.push({
-      mediaType: title.endsWith('.tgz')
-        ? 'application/vnd.scs.cluster-class.v1.tar+gzip'
-        : 'application/vnd.scs.metadata.layer.v1+yaml',
+      mediaType: title.includes('node-image')
+        ? 'application/vnd.scs.node-image.layer.v1.tar+gzip'
+        : title.endsWith('.tgz')
+          ? 'application/vnd.scs.cluster-class.v1.tar+gzip'
+          : 'application/vnd.scs.metadata.layer.v1+yaml',
       digest: await pushBlob(bytes),
       size: bytes.length,
       annotations: { 'org.opencontainers.image.title': title },
@@ -220,14 +222,20 @@ describe('OCI source, anonymous registry', () => {
     assert.notEqual(err.reason, 'InvalidRelease');
   });
 
-  it('reads the artifact by digest: every asset back byte for byte, then from the cache', async () => {
-    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v20', ASSETS);
+  it('reads the artifact by digest: every asset back byte for byte (no node image), then from the cache', async () => {
+    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v20', {
+      ...ASSETS,
+      'docker-ferrol-1-30-node-image-v1.tgz': Buffer.alloc(5000, 1),
+    });
     const client = new OciClient();
     const cache = join(work, 'cache-read');
     const o = { client, assetsToTree: identity, insecure: true };
     const tree = await fetchOciReleaseTree(url(), 'docker-ferrol-1-30-v20', digest, cache, undefined, o);
     assert.deepEqual([...tree.keys()].sort(), ['metadata.yaml']);
+    assert.deepEqual([...binaryFilesOf(tree).keys()], ['docker-ferrol-1-30-cluster-class-v1.tgz']);
     assert.ok(bytesOf(tree, 'docker-ferrol-1-30-cluster-class-v1.tgz').equals(TGZ));
+    // The manifest and the two assets: the node image layer is never fetched.
+    assert.equal(client.requests, 3);
     assert.equal(tree.get('metadata.yaml'), ASSETS['metadata.yaml']);
     const before = client.requests;
     const again = await fetchOciReleaseTree(url(), 'docker-ferrol-1-30-v20', digest, cache, undefined, o);
