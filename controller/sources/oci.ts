@@ -390,7 +390,9 @@ export class OciClient {
   /**
    * Tags as the poller wants them: every tag, and for each that is a release tag its manifest
    * digest as `commit` (one HEAD per release tag per listing, so a moved tag shows at the next
-   * listing). Other tags keep an empty commit: they never become releases.
+   * listing). Other tags keep an empty commit: they never become releases. A tag whose manifest
+   * is not found (404) is left out: the listing raced a push (Distribution lists a tag before its
+   * link is written) or a delete, and the next listing has it settled.
    */
   async listTags(
     url: string,
@@ -404,11 +406,20 @@ export class OciClient {
     const worker = async (): Promise<void> => {
       while (at < wanted.length) {
         const t = wanted[at++];
-        if (t !== undefined) t.commit = await this.resolveTag(url, t.tag, creds, o);
+        if (t === undefined) continue;
+        try {
+          t.commit = await this.resolveTag(url, t.tag, creds, o);
+        } catch (err) {
+          // A HEAD answer has no body to tell an unknown manifest from an unknown repository, but
+          // the repository was just listed.
+          if (!(err instanceof SourceError && /NotFound$/.test(err.reason))) throw err;
+          unsettled.add(t.tag);
+        }
       }
     };
+    const unsettled = new Set<string>();
     await Promise.all(Array.from({ length: Math.max(1, this.limits.resolveConcurrency) }, worker));
-    return out;
+    return out.filter((t) => !unsettled.has(t.tag));
   }
 
   /**

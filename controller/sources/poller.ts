@@ -99,6 +99,10 @@ interface Poller {
   retryAt: number | undefined;
   /** Listings that failed in a row (back-off). */
   failures: number;
+  /** Tags a registry said were pushed that no listing has shown yet. */
+  awaiting: Set<string>;
+  /** Listings since the last push notification that did not show every awaited tag. */
+  awaitListings: number;
   running: Promise<void> | undefined;
   again: boolean;
   lists: number;
@@ -106,6 +110,10 @@ interface Poller {
 }
 
 const MAX_BACKOFF_DOUBLINGS = 5;
+/** First wait before listing again for a pushed tag the listing did not show yet (doubles). */
+const AWAIT_BASE_MS = 250;
+const MAX_AWAIT_LISTINGS = 6;
+const MAX_AWAITED_TAGS = 1000;
 const MAX_BACKOFF_MS = 10 * 60_000;
 
 /** The wait before the next listing: the interval, doubled per consecutive failure beyond the first. */
@@ -163,6 +171,8 @@ export class SourcePollers {
         lastListAt: undefined,
         retryAt: undefined,
         failures: 0,
+        awaiting: new Set(),
+        awaitListings: 0,
         running: undefined,
         again: false,
         lists: 0,
@@ -249,17 +259,26 @@ export class SourcePollers {
   }
 
   /**
-   * Lists every OCI source (oci:// URL) whose repository is one of `repositories` now, on any host
-   * (registry push notification: the host the registry saw need not be the one stackflux uses).
-   * Returns how many sources matched.
+   * Lists every OCI source (oci:// URL) whose repository was pushed to now, on any host (a registry
+   * push notification: the host the registry saw need not be the one stackflux uses). Distribution
+   * sends the manifest push event before it links the tag, so a listing may not show the pushed tag
+   * yet: the source is listed again after AWAIT_BASE_MS, doubling, until it does (at most
+   * MAX_AWAIT_LISTINGS listings). Returns how many sources matched.
    */
-  triggerOciRepositories(repositories: readonly string[]): number {
-    const wanted = new Set(repositories.map((r) => r.toLowerCase()));
-    const urls = [...this.pollers.values()].flatMap((p) => {
-      const m = /^oci:\/\/[^/]+\/(.+?)\/*$/.exec(p.ref.url);
-      return m?.[1] !== undefined && wanted.has(m[1].toLowerCase()) ? [p.ref.url] : [];
-    });
-    return urls.length === 0 ? 0 : this.trigger(urls);
+  triggerOciRepositories(pushes: ReadonlyArray<{ repository: string; tag?: string }>): number {
+    let n = 0;
+    for (const p of this.pollers.values()) {
+      const repository = /^oci:\/\/[^/]+\/(.+?)\/*$/.exec(p.ref.url)?.[1]?.toLowerCase();
+      const pushed = pushes.filter((x) => x.repository.toLowerCase() === repository);
+      if (pushed.length === 0) continue;
+      n += 1;
+      for (const x of pushed)
+        if (x.tag !== undefined && p.awaiting.size < MAX_AWAITED_TAGS) p.awaiting.add(x.tag);
+      p.awaitListings = 0;
+      if (p.retryAt !== undefined && p.retryAt > this.clock.now()) continue;
+      this.listNow(p);
+    }
+    return n;
   }
 
   /**
@@ -311,7 +330,9 @@ export class SourcePollers {
     if (p.stopped || this.stopped) return;
     const interval = this.intervalOf(p);
     if (!Number.isFinite(interval)) return;
-    const wait = pollDelay(interval, p.failures);
+    let wait = pollDelay(interval, p.failures);
+    if (p.awaiting.size > 0 && p.awaitListings > 0)
+      wait = Math.min(wait, AWAIT_BASE_MS * 2 ** (p.awaitListings - 1));
     const due = Math.max(this.clock.now(), (p.lastListAt ?? this.clock.now()) + wait, p.retryAt ?? 0);
     if (p.timer !== undefined) this.clock.clearTimeout(p.timer);
     p.timer = this.clock.setTimeout(() => {
@@ -358,6 +379,11 @@ export class SourcePollers {
       const listedAt = new Date(this.clock.now()).toISOString();
       changed = p.listing?.ok !== true || !sameTags(p.tags, tags);
       p.tags = tags;
+      if (p.awaiting.size > 0) {
+        for (const t of tags) p.awaiting.delete(t.tag);
+        p.awaitListings += 1;
+        if (p.awaitListings >= MAX_AWAIT_LISTINGS) p.awaiting.clear();
+      }
       p.lastOkAt = listedAt;
       const timed = tags.filter((t) => t.time !== undefined);
       next = {

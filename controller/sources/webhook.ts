@@ -88,7 +88,7 @@ export interface WebhookOptions {
   /** Re-lists the sources with these URLs now; returns how many matched. */
   trigger: (urls: string[]) => number;
   /** Re-lists the OCI sources of these repositories now (registry notifications); returns how many matched. */
-  triggerOciRepositories?: (repositories: string[]) => number;
+  triggerOciRepositories?: (pushes: RegistryPush[]) => number;
   logger?: Logger;
   /** Replay protection for signed requests (serveWebhook creates one when not given). */
   replayGuard?: ReplayGuard;
@@ -146,23 +146,33 @@ const MANIFEST_TYPES = new Set([
 ]);
 const MAX_NOTIFIED_EVENTS = 1000;
 
+export interface RegistryPush {
+  repository: string;
+  /** The tag pushed, when the manifest was pushed by tag. */
+  tag?: string;
+}
+
 /**
- * The repositories of the manifest pushes of a Distribution notification envelope
+ * The manifest pushes of a Distribution notification envelope
  * (`{"events":[{"action":"push","target":{"repository","mediaType","tag",…}}]}`); undefined when
  * the payload is no envelope. Pulls, deletes and blob pushes trigger nothing.
  */
-export function registryPushes(payload: unknown): string[] | undefined {
+export function registryPushes(payload: unknown): RegistryPush[] | undefined {
   const events = (payload as { events?: unknown } | null)?.events;
   if (!Array.isArray(events)) return undefined;
-  const repositories = new Set<string>();
+  const pushes = new Map<string, RegistryPush>();
   for (const e of events.slice(0, MAX_NOTIFIED_EVENTS)) {
     const event = (e ?? {}) as { action?: unknown; target?: Record<string, unknown> };
     const target = event.target ?? {};
     if (event.action !== 'push' || typeof target.repository !== 'string') continue;
     if (typeof target.mediaType === 'string' && !MANIFEST_TYPES.has(target.mediaType)) continue;
-    repositories.add(target.repository);
+    const tag = typeof target.tag === 'string' && target.tag !== '' ? target.tag : undefined;
+    pushes.set(JSON.stringify([target.repository, tag]), {
+      repository: target.repository,
+      ...(tag !== undefined ? { tag } : {}),
+    });
   }
-  return [...repositories].sort();
+  return [...pushes.values()];
 }
 
 /** Handles one request (pure apart from calling trigger). */

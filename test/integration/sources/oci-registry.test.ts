@@ -27,6 +27,7 @@ import {
   sha256Digest,
 } from '../../../controller/sources/oci.ts';
 import { SourcePollers } from '../../../controller/sources/poller.ts';
+import { releaseTreeFetcher, sourceTagLister } from '../../../controller/sources/releasetree.ts';
 import { serveWebhook, type WebhookServer } from '../../../controller/sources/webhook.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'stackflux-oci-'));
@@ -214,6 +215,15 @@ describe('OCI source, anonymous registry', () => {
     assert.equal(client.requests, 3 + 7);
   });
 
+  it('a registry that is down is SourceUnreachable', async () => {
+    const err = await new OciClient()
+      .listTagNames(`oci://127.0.0.1:${await freePort()}/${repo}`, undefined, { insecure: true })
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError, String(err));
+    assert.equal(err.reason, 'SourceUnreachable');
+    assert.match(err.message, /ECONNREFUSED/);
+  });
+
   it('refuses plain http unless the source says insecure', async () => {
     const err = await new OciClient({ limits: { requestTimeoutMs: 5000 } })
       .listTagNames(url(), undefined)
@@ -360,6 +370,10 @@ describe('OCI source, anonymous registry', () => {
 
 describe('OCI source, htpasswd (Basic) registry', () => {
   let registry: Registry;
+  let front: Server;
+  let storage: Server;
+  /** Authorization headers the "storage" host (another origin) received. */
+  const storageSaw: Array<string | undefined> = [];
   const repo = 'private/stacks';
   const basic = `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
 
@@ -369,8 +383,56 @@ describe('OCI source, htpasswd (Basic) registry', () => {
       'basic',
       `auth:\n  htpasswd:\n    realm: stackflux-test\n    path: ${join(work, 'htpasswd')}\n`,
     );
+    // "storage": another origin serving blobs (as S3 behind a registry does); it fetches them from
+    // the registry with its own credentials and records what the client sent.
+    storage = createServer(async (req, res) => {
+      storageSaw.push(req.headers.authorization);
+      const up = await fetch(`http://${registry.host}${req.url}`, { headers: { authorization: basic } });
+      res.writeHead(up.status);
+      res.end(Buffer.from(await up.arrayBuffer()));
+    });
+    await new Promise<void>((r) => storage.listen(0, '127.0.0.1', () => r()));
+    const storageOrigin = `http://127.0.0.1:${(storage.address() as AddressInfo).port}`;
+    // "front": the registry, except that blob GETs are redirected to the storage host.
+    front = createServer(async (req, res) => {
+      if (
+        req.method === 'GET' &&
+        /\/blobs\/sha256:/.test(req.url ?? '') &&
+        req.headers.authorization !== undefined
+      ) {
+        res.writeHead(307, { location: `${storageOrigin}${req.url}` });
+        res.end();
+        return;
+      }
+      const headers: Record<string, string> = { accept: String(req.headers.accept ?? '*/*') };
+      if (req.headers.authorization !== undefined) headers.authorization = req.headers.authorization;
+      const up = await fetch(`http://${registry.host}${req.url}`, { method: req.method ?? 'GET', headers });
+      const out: Record<string, string> = {};
+      for (const [k, v] of up.headers) if (k !== 'content-length' && k !== 'content-encoding') out[k] = v;
+      res.writeHead(up.status, out);
+      res.end(req.method === 'HEAD' ? undefined : Buffer.from(await up.arrayBuffer()));
+    });
+    await new Promise<void>((r) => front.listen(0, '127.0.0.1', () => r()));
   });
-  after(() => registry.stop());
+  after(async () => {
+    front.close();
+    storage.close();
+    await registry.stop();
+  });
+
+  it('follows a blob redirect to another host without the Authorization header', async () => {
+    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v9', ASSETS, basic);
+    const frontHost = `127.0.0.1:${(front.address() as AddressInfo).port}`;
+    const assets = await new OciClient().fetchAssets(
+      `oci://${frontHost}/${repo}`,
+      digest,
+      { username: USER, password: PASSWORD },
+      { insecure: true },
+    );
+    assert.ok(Buffer.from(assets.get('docker-ferrol-1-30-cluster-class-v1.tgz') ?? []).equals(TGZ));
+    assert.equal(storageSaw.length, 2, 'both blobs came from the storage host');
+    assert.deepEqual(storageSaw, [undefined, undefined]);
+  });
 
   it('answers 401, then lists and reads with the right credentials; wrong ones fail without naming them', async () => {
     const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v1', ASSETS, basic);
@@ -384,7 +446,10 @@ describe('OCI source, htpasswd (Basic) registry', () => {
     const client = new OciClient();
     const creds = { username: USER, password: PASSWORD };
     const tags = await client.listTags(url, creds, { insecure: true });
-    assert.deepEqual(tags, [{ tag: 'docker-ferrol-1-30-v1', commit: digest }]);
+    assert.deepEqual(
+      tags.find((t) => t.tag === 'docker-ferrol-1-30-v1'),
+      { tag: 'docker-ferrol-1-30-v1', commit: digest },
+    );
     const assets = await client.fetchAssets(url, digest, creds, { insecure: true });
     assert.ok(Buffer.from(assets.get('docker-ferrol-1-30-cluster-class-v1.tgz') ?? []).equals(TGZ));
 
@@ -403,6 +468,7 @@ describe('OCI source, token (Bearer) registry', () => {
   const repo = 'tokened/stacks';
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const issued: Array<{ scope: string | null; authorized: boolean }> = [];
+  const IDENTITY_TOKEN = 'identity-token-from-docker-login';
 
   /** A JWT for `scope` as Distribution's token auth verifies it (ES256, kid from the JWKS). */
   function jwt(scope: string): string {
@@ -425,18 +491,34 @@ describe('OCI source, token (Bearer) registry', () => {
 
   before(async () => {
     // The token server grants any scope to the right Basic credentials, nothing to anyone else.
-    tokenServer = createServer((req, res) => {
+    // An identity token is exchanged by POST (OAuth2 refresh-token grant), as Docker's auth does.
+    tokenServer = createServer(async (req, res) => {
       const u = new URL(req.url ?? '/', 'http://x');
-      const authorized =
+      let scope = u.searchParams.get('scope');
+      let authorized =
         req.headers.authorization === `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
-      issued.push({ scope: u.searchParams.get('scope'), authorized });
+      if (req.method === 'POST') {
+        const chunks: Buffer[] = [];
+        for await (const c of req) chunks.push(c as Buffer);
+        const form = new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+        scope = form.get('scope');
+        authorized =
+          form.get('grant_type') === 'refresh_token' && form.get('refresh_token') === IDENTITY_TOKEN;
+      }
+      issued.push({ scope, authorized });
       if (!authorized) {
         res.writeHead(401);
         res.end();
         return;
       }
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ token: jwt(u.searchParams.get('scope') ?? ''), expires_in: 300 }));
+      res.end(
+        JSON.stringify(
+          req.method === 'POST'
+            ? { access_token: jwt(scope ?? ''), expires_in: 300 }
+            : { token: jwt(scope ?? ''), expires_in: 300 },
+        ),
+      );
     });
     await new Promise<void>((r) => tokenServer.listen(0, '127.0.0.1', () => r()));
     const realm = `http://127.0.0.1:${(tokenServer.address() as AddressInfo).port}/token`;
@@ -476,6 +558,30 @@ describe('OCI source, token (Bearer) registry', () => {
       .catch((e: unknown) => e);
     assert.ok(anonymous instanceof SourceError);
     assert.equal(anonymous.reason, 'AuthenticationFailed');
+  });
+
+  it('exchanges the identity token of a dockerconfigjson Secret at the realm', async () => {
+    const url = `oci://${registry.host}/${repo}`;
+    const dockerConfigJson = JSON.stringify({
+      auths: { [registry.host]: { identitytoken: IDENTITY_TOKEN } },
+    });
+    issued.length = 0;
+    const fetchTree = releaseTreeFetcher({ oci: new OciClient(), assetsToTree: identity });
+    const lister = sourceTagLister({ oci: new OciClient() });
+    const [tag] = await lister(url, { dockerConfigJson }, { insecure: true });
+    assert.equal(tag?.tag, 'docker-ferrol-1-30-v1');
+    const tree = await fetchTree(
+      { url, insecure: true },
+      tag?.tag ?? '',
+      tag?.commit ?? '',
+      join(work, 'cache-identity'),
+      { dockerConfigJson },
+    );
+    assert.equal(tree.get('metadata.yaml'), ASSETS['metadata.yaml']);
+    assert.deepEqual(
+      issued.map((i) => i.authorized),
+      [true, true],
+    );
   });
 });
 

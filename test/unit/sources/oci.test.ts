@@ -236,3 +236,54 @@ describe('OciClient rate limiting', () => {
     assert.match(err.message, /realm http:\/\/auth\.example is not https/);
   });
 });
+
+describe('OciClient listing', () => {
+  it('leaves out a release tag whose manifest is not found yet (a push in progress), keeps the rest', async () => {
+    const digest = `sha256:${'e'.repeat(64)}`;
+    const fetch = (async (input: string | URL | Request) => {
+      const url = String(input);
+      if (url.includes('/tags/list'))
+        return new Response(
+          JSON.stringify({ name: 'a', tags: ['docker-ferrol-1-30-v1', 'docker-ferrol-1-30-v2', 'latest'] }),
+        );
+      if (url.endsWith('/manifests/docker-ferrol-1-30-v1'))
+        return new Response(null, { status: 200, headers: { 'docker-content-digest': digest } });
+      return new Response(null, { status: 404 });
+    }) as typeof globalThis.fetch;
+    const tags = await new OciClient({ fetch }).listTags('oci://r.example/a', undefined);
+    assert.deepEqual(tags, [
+      { tag: 'docker-ferrol-1-30-v1', commit: digest },
+      { tag: 'latest', commit: '' },
+    ]);
+  });
+
+  it('fails the whole listing when a tag page fails (no partial listing)', async () => {
+    let page = 0;
+    const fetch = (async () => {
+      page += 1;
+      if (page === 1)
+        return new Response(JSON.stringify({ tags: ['x'] }), {
+          headers: { link: '</v2/a/tags/list?last=x&n=100>; rel="next"' },
+        });
+      return new Response('{"errors":[{"code":"UNKNOWN"}]}', { status: 500 });
+    }) as typeof globalThis.fetch;
+    const err = await new OciClient({ fetch })
+      .listTags('oci://r.example/a', undefined)
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError);
+    assert.equal(err.reason, 'SourceUnreachable');
+    assert.match(err.message, /HTTP 500 UNKNOWN/);
+  });
+
+  it('does not follow a Link to another origin', async () => {
+    const fetch = (async () =>
+      new Response(JSON.stringify({ tags: ['x'] }), {
+        headers: { link: '<https://evil.example/v2/a/tags/list?last=x>; rel="next"' },
+      })) as typeof globalThis.fetch;
+    const err = await new OciClient({ fetch })
+      .listTagNames('oci://r.example/a', undefined)
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError);
+    assert.match(err.message, /pagination left https:\/\/r\.example/);
+  });
+});

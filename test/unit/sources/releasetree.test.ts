@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { FakeClock } from '../../../controller/runtime/clock.ts';
 import { SourceError } from '../../../controller/sources/git.ts';
 import { OciClient } from '../../../controller/sources/oci.ts';
 import { SourcePollers, sourceKey } from '../../../controller/sources/poller.ts';
@@ -113,10 +114,65 @@ describe('SourcePollers with OCI sources', () => {
     });
     await pollers.idle();
     listed.length = 0;
-    assert.equal(pollers.triggerOciRepositories(['kaas/stacks']), 1);
+    assert.equal(pollers.triggerOciRepositories([{ repository: 'kaas/stacks' }]), 1);
     await pollers.idle();
     assert.deepEqual(listed, ['oci://r.example:5000/kaas/stacks (insecure)']);
-    assert.equal(pollers.triggerOciRepositories(['nothing/here']), 0);
+    assert.equal(pollers.triggerOciRepositories([{ repository: 'nothing/here' }]), 0);
+    pollers.stop();
+  });
+
+  it('lists again until the pushed tag shows (Distribution notifies before it links the tag), then stops', async () => {
+    const clock = new FakeClock(Date.parse('2026-01-01T00:00:00Z'));
+    let visible = false;
+    let lists = 0;
+    const pollers = new SourcePollers({
+      clock,
+      lister: async () => {
+        lists += 1;
+        return visible ? [{ tag: 'docker-ferrol-1-30-v2', commit: `sha256:${'d'.repeat(64)}` }] : [];
+      },
+      onChange: () => undefined,
+    });
+    const ref = { url: 'oci://r.example/kaas/stacks', namespace: 'ns' };
+    pollers.subscribe('ns/a', { ...ref, intervalMs: 3_600_000 });
+    await pollers.idle();
+    lists = 0;
+    pollers.triggerOciRepositories([{ repository: 'kaas/stacks', tag: 'docker-ferrol-1-30-v2' }]);
+    await pollers.idle();
+    assert.equal(lists, 1);
+    // The tag is linked now; the next listing comes without another notification, long before the interval.
+    visible = true;
+    clock.advance(250);
+    await pollers.idle();
+    assert.equal(lists, 2);
+    assert.equal(pollers.commitOf(ref, 'docker-ferrol-1-30-v2'), `sha256:${'d'.repeat(64)}`);
+    clock.advance(60_000);
+    await pollers.idle();
+    assert.equal(lists, 2, 'no further listing once the tag showed');
+    pollers.stop();
+  });
+
+  it('gives up on a pushed tag that never shows after a bounded number of listings', async () => {
+    const clock = new FakeClock(Date.parse('2026-01-01T00:00:00Z'));
+    let lists = 0;
+    const pollers = new SourcePollers({
+      clock,
+      lister: async () => {
+        lists += 1;
+        return [];
+      },
+      onChange: () => undefined,
+    });
+    pollers.subscribe('ns/a', { url: 'oci://r.example/kaas/stacks', namespace: 'ns', intervalMs: 3_600_000 });
+    await pollers.idle();
+    lists = 0;
+    pollers.triggerOciRepositories([{ repository: 'kaas/stacks', tag: 'never' }]);
+    for (let i = 0; i < 20; i++) {
+      await pollers.idle();
+      clock.advance(10_000);
+    }
+    await pollers.idle();
+    assert.equal(lists, 6);
     pollers.stop();
   });
 });

@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import {
   handleWebhook,
   MAX_BODY,
+  type RegistryPush,
   ReplayGuard,
   screenWebhook,
   serveWebhook,
@@ -246,7 +247,7 @@ describe('registry push notifications', () => {
   };
 
   it('a manifest push re-lists the OCI sources of its repository; blob pushes and pulls do not', () => {
-    const repos: string[][] = [];
+    const repos: RegistryPush[][] = [];
     const r = recorder();
     const out = handleWebhook(request(envelope, headers), {
       secret: SECRET,
@@ -257,7 +258,7 @@ describe('registry push notifications', () => {
       },
     });
     assert.deepEqual(out, { status: 202, body: { ok: true, sources: 2 } });
-    assert.deepEqual(repos, [['kaas/cluster-stacks']]);
+    assert.deepEqual(repos, [[{ repository: 'kaas/cluster-stacks', tag: 'docker-ferrol-1-30-v3' }]]);
     assert.deepEqual(r.triggered, []);
   });
 
@@ -269,7 +270,7 @@ describe('registry push notifications', () => {
       SECRET,
     );
     assert.equal(wrong.admit, false);
-    const repos: string[][] = [];
+    const repos: RegistryPush[][] = [];
     const out = handleWebhook(request(envelope, { ...headers, authorization: 'Bearer nope' }), {
       secret: SECRET,
       trigger: () => 0,
