@@ -185,6 +185,8 @@ export function sha256Digest(bytes: Uint8Array): string {
 }
 
 const SHA256_DIGEST = /^sha256:[a-f0-9]{64}$/;
+/** Tags as the distribution spec defines them (so a tag from a listing is one path segment, never ".."). */
+const OCI_TAG = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 
 /** Throws InvalidRelease naming `what` unless bytes have the digest (and size, when given). */
 export function checkDigest(bytes: Uint8Array, digest: string, what: string, size?: number): void {
@@ -284,7 +286,8 @@ async function readCapped(res: Response, max: number, what: string): Promise<Buf
   }
   const chunks: Buffer[] = [];
   let total = 0;
-  if (res.body !== null) {
+  if (res.body === null) return Buffer.alloc(0);
+  try {
     for await (const chunk of res.body) {
       total += chunk.byteLength;
       if (total > max) {
@@ -293,6 +296,14 @@ async function readCapped(res: Response, max: number, what: string): Promise<Buf
       }
       chunks.push(Buffer.from(chunk));
     }
+  } catch (err) {
+    if (err instanceof SourceError) throw err;
+    // The request's timeout also ends a body that stalls half way.
+    const name = err instanceof Error ? err.name : '';
+    throw new SourceError(
+      name === 'TimeoutError' || name === 'AbortError' ? 'SourceTimeout' : 'SourceUnreachable',
+      `reading ${what}: the transfer broke off (${name || 'error'})`,
+    );
   }
   return Buffer.concat(chunks);
 }
@@ -378,7 +389,8 @@ export class OciClient {
     o: OciSourceOptions = {},
   ): Promise<string> {
     const ref = parseOciUrl(url);
-    const target = `${this.base(ref, o)}/manifests/${encodeURIComponent(tag)}`;
+    if (!OCI_TAG.test(tag)) throw new SourceError('InvalidTag', `${JSON.stringify(tag)} is not an OCI tag`);
+    const target = `${this.base(ref, o)}/manifests/${tag}`;
     const what = `resolving ${tag} of ${url}`;
     const head = await this.request(target, { method: 'HEAD', accept: MANIFEST_ACCEPT }, ref, creds, o, what);
     const digest = head.headers.get('docker-content-digest');
