@@ -90,6 +90,11 @@ export interface OciCredentials {
   identityToken?: string;
 }
 
+/** docker login writes Docker Hub's credentials for index.docker.io; its registry is registry-1.docker.io. */
+function dockerHubAlias(host: string): string {
+  return host === 'docker.io' || host === 'registry-1.docker.io' ? 'index.docker.io' : host;
+}
+
 /**
  * The credentials of a `kubernetes.io/dockerconfigjson` Secret for `registry` (host[:port]):
  * `auths` keys may be a bare host or a URL (`https://host/v1/`), as docker login writes them.
@@ -103,13 +108,13 @@ export function parseDockerConfigJson(json: string, registry: string): OciCreden
   }
   const auths = (config as { auths?: unknown } | null)?.auths;
   if (typeof auths !== 'object' || auths === null) return undefined;
-  const wanted = registry.toLowerCase();
+  const wanted = dockerHubAlias(registry.toLowerCase());
   for (const [key, value] of Object.entries(auths as Record<string, unknown>)) {
     const host = key
       .toLowerCase()
       .replace(/^[a-z][a-z0-9+.-]*:\/\//, '')
       .replace(/\/.*$/, '');
-    if (host !== wanted || typeof value !== 'object' || value === null) continue;
+    if (dockerHubAlias(host) !== wanted || typeof value !== 'object' || value === null) continue;
     const v = value as Record<string, unknown>;
     const str = (k: string): string | undefined =>
       typeof v[k] === 'string' && v[k] !== '' ? (v[k] as string) : undefined;
@@ -146,7 +151,10 @@ export function ociCredentialsOf(
 ): OciCredentials | undefined {
   if (creds === undefined) return undefined;
   if (creds.dockerConfigJson !== undefined) return parseDockerConfigJson(creds.dockerConfigJson, registry);
-  if (creds.token !== undefined) return { token: creds.token };
+  // A `token` is tried as the bearer first; refused, it is the password at the token realm (how
+  // ghcr.io and GitLab take personal access tokens).
+  if (creds.token !== undefined)
+    return { token: creds.token, username: creds.username ?? 'x-access-token', password: creds.token };
   const out: OciCredentials = {};
   if (creds.username !== undefined) out.username = creds.username;
   if (creds.password !== undefined) out.password = creds.password;

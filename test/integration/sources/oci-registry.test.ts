@@ -560,6 +560,22 @@ describe('OCI source, token (Bearer) registry', () => {
     assert.equal(anonymous.reason, 'AuthenticationFailed');
   });
 
+  it('a Secret with username and token: the token refused as the bearer is the password at the realm', async () => {
+    const url = `oci://${registry.host}/${repo}`;
+    issued.length = 0;
+    // As controllers/common.ts reads a Secret with keys username and token.
+    const tags = await sourceTagLister({ oci: new OciClient() })(
+      url,
+      { username: USER, password: PASSWORD, token: PASSWORD },
+      { insecure: true },
+    );
+    assert.deepEqual(
+      tags.map((t) => t.tag),
+      ['docker-ferrol-1-30-v1'],
+    );
+    assert.deepEqual(issued, [{ scope: `repository:${repo}:pull`, authorized: true }]);
+  });
+
   it('exchanges the identity token of a dockerconfigjson Secret at the realm', async () => {
     const url = `oci://${registry.host}/${repo}`;
     const dockerConfigJson = JSON.stringify({

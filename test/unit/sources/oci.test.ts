@@ -123,6 +123,11 @@ describe('parseDockerConfigJson', () => {
   });
 
   it('picks the entry of the registry host, from auth or username/password', () => {
+    // Docker Hub's registry host finds what docker login wrote for its index.
+    assert.deepEqual(parseDockerConfigJson(config, 'registry-1.docker.io'), {
+      username: 'hub',
+      password: 'hubpw',
+    });
     assert.deepEqual(parseDockerConfigJson(config, 'index.docker.io'), {
       username: 'hub',
       password: 'hubpw',
@@ -151,9 +156,11 @@ describe('parseDockerConfigJson', () => {
     }
   });
 
-  it('maps a Secret of keys: a token is the bearer, username/password stay basic', () => {
+  it('maps a Secret of keys: a token is the bearer first and the password at the realm, username/password stay basic', () => {
     assert.deepEqual(ociCredentialsOf({ username: 'x-access-token', password: 't', token: 't' }, 'h'), {
       token: 't',
+      username: 'x-access-token',
+      password: 't',
     });
     assert.deepEqual(ociCredentialsOf({ username: 'u', password: 'p' }, 'h'), {
       username: 'u',
