@@ -31,8 +31,8 @@ function files(dir: string, prefix = ''): string[] {
     );
 }
 
-/** One ustar header block for a regular file. */
-function header(path: string, size: number): Buffer {
+/** One ustar header block: a regular file, or (tests of hostile archives) another entry type. */
+export function header(path: string, size: number, type = '0', linkName = ''): Buffer {
   const h = Buffer.alloc(512);
   const put = (at: number, len: number, s: string) => h.write(s, at, len, 'ascii');
   const octal = (at: number, len: number, n: number) =>
@@ -45,7 +45,8 @@ function header(path: string, size: number): Buffer {
   octal(124, 12, size);
   octal(136, 12, 0);
   put(148, 8, '        ');
-  put(156, 1, '0');
+  put(156, 1, type);
+  put(157, 100, linkName);
   put(257, 6, 'ustar\0');
   put(263, 2, '00');
   const sum = h.reduce((a, b) => a + b, 0);

@@ -11,7 +11,7 @@ cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/stackflux/testenv"
 command -v go >/dev/null || { echo "build-testenv: Go is required (go1.26+) to build the test environment" >&2; exit 1; }
 command -v git >/dev/null || { echo "build-testenv: git is required" >&2; exit 1; }
 
-key=$( { go env GOVERSION GOOS GOARCH; cat "$tools"/*/go.mod "$tools"/*/go.sum "$tools"/gitserver/*.go "$0"; } | sha256sum | cut -c1-16)
+key=$( { go env GOVERSION GOOS GOARCH; cat "$tools"/*/go.mod "$tools"/*/go.sum "$tools"/gitserver/*.go "$tools"/csctl-push/*.go "$tools"/htpasswd/*.go "$0"; } | sha256sum | cut -c1-16)
 bin="$cache_root/bin-$key"
 if [ -f "$bin/.complete" ]; then
   echo "$bin"
@@ -70,6 +70,9 @@ build flux kustomize-controller github.com/fluxcd/kustomize-controller
 build helm-controller helm-controller github.com/fluxcd/helm-controller
 build kubernetes kubectl k8s.io/kubernetes/cmd/kubectl "$stamp"
 build registry registry github.com/distribution/distribution/v3/cmd/registry
+# Test helpers for the registry: csctl-push publishes as csctl does, htpasswd makes bcrypt lines.
+build csctl-push csctl-push .
+build htpasswd htpasswd .
 flux_version=$(cd "$tools/flux-cli" && go list -m -f '{{.Version}}' github.com/fluxcd/flux2/v2)
 build "$(flux_cli_source)" flux ./cmd/flux "-X main.VERSION=${flux_version#v}"
 

@@ -57,7 +57,11 @@ export const clusterStackReleaseStatusSchema = schema({
   type: 'object',
   properties: {
     observedGeneration: { type: 'integer', format: 'int64' },
-    commit: { type: 'string', description: 'The commit the tag resolves to (sha1 hex).' },
+    commit: {
+      type: 'string',
+      description:
+        'The commit the tag resolves to (sha1 hex); for a release read from GitHub release assets, github-assets:sha256:<digest of its csctl assets>.',
+    },
     kubernetesVersion: { type: 'string', description: 'Full Kubernetes version from stack.yaml.' },
     revision: { type: 'string', description: 'Expected Flux revision, <tag>@sha1:<commit>.' },
     lastAppliedRevision: { type: 'string', description: "The Kustomization's lastAppliedRevision." },

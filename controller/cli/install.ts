@@ -13,7 +13,7 @@ import { EXTENSION_CONFIG_API_VERSION, INJECT_CA_FROM_SECRET_ANNOTATION } from '
 import { canonicalYaml, compareStrings } from '../offline/yaml.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { version } from '../version.ts';
-import { type Command, UsageError } from './command.ts';
+import { type Command, type FlagValues, UsageError } from './command.ts';
 import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 export const IMAGE_REPOSITORY = 'ghcr.io/stackflux/stackflux';
@@ -22,7 +22,27 @@ export const CACHE_DIR = '/cache';
 
 export interface InstallOptions {
   namespace: string;
+  /** Name of the controller's objects, cluster-scoped ones included (default NAME). */
+  name?: string;
   image: string;
+  /** Default IfNotPresent. */
+  imagePullPolicy?: string;
+  /** Default 1 (more replicas wait on the leader election Lease). */
+  replicas?: number;
+  /** The manager container's resources (default DEFAULT_RESOURCES). */
+  resources?: Resources;
+  /** `run --leader-elect` (default true). */
+  leaderElection?: boolean;
+  /** `run --log-level` (default info). */
+  logLevel?: string;
+  /** Port of /metrics (default 8080). */
+  metricsPort?: number;
+  /** `run --fleet-url`, `--fleet-secret`, `--fleet-branch-prefix`; unset: not passed. */
+  fleet?: FleetFlags;
+  /** Where and how the controller's pod is scheduled and pulled; unset: left out. */
+  pod?: PodPlacement;
+  /** More `stackflux run` arguments, appended. */
+  extraArgs?: readonly string[];
   /** Secret holding the push webhook secret (key "secret"); empty: no webhook. */
   webhookSecretName: string;
   /** Include the Namespace object. */
@@ -42,6 +62,32 @@ export interface InstallOptions {
 export interface RuntimeExtensionInstall {
   certificate: 'cert-manager' | 'secret';
   certSecretName: string;
+}
+
+export interface Resources {
+  requests?: Record<string, string>;
+  limits?: Record<string, string>;
+}
+
+export const DEFAULT_RESOURCES: Resources = {
+  requests: { cpu: '100m', memory: '128Mi' },
+  limits: { memory: '1Gi' },
+};
+
+/** The Kubernetes fields of the controller's pod spec, as they are. */
+export interface PodPlacement {
+  nodeSelector?: Record<string, string>;
+  tolerations?: Record<string, unknown>[];
+  affinity?: Record<string, unknown>;
+  priorityClassName?: string;
+  imagePullSecrets?: { name: string }[];
+}
+
+export interface FleetFlags {
+  url?: string;
+  /** NAMESPACE/NAME of the fleet repository Secret. */
+  secret?: string;
+  branchPrefix?: string;
 }
 
 export const RUNTIME_EXTENSION_MODES = ['cert-manager', 'secret'] as const;
@@ -83,7 +129,8 @@ export function policyRules(declarations: readonly ResourceDeclaration[]): Polic
 }
 
 /** Name of the ClusterRole holding the generated rules (aggregated into the bound role NAME). */
-export const RULES_ROLE = `${NAME}-rules`;
+const rulesRole = (name: string) => `${name}-rules`;
+export const RULES_ROLE = rulesRole(NAME);
 
 /**
  * The Cluster API pattern: the bound ClusterRole NAME is an aggregated role (its rules are filled
@@ -91,12 +138,12 @@ export const RULES_ROLE = `${NAME}-rules`;
  * the generated least-privilege rules come in through RULES_ROLE, and a provider's install adds
  * access to its kinds with its own labelled ClusterRole.
  */
-export function controllerClusterRoles(): Record<string, unknown>[] {
+export function controllerClusterRoles(name = NAME): Record<string, unknown>[] {
   return [
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRole',
-      metadata: { name: NAME, labels: LABELS },
+      metadata: { name, labels: LABELS },
       aggregationRule: {
         clusterRoleSelectors: [{ matchLabels: { [LABEL_AGGREGATE_TO_CONTROLLER]: 'true' } }],
       },
@@ -105,7 +152,7 @@ export function controllerClusterRoles(): Record<string, unknown>[] {
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRole',
-      metadata: { name: RULES_ROLE, labels: { ...LABELS, [LABEL_AGGREGATE_TO_CONTROLLER]: 'true' } },
+      metadata: { name: rulesRole(name), labels: { ...LABELS, [LABEL_AGGREGATE_TO_CONTROLLER]: 'true' } },
       rules: policyRules([...INPUT_RESOURCES, ...OUTPUT_RESOURCES]),
     },
   ];
@@ -113,6 +160,8 @@ export function controllerClusterRoles(): Record<string, unknown>[] {
 
 export function installObjects(o: InstallOptions): Record<string, unknown>[] {
   const ns = o.namespace;
+  const controller = o.name ?? NAME;
+  const metricsPort = o.metricsPort ?? 8080;
   const meta = (name: string, namespaced = true) => ({
     name,
     ...(namespaced ? { namespace: ns } : {}),
@@ -122,34 +171,34 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
   if (o.withNamespace)
     objects.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: LABELS } });
   objects.push(...allCrds().map((crd) => ({ ...crd })));
-  objects.push({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(NAME) });
-  objects.push(...controllerClusterRoles());
+  objects.push({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(controller) });
+  objects.push(...controllerClusterRoles(controller));
   objects.push({
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRoleBinding',
-    metadata: meta(NAME, false),
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: NAME },
-    subjects: [{ kind: 'ServiceAccount', name: NAME, namespace: ns }],
+    metadata: meta(controller, false),
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: controller },
+    subjects: [{ kind: 'ServiceAccount', name: controller, namespace: ns }],
   });
   objects.push({
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'Role',
-    metadata: meta(`${NAME}-leader-election`),
+    metadata: meta(`${controller}-leader-election`),
     rules: policyRules(LEADER_ELECTION_RESOURCES),
   });
   objects.push({
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'RoleBinding',
-    metadata: meta(`${NAME}-leader-election`),
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `${NAME}-leader-election` },
-    subjects: [{ kind: 'ServiceAccount', name: NAME, namespace: ns }],
+    metadata: meta(`${controller}-leader-election`),
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `${controller}-leader-election` },
+    subjects: [{ kind: 'ServiceAccount', name: controller, namespace: ns }],
   });
   const webhook = o.webhookSecretName !== '';
   const extension = o.runtimeExtension;
   objects.push({
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: meta(NAME),
+    metadata: meta(controller),
     spec: {
       type: 'ClusterIP',
       selector: LABELS,
@@ -158,21 +207,26 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
         ...(extension
           ? [{ name: 'https-hooks', port: 443, targetPort: 'https-hooks', protocol: 'TCP' }]
           : []),
-        { name: 'http-metrics', port: 8080, targetPort: 'http-metrics', protocol: 'TCP' },
+        { name: 'http-metrics', port: metricsPort, targetPort: 'http-metrics', protocol: 'TCP' },
       ],
     },
   });
   objects.push({
     apiVersion: 'apps/v1',
     kind: 'Deployment',
-    metadata: meta(NAME),
+    metadata: meta(controller),
     spec: {
-      replicas: 1,
+      replicas: o.replicas ?? 1,
       selector: { matchLabels: LABELS },
       template: {
         metadata: { labels: LABELS },
         spec: {
-          serviceAccountName: NAME,
+          serviceAccountName: controller,
+          ...(o.pod?.imagePullSecrets !== undefined ? { imagePullSecrets: o.pod.imagePullSecrets } : {}),
+          ...(o.pod?.priorityClassName !== undefined ? { priorityClassName: o.pod.priorityClassName } : {}),
+          ...(o.pod?.nodeSelector !== undefined ? { nodeSelector: o.pod.nodeSelector } : {}),
+          ...(o.pod?.tolerations !== undefined ? { tolerations: o.pod.tolerations } : {}),
+          ...(o.pod?.affinity !== undefined ? { affinity: o.pod.affinity } : {}),
           terminationGracePeriodSeconds: 30,
           securityContext: {
             runAsNonRoot: true,
@@ -185,15 +239,17 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
             {
               name: 'manager',
               image: o.image,
-              imagePullPolicy: 'IfNotPresent',
+              imagePullPolicy: o.imagePullPolicy ?? 'IfNotPresent',
               args: [
                 'run',
-                '--leader-elect',
-                `--leader-election-namespace=${ns}`,
-                '--metrics-addr=:8080',
+                ...(o.leaderElection !== false
+                  ? ['--leader-elect', `--leader-election-namespace=${ns}`]
+                  : []),
+                `--metrics-addr=:${metricsPort}`,
                 '--health-addr=:8081',
                 `--cache-dir=${CACHE_DIR}`,
-                '--log-level=info',
+                `--log-level=${o.logLevel ?? 'info'}`,
+                ...fleetArgs(o.fleet),
                 ...(webhook ? ['--webhook-addr=:9292'] : []),
                 ...(extension
                   ? [
@@ -203,6 +259,7 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
                     ]
                   : []),
                 ...tenancyArgs(o.tenancy),
+                ...(o.extraArgs ?? []),
               ],
               env: [
                 { name: 'HOME', value: '/tmp' },
@@ -216,7 +273,7 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
                   : []),
               ],
               ports: [
-                { name: 'http-metrics', containerPort: 8080, protocol: 'TCP' },
+                { name: 'http-metrics', containerPort: metricsPort, protocol: 'TCP' },
                 { name: 'healthz', containerPort: 8081, protocol: 'TCP' },
                 ...(webhook ? [{ name: 'http-webhook', containerPort: 9292, protocol: 'TCP' }] : []),
                 ...(extension
@@ -225,7 +282,7 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
               ],
               livenessProbe: { httpGet: { path: '/healthz', port: 'healthz' }, periodSeconds: 10 },
               readinessProbe: { httpGet: { path: '/readyz', port: 'healthz' }, periodSeconds: 5 },
-              resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '1Gi' } },
+              resources: o.resources ?? DEFAULT_RESOURCES,
               securityContext: {
                 allowPrivilegeEscalation: false,
                 readOnlyRootFilesystem: true,
@@ -257,18 +314,22 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
       },
     },
   });
-  if (extension) objects.push(...runtimeExtensionObjects(ns, extension));
+  if (extension) objects.push(...runtimeExtensionObjects(ns, extension, controller));
   return objects;
 }
 
 /**
  * Cluster API's registration of the extension (cluster-scoped ExtensionConfig; Cluster API calls
- * https://NAME.<ns>.svc:443 and trusts the CA it injects from the Secret) and, with cert-manager,
+ * https://<name>.<ns>.svc:443 and trusts the CA it injects from the Secret) and, with cert-manager,
  * the serving certificate. namespaceSelector {}: every namespace's Clusters (the hook answers
  * Success at once for a Cluster whose class is no cluster stack release).
  */
-export function runtimeExtensionObjects(ns: string, e: RuntimeExtensionInstall): Record<string, unknown>[] {
-  const issuer = `${NAME}-selfsigned`;
+export function runtimeExtensionObjects(
+  ns: string,
+  e: RuntimeExtensionInstall,
+  controller = NAME,
+): Record<string, unknown>[] {
+  const issuer = `${controller}-selfsigned`;
   return [
     ...(e.certificate === 'cert-manager'
       ? [
@@ -284,7 +345,7 @@ export function runtimeExtensionObjects(ns: string, e: RuntimeExtensionInstall):
             metadata: { name: e.certSecretName, namespace: ns, labels: LABELS },
             spec: {
               secretName: e.certSecretName,
-              dnsNames: [`${NAME}.${ns}.svc`, `${NAME}.${ns}.svc.cluster.local`],
+              dnsNames: [`${controller}.${ns}.svc`, `${controller}.${ns}.svc.cluster.local`],
               issuerRef: { kind: 'Issuer', name: issuer },
             },
           },
@@ -294,15 +355,24 @@ export function runtimeExtensionObjects(ns: string, e: RuntimeExtensionInstall):
       apiVersion: EXTENSION_CONFIG_API_VERSION,
       kind: 'ExtensionConfig',
       metadata: {
-        name: NAME,
+        name: controller,
         labels: LABELS,
         annotations: { [INJECT_CA_FROM_SECRET_ANNOTATION]: `${ns}/${e.certSecretName}` },
       },
       spec: {
-        clientConfig: { service: { name: NAME, namespace: ns, port: 443 } },
+        clientConfig: { service: { name: controller, namespace: ns, port: 443 } },
         namespaceSelector: {},
       },
     },
+  ];
+}
+
+/** The controller's fleet flags, each only when set. */
+function fleetArgs(f: FleetFlags | undefined): string[] {
+  return [
+    ...(f?.url !== undefined ? [`--fleet-url=${f.url}`] : []),
+    ...(f?.secret !== undefined ? [`--fleet-secret=${f.secret}`] : []),
+    ...(f?.branchPrefix !== undefined ? [`--fleet-branch-prefix=${f.branchPrefix}`] : []),
   ];
 }
 
@@ -319,6 +389,71 @@ function tenancyArgs(t: TenancyPolicy | undefined): string[] {
   ];
 }
 
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+export const LOG_LEVELS: readonly string[] = ['debug', 'info', 'warn', 'error'];
+
+function str(v: string | boolean | undefined): string {
+  return typeof v === 'string' ? v : '';
+}
+
+/** --node-selector, --tolerations, --affinity, --priority-class-name, --image-pull-secrets. */
+function podPlacement(flags: FlagValues): PodPlacement {
+  const list = (name: string) =>
+    str(flags[name])
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== '');
+  const json = (name: string, kind: 'list' | 'object') => {
+    let v: unknown;
+    try {
+      v = JSON.parse(str(flags[name]));
+    } catch (err) {
+      throw new UsageError(`--${name}: not JSON: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    const ok = kind === 'list' ? Array.isArray(v) && v.every((x: unknown) => isObject(x)) : isObject(v);
+    if (!ok)
+      throw new UsageError(`--${name} must be a JSON ${kind === 'list' ? 'list of objects' : 'object'}`);
+    return v;
+  };
+  const nodeSelector: Record<string, string> = {};
+  for (const pair of list('node-selector')) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new UsageError(`--node-selector: "${pair}" is not KEY=VALUE`);
+    nodeSelector[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  const secrets = list('image-pull-secrets');
+  return {
+    ...(Object.keys(nodeSelector).length > 0 ? { nodeSelector } : {}),
+    ...(str(flags.tolerations) !== ''
+      ? { tolerations: json('tolerations', 'list') as Record<string, unknown>[] }
+      : {}),
+    ...(str(flags.affinity) !== ''
+      ? { affinity: json('affinity', 'object') as Record<string, unknown> }
+      : {}),
+    ...(str(flags['priority-class-name']) !== ''
+      ? { priorityClassName: str(flags['priority-class-name']) }
+      : {}),
+    ...(secrets.length > 0 ? { imagePullSecrets: secrets.map((name) => ({ name })) } : {}),
+  };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** --cpu-request, --memory-request, --cpu-limit, --memory-limit; an empty one is left out. */
+function resourcesOf(flags: FlagValues): Resources {
+  const pick = (cpu: string, memory: string) => ({
+    ...(str(flags[cpu]) !== '' ? { cpu: str(flags[cpu]) } : {}),
+    ...(str(flags[memory]) !== '' ? { memory: str(flags[memory]) } : {}),
+  });
+  const requests = pick('cpu-request', 'memory-request');
+  const limits = pick('cpu-limit', 'memory-limit');
+  return {
+    ...(Object.keys(requests).length > 0 ? { requests } : {}),
+    ...(Object.keys(limits).length > 0 ? { limits } : {}),
+  };
+}
+
 export function installYaml(o: InstallOptions): string {
   return installObjects(o)
     .map((obj) => `---\n${canonicalYaml(obj)}`)
@@ -327,6 +462,7 @@ export function installYaml(o: InstallOptions): string {
 
 export const installCommand: Command = {
   name: 'install',
+  usage: 'install --export [flags] [-- more stackflux run flags]',
   summary:
     'Print the install manifests: CRDs, generated RBAC, Deployment, Service, the runtime extension (with --export)',
   flags: {
@@ -355,9 +491,78 @@ export const installCommand: Command = {
       default: `${NAME}-runtime-extension-cert`,
     },
     'skip-namespace': { type: 'boolean', description: 'leave out the Namespace object', default: false },
+    name: {
+      type: 'string',
+      description:
+        "name of the controller's objects, the cluster-scoped ones too (a second install needs its own)",
+      default: NAME,
+    },
+    'image-pull-policy': {
+      type: 'string',
+      description: 'imagePullPolicy of the controller',
+      default: 'IfNotPresent',
+    },
+    replicas: {
+      type: 'string',
+      description: 'replicas of the Deployment (one leads, the others wait on the Lease)',
+      default: '1',
+    },
+    'cpu-request': {
+      type: 'string',
+      description: 'CPU request of the controller; empty: none',
+      default: '100m',
+    },
+    'memory-request': {
+      type: 'string',
+      description: 'memory request of the controller; empty: none',
+      default: '128Mi',
+    },
+    'cpu-limit': { type: 'string', description: 'CPU limit of the controller; empty: none', default: '' },
+    'memory-limit': {
+      type: 'string',
+      description: 'memory limit of the controller; empty: none',
+      default: '1Gi',
+    },
+    'disable-leader-election': {
+      type: 'boolean',
+      description: 'run the controller without --leader-elect (one replica only)',
+      default: false,
+    },
+    'log-level': { type: 'string', description: 'debug, info, warn or error', default: 'info' },
+    'metrics-port': {
+      type: 'string',
+      description: 'port of /metrics (container and Service)',
+      default: '8080',
+    },
+    'node-selector': {
+      type: 'string',
+      description: "comma-separated KEY=VALUE labels of the nodes the controller's pod may run on",
+    },
+    tolerations: {
+      type: 'string',
+      description: "the pod's tolerations, as a JSON list (Kubernetes' own fields)",
+    },
+    affinity: {
+      type: 'string',
+      description: "the pod's affinity, as a JSON object (Kubernetes' own fields)",
+    },
+    'priority-class-name': { type: 'string', description: "the pod's priorityClassName" },
+    'image-pull-secrets': {
+      type: 'string',
+      description: 'comma-separated Secrets (in the namespace) the image is pulled with',
+    },
+    'fleet-url': { type: 'string', description: "the controller's --fleet-url (empty: not passed)" },
+    'fleet-secret': {
+      type: 'string',
+      description: "the controller's --fleet-secret NAMESPACE/NAME (empty: not passed)",
+    },
+    'fleet-branch-prefix': {
+      type: 'string',
+      description: "the controller's --fleet-branch-prefix (empty: not passed)",
+    },
     ...tenancyFlags,
   },
-  run: async (flags, _positionals, io) => {
+  run: async (flags, positionals, io) => {
     if (flags.export !== true)
       throw new UsageError('only --export is supported: pipe it to "kubectl apply -f -"');
     const namespace =
@@ -374,10 +579,42 @@ export const installCommand: Command = {
         : `${NAME}-runtime-extension-cert`;
     const image =
       typeof flags.image === 'string' && flags.image !== '' ? flags.image : `${IMAGE_REPOSITORY}:${version}`;
+    const name = str(flags.name) || NAME;
+    if (!DNS_LABEL.test(name)) throw new UsageError(`--name "${name}" is not a DNS label`);
+    const replicas = Number(str(flags.replicas) || '1');
+    if (!Number.isInteger(replicas) || replicas < 0)
+      throw new UsageError(`--replicas must be an integer of at least 0, got "${str(flags.replicas)}"`);
+    if (replicas > 1 && flags['disable-leader-election'] === true)
+      throw new UsageError('--replicas above 1 needs leader election: drop --disable-leader-election');
+    const metricsPort = Number(str(flags['metrics-port']) || '8080');
+    if (!Number.isInteger(metricsPort) || metricsPort < 1 || metricsPort > 65535 || metricsPort === 8081)
+      throw new UsageError(
+        `--metrics-port must be a port other than 8081, got "${str(flags['metrics-port'])}"`,
+      );
+    const logLevel = str(flags['log-level']) || 'info';
+    if (!LOG_LEVELS.includes(logLevel))
+      throw new UsageError(`--log-level must be ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
     io.stdout(
       installYaml({
         namespace,
+        name,
         image,
+        imagePullPolicy: str(flags['image-pull-policy']) || 'IfNotPresent',
+        replicas,
+        resources: resourcesOf(flags),
+        leaderElection: flags['disable-leader-election'] !== true,
+        logLevel,
+        metricsPort,
+        fleet: {
+          ...(str(flags['fleet-url']) !== '' ? { url: str(flags['fleet-url']) } : {}),
+          ...(str(flags['fleet-secret']) !== '' ? { secret: str(flags['fleet-secret']) } : {}),
+          ...(str(flags['fleet-branch-prefix']) !== ''
+            ? { branchPrefix: str(flags['fleet-branch-prefix']) }
+            : {}),
+        },
+        pod: podPlacement(flags),
+        // Everything after "--" goes to `stackflux run` as it is.
+        extraArgs: positionals,
         webhookSecretName:
           typeof flags['webhook-secret-name'] === 'string' ? flags['webhook-secret-name'] : '',
         withNamespace: flags['skip-namespace'] !== true,

@@ -171,7 +171,7 @@ export const runCommand: Command = {
     'github-api-url': {
       type: 'string',
       description:
-        'GitHub REST API root where spec.source.github releases are listed (release trees are still cloned from https://github.com/OWNER/REPO.git)',
+        'GitHub REST API root where spec.source.github releases are listed and their csctl assets downloaded; trees are cloned from its host (https://github.com for api.github.com)',
       default: 'https://api.github.com',
     },
     'leader-elect': {
@@ -229,7 +229,7 @@ export const runCommand: Command = {
     'flux-shards': {
       type: 'string',
       description:
-        "spread each Cluster's GitRepository and addon Kustomizations over N Flux shards (label sharding.fluxcd.io/key=shard0..shardN-1; 0 or 1: no label). Not --shard, which shards stackflux itself",
+        "spread each Cluster's GitRepository and addon Kustomizations over N Flux shards (label sharding.fluxcd.io/key=shard0..shardN-1; 1: no hashed label). With N ≥ 1 a Namespace labelled stackflux.io/flux-shard=KEY puts its Clusters on Flux shard KEY instead. Not --shard, which shards stackflux itself",
       default: '0',
     },
     'fleet-branch': { type: 'string', description: 'REMOVED: see --fleet-branch-prefix' },
@@ -409,7 +409,7 @@ export const runCommand: Command = {
           ...(secretNs && secretName ? { secret: { namespace: secretNs, name: secretName } } : {}),
           ...(fleetInterval !== undefined ? { interval: fleetInterval } : {}),
           ...(addonInterval !== undefined ? { addonInterval } : {}),
-          ...(fluxShards > 1 ? { fluxShards } : {}),
+          ...(fluxShards >= 1 ? { fluxShards } : {}),
         },
         writer: (credentials) =>
           new GitFleetWriter({
@@ -422,6 +422,7 @@ export const runCommand: Command = {
           }),
         cacheDir,
         fetchTree: pipeline.fetchTree,
+        githubApiUrl,
         templates,
         tenancy,
         concurrency,

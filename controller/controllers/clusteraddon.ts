@@ -50,7 +50,12 @@ import {
 import { clusterUse } from '../reconcilers/clusterstack.ts';
 import { reconcileRequested } from '../reconcilers/reconcilerequest.ts';
 import { clusterStackOfTag } from '../reconcilers/sharing.ts';
-import { clusterGitRepositoryName, type FluxTemplates, MANAGED_BY_LABELS } from '../releases/flux.ts';
+import {
+  clusterGitRepositoryName,
+  FLUX_SHARD_NAMESPACE_LABEL,
+  type FluxTemplates,
+  MANAGED_BY_LABELS,
+} from '../releases/flux.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import {
   type PlainObject,
@@ -125,14 +130,19 @@ export interface ClusterAddonControllerOptions {
     interval?: string;
     /** Flux interval of the addon Kustomizations (default: the ClusterStack's interval). */
     addonInterval?: string;
-    /** Flux shards (≥ 2: each Cluster's Flux objects get sharding.fluxcd.io/key=shard<k>). */
+    /**
+     * Flux shards (≥ 2: each Cluster's Flux objects get sharding.fluxcd.io/key=shard<k>; ≥ 1: a
+     * Namespace labelled stackflux.io/flux-shard=<key> puts its Clusters' Flux objects on <key>).
+     */
     fluxShards?: number;
   };
   /** Builds the fleet writer once the fleet credentials are read. */
   writer: (credentials: GitCredentials | undefined) => FleetWriter;
   cacheDir: string;
-  /** Reads release trees (the release pipeline's, so OCI releases read alike; default: Git only). */
+  /** Reads release trees (the release pipeline's, so every source reads alike; default: no OCI client). */
   fetchTree?: ReleaseTreeFetcher;
+  /** --github-api-url: where releases read from GitHub release assets are downloaded. */
+  githubApiUrl?: string;
   templates: FluxTemplates;
   /** --default-service-account and --allowed-chart-hosts (default: neither). */
   tenancy?: TenancyPolicy;
@@ -253,7 +263,7 @@ export async function setupClusterAddonController(
     .join(',');
   const windowMs = opts.batchWindowMs ?? 2_000;
   const branchPrefix = opts.fleet.branchPrefix ?? DEFAULT_BRANCH_PREFIX;
-  const fluxShards = opts.fleet.fluxShards !== undefined && opts.fleet.fluxShards >= 2;
+  const fluxShards = opts.fleet.fluxShards !== undefined && opts.fleet.fluxShards >= 1;
   const fleetSettings: FleetSettings = {
     url: opts.fleet.url,
     branchPrefix,
@@ -399,7 +409,9 @@ export async function setupClusterAddonController(
 
   // ---- release trees (on disk by commit; parsed copies kept in memory, bounded)
   const trees = new Map<string, ReleaseTree>();
-  const fetchTree = opts.fetchTree ?? releaseTreeFetcher();
+  const fetchTree =
+    opts.fetchTree ??
+    releaseTreeFetcher(opts.githubApiUrl !== undefined ? { githubApiUrl: opts.githubApiUrl } : {});
   const treeOf = async (release: ClusterStackRelease): Promise<ReleaseTree | undefined> => {
     const commit = release.status?.commit;
     if (commit === undefined) return undefined;
@@ -782,6 +794,9 @@ export async function setupClusterAddonController(
           ? clusterStackOfTag(clusterStacks.byIndex(NS_BY_STACK_INDEX, releaseNs), tag)
           : undefined;
     const namespaceLabels = releaseNs !== namespace ? namespaceLabelsOf(namespaces, [namespace]) : undefined;
+    const namespaceFluxShard = fluxShards
+      ? namespaces.get(namespace)?.metadata.labels?.[FLUX_SHARD_NAMESPACE_LABEL]
+      : undefined;
     let tree: ReleaseTree | undefined;
     let fetchError: unknown;
     const deleting = cluster === undefined || cluster.metadata.deletionTimestamp !== undefined;
@@ -820,6 +835,7 @@ export async function setupClusterAddonController(
       ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
       ...(clusterStack !== undefined ? { clusterStack } : {}),
       ...(namespaceLabels !== undefined ? { namespaceLabels } : {}),
+      ...(namespaceFluxShard !== undefined ? { namespaceFluxShard } : {}),
       kustomizations: kustomizations.byIndex(CLUSTER_INDEX, key),
       ...(helmReleases !== undefined ? { helmReleases: helmReleases.byIndex(CLUSTER_INDEX, key) } : {}),
       branch,
@@ -1109,6 +1125,16 @@ export async function setupClusterAddonController(
     (n) => clusters.byIndex(FOREIGN_BY_NS_INDEX, n.metadata.name ?? '').map(keyOf),
     namespaceLabelsChanged,
   );
+  // With Flux shards, a Namespace's stackflux.io/flux-shard label moves its Clusters' Flux objects.
+  if (fluxShards) {
+    manager.watch(
+      c,
+      namespaces,
+      (n) => clusters.byIndex(NS_INDEX, n.metadata.name ?? '').map(keyOf),
+      (o, n) =>
+        o.metadata.labels?.[FLUX_SHARD_NAMESPACE_LABEL] !== n.metadata.labels?.[FLUX_SHARD_NAMESPACE_LABEL],
+    );
+  }
   void manager.done.then(() => {
     pending.stop();
     void renderPool.close();

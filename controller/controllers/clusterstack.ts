@@ -24,6 +24,8 @@ export const NAMESPACE_INDEX = 'namespace';
 
 export interface ClusterStackDeps {
   client: KubeClient;
+  /** --github-api-url: github sources are cloned from that GitHub (default github.com). */
+  githubApiUrl?: string;
   clock: Clock;
   pollers: SourcePollers;
   clusterStacks: Informer<ClusterStack & KubeObject>;
@@ -42,11 +44,11 @@ export interface ClusterStackDeps {
   namespaces?: Informer<KubeObject>;
 }
 
-export function sourceRefOf(cs: ClusterStack): SourceRef {
+export function sourceRefOf(cs: ClusterStack, githubApiUrl?: string): SourceRef {
   const secret =
     cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef ?? cs.spec.source.oci?.secretRef;
   return {
-    url: sourceUrl(cs),
+    url: sourceUrl(cs, githubApiUrl),
     namespace: cs.metadata.namespace ?? 'default',
     ...(secret !== undefined ? { secretName: secret.name } : {}),
     ...(cs.spec.source.github !== undefined
@@ -113,7 +115,7 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
     const namespace = cs.metadata.namespace ?? 'default';
     const intervalMs = parseDuration(cs.spec.interval) ?? deps.defaultIntervalMs;
     if (cs.metadata.deletionTimestamp === undefined && cs.spec.suspend !== true) {
-      pollers.subscribe(key, { ...sourceRefOf(cs), intervalMs });
+      pollers.subscribe(key, { ...sourceRefOf(cs, deps.githubApiUrl), intervalMs });
     } else {
       pollers.unsubscribe(key);
     }
@@ -148,6 +150,7 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
         : undefined;
     const result = reconcileClusterStack({
       clusterStack: cs,
+      ...(deps.githubApiUrl !== undefined ? { githubApiUrl: deps.githubApiUrl } : {}),
       listing,
       releases,
       clusters: clusters ?? [],
@@ -200,7 +203,7 @@ export function clusterStackReconciler(deps: ClusterStackDeps) {
         'Warning',
         'SourceUnavailable',
         'List',
-        `${sourceUrl(cs)}: ${listing.reason}: ${listing.message}`,
+        `${sourceUrl(cs, deps.githubApiUrl)}: ${listing.reason}: ${listing.message}`,
       );
     }
     // status.rollout and the Rollout condition are the rollout controller's (controllers/rollout.ts).

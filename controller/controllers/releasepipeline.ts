@@ -57,10 +57,7 @@ export interface ReleasePipelineOptions {
   clock?: Clock;
   /** Injected for tests; default: git ls-remote (OCI sources: ./releasetree.ts dispatches). */
   lister?: TagLister;
-  /**
-   * The OCI client and the csctl assets → tree function (default: an OciClient, and no
-   * assetsToTree: OCI releases are listed but not read).
-   */
+  /** How releases are read (default: an OciClient, csctl assets → tree, GitHub assets at githubApiUrl). */
   sources?: ReleaseSources;
   /** Root of the GitHub REST API (default https://api.github.com). */
   githubApiUrl?: string;
@@ -146,7 +143,11 @@ export async function setupReleasePipeline(
   // A tenant's secretRef: only Secrets labelled for it (stackflux sends them to a URL the tenant picks).
   const credentials = (namespace: string, name: string) =>
     sourceSecretCredentials(manager.client, namespace, name);
-  const sources: ReleaseSources = opts.sources ?? { oci: new OciClient({ clock }) };
+  const sources: ReleaseSources = {
+    oci: new OciClient({ clock }),
+    ...(opts.githubApiUrl !== undefined ? { githubApiUrl: opts.githubApiUrl } : {}),
+    ...opts.sources,
+  };
   const lister = sourceTagLister(sources, opts.lister);
   const fetchTree = releaseTreeFetcher(sources);
   // The controller is created below; the pollers only notify once it exists.
@@ -186,6 +187,7 @@ export async function setupReleasePipeline(
     maxConcurrentReconciles: opts.concurrency,
     reconcile: clusterStackReconciler({
       client: manager.client,
+      ...(opts.githubApiUrl !== undefined ? { githubApiUrl: opts.githubApiUrl } : {}),
       clock,
       pollers,
       clusterStacks,

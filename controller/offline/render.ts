@@ -53,7 +53,7 @@ import {
 import { providerConfig } from '../reconcilers/provider.ts';
 import { clusterApplyBody, type RolloutCluster, reconcileRollout } from '../reconcilers/rollout.ts';
 import { clusterStackOfTag, type NamespaceLabels, servedClusterNames } from '../reconcilers/sharing.ts';
-import type { FluxTemplates } from '../releases/flux.ts';
+import { FLUX_SHARD_NAMESPACE_LABEL, type FluxTemplates } from '../releases/flux.ts';
 import { readReleaseDescription, type StackDescription } from '../releases/format.ts';
 import type { ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag } from '../releases/tags.ts';
@@ -746,6 +746,7 @@ class Renderer {
         ...(release?.status?.commit !== undefined ? { treeCommit: release.status.commit } : {}),
         ...(clusterStack !== undefined ? { clusterStack } : {}),
         ...(releaseNs !== namespace ? { namespaceLabels: namespaceLabelsIn(w, [namespace]) } : {}),
+        ...namespaceFluxShardIn(w, namespace, settings),
         kustomizations,
         helmReleases,
         branch,
@@ -1005,6 +1006,17 @@ function formatTime(now: Date): string {
 
 export function renderSnapshot(snapshot: Snapshot, options: RenderOptions): RenderOutput {
   return new Renderer(snapshot, options).run();
+}
+
+/** The Namespace's stackflux.io/flux-shard label, read as the live controller reads it (--flux-shards ≥ 1). */
+function namespaceFluxShardIn(
+  w: World,
+  namespace: string,
+  settings: FleetSettings,
+): { namespaceFluxShard?: string } {
+  if (settings.fluxShards === undefined || settings.fluxShards < 1) return {};
+  const shard = w.get('v1', 'Namespace', namespace)?.metadata.labels?.[FLUX_SHARD_NAMESPACE_LABEL];
+  return shard !== undefined ? { namespaceFluxShard: shard } : {};
 }
 
 /** The labels of these Namespaces in the snapshot (cluster/core/namespaces/); a missing one does not exist. */

@@ -82,7 +82,7 @@ import {
   FLUX_SHARD_LABEL,
   type FluxTemplates,
   fleetGitRepository,
-  fluxShardOf,
+  fluxShardFor,
   MANAGED_BY_LABELS,
   ownerReferenceTo,
   preconditionFolder,
@@ -190,7 +190,10 @@ export interface FleetSettings {
   interval?: string;
   /** Flux (drift) interval of the addon Kustomizations; wins over the ClusterStack's interval. */
   addonInterval?: string;
-  /** Number of Flux shards: ≥ 2 labels each Cluster's Flux objects sharding.fluxcd.io/key=shard<k>. */
+  /**
+   * Number of Flux shards: ≥ 2 labels each Cluster's Flux objects sharding.fluxcd.io/key=shard<k>;
+   * ≥ 1 honours the namespace label stackflux.io/flux-shard (namespaceFluxShard).
+   */
   fluxShards?: number;
 }
 
@@ -218,6 +221,8 @@ export interface ClusterAddonInput {
    * ClusterStack's clusterNamespaceSelector decides); undefined: not known yet.
    */
   namespaceLabels?: NamespaceLabels;
+  /** The stackflux.io/flux-shard label of the Cluster's Namespace (with --flux-shards ≥ 1). */
+  namespaceFluxShard?: string;
   /** Kustomizations labelled stackflux.io/cluster=<cluster> in the namespace, as they are. */
   kustomizations: readonly Kustomization[];
   /** HelmReleases labelled stackflux.io/cluster=<cluster> in the namespace, as they are (Helm addons). */
@@ -929,6 +934,20 @@ function addonIntervalOf(ctx: Context, target: Target): string | undefined {
   return ctx.input.fleetSettings.addonInterval ?? target.release.spec.interval;
 }
 
+/** The Flux shard of this Cluster's Flux objects (releases/flux.ts fluxShardFor). */
+function clusterFluxShard(ctx: Context): string | undefined {
+  return fluxShardFor(
+    ctx.namespace,
+    ctx.name,
+    ctx.input.fleetSettings.fluxShards,
+    ctx.input.namespaceFluxShard,
+  );
+}
+
+function shardLabelsOf(shard: string | undefined): Record<string, string> {
+  return shard !== undefined ? { [FLUX_SHARD_LABEL]: shard } : {};
+}
+
 /** The files of one Helm addon on the branch: its HelmRelease and, for a remote chart, its source. */
 function helmAddonFiles(
   ctx: Context,
@@ -960,6 +979,7 @@ function helmAddonFiles(
     targetNamespace: entry.targetNamespace ?? DEFAULT_HELM_NAMESPACE,
     ...(interval !== undefined ? { interval } : {}),
     ...(timeout !== undefined ? { timeout } : {}),
+    extraLabels: shardLabelsOf(clusterFluxShard(ctx)),
   });
   const folder = addonFolder(entry.name, true);
   const out: [string, string][] = [[`${folder}/helmrelease.yaml`, stringifyYaml(objects.helmRelease)]];
@@ -1148,8 +1168,8 @@ function fluxObjects(
 > {
   const { input, namespace, name } = ctx;
   const settings = input.fleetSettings;
-  const shard = fluxShardOf(namespace, name, settings.fluxShards);
-  const shardLabels: Record<string, string> = shard !== undefined ? { [FLUX_SHARD_LABEL]: shard } : {};
+  const shard = clusterFluxShard(ctx);
+  const shardLabels = shardLabelsOf(shard);
   const owner = [ownerReferenceTo(target.owner)];
   const sourceName = clusterGitRepositoryName(name);
   const branch = input.branch;

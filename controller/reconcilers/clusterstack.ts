@@ -13,6 +13,7 @@ import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import { API_VERSION, type Condition, ConditionType } from '../api/meta.ts';
 import { ROLLOUT_CONDITION } from '../api/rollout.ts';
 import { ownerReferenceTo, releaseLabels } from '../releases/flux.ts';
+import { githubCloneUrl } from '../releases/githuburl.ts';
 import {
   type Channel,
   classifyTags,
@@ -110,6 +111,8 @@ export function clusterUse(cluster: unknown): ClusterUse | undefined {
 
 export interface ClusterStackInput {
   clusterStack: ClusterStack;
+  /** --github-api-url: github sources are cloned from that GitHub (default github.com). */
+  githubApiUrl?: string;
   /** undefined: the source has not been listed yet. */
   listing: SourceListing | undefined;
   /** ClusterStackReleases in the namespace (those of other ClusterStacks are ignored). */
@@ -160,12 +163,16 @@ export const Reason = {
 
 const MAX_MALFORMED_IN_STATUS = 20;
 
-/** The URL the releases are fetched from (github sources become their https clone URL). */
-export function sourceUrl(cs: ClusterStack): string {
+/**
+ * The URL the releases are fetched from: github sources become their https clone URL on the
+ * GitHub whose API root is `githubApiUrl` (github.com for api.github.com, else the API's host:
+ * GitHub Enterprise Server clones from the host it serves its API on).
+ */
+export function sourceUrl(cs: ClusterStack, githubApiUrl?: string): string {
   const { git, github, oci } = cs.spec.source;
   if (git !== undefined) return git.url;
   if (oci !== undefined) return oci.url;
-  if (github !== undefined) return `https://github.com/${github.owner}/${github.repo}.git`;
+  if (github !== undefined) return githubCloneUrl(github.owner, github.repo, githubApiUrl);
   return '';
 }
 
@@ -195,7 +202,12 @@ export function releaseReady(release: ClusterStackRelease): boolean {
   return gen === undefined || observed === undefined || observed >= gen;
 }
 
-function desiredRelease(cs: ClusterStack, tag: ReleaseTag, providerRef?: ProviderRef): ClusterStackRelease {
+function desiredRelease(
+  cs: ClusterStack,
+  tag: ReleaseTag,
+  providerRef: ProviderRef | undefined,
+  githubApiUrl: string | undefined,
+): ClusterStackRelease {
   const secretRef = sourceSecretRef(cs);
   const path = cs.spec.source.path ?? '';
   return {
@@ -214,7 +226,7 @@ function desiredRelease(cs: ClusterStack, tag: ReleaseTag, providerRef?: Provide
       clusterClass: tag.clusterClassName,
       kubernetesVersion: tag.kubernetesVersion,
       source: {
-        url: sourceUrl(cs),
+        url: sourceUrl(cs, githubApiUrl),
         ...(secretRef !== undefined ? { secretRef: { name: secretRef.name } } : {}),
         ...(path !== '' ? { path } : {}),
         ...(cs.spec.source.oci?.insecure === true ? { insecure: true } : {}),
@@ -355,7 +367,7 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       for (const tagName of [...desired].sort()) {
         const tag = available.get(tagName);
         // A desired release whose tag is gone (e.g. in use, tag deleted) keeps its current object.
-        if (tag !== undefined) apply.push(desiredRelease(cs, tag, provider.ref));
+        if (tag !== undefined) apply.push(desiredRelease(cs, tag, provider.ref, input.githubApiUrl));
       }
     }
     if (classified !== undefined || deleting) {
@@ -403,9 +415,9 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
   // Suspended: nothing is listed, so what the last listing returned stays as it was.
   const source: SourceStatus =
     suspended && previous?.source !== undefined
-      ? { ...previous.source, url: sourceUrl(cs) }
+      ? { ...previous.source, url: sourceUrl(cs, input.githubApiUrl) }
       : {
-          url: sourceUrl(cs),
+          url: sourceUrl(cs, input.githubApiUrl),
           ...(listing?.ok === true
             ? { lastListedTime: listing.listedAt }
             : listing?.lastListedAt !== undefined

@@ -4,7 +4,6 @@
 // and then fetches EVERY remote dependency, replaces the archives in charts/ (keeping only those of
 // dependencies without a repository) and picks each version from the repository's index.yaml as
 // repo.IndexFile.Get does (exact string first, else the highest version the constraint allows).
-import { gunzipSync } from 'node:zlib';
 import { parse as parseYaml } from 'yaml';
 import { MAX_YAML_ALIASES, type ReleaseTree } from '../api/release.ts';
 import {
@@ -15,6 +14,7 @@ import {
   parseHelmVersion,
 } from './helmsemver.ts';
 import type { ValidationResult } from './stack.ts';
+import { readTarGz, type TarFile } from './tarball.ts';
 import { binaryFilesOf } from './tree.ts';
 
 /** The path of `file` in the chart at `chartDir` ("" is the stack root). */
@@ -40,6 +40,8 @@ export interface DependencyUpdate {
 
 /** Bytes a subchart archive may unpack to while its Chart.yaml is looked for. */
 const MAX_ARCHIVE_UNPACKED = 64 * 1024 * 1024;
+/** Entries a subchart archive may hold. */
+const MAX_ARCHIVE_ENTRIES = 10_000;
 
 function str(v: unknown): string {
   return typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : '';
@@ -61,29 +63,14 @@ function chartName(chartYaml: string | undefined): string | undefined {
 
 /** The `name` in the Chart.yaml of a chart archive (.tgz), or undefined when it has none. */
 export function archiveChartName(bytes: Uint8Array): string | undefined {
-  let tar: Buffer;
+  let files: TarFile[];
   try {
-    tar = gunzipSync(bytes, { maxOutputLength: MAX_ARCHIVE_UNPACKED });
+    files = readTarGz(bytes, { maxEntries: MAX_ARCHIVE_ENTRIES, maxUnpackedBytes: MAX_ARCHIVE_UNPACKED });
   } catch {
     return undefined;
   }
-  // ustar: 512-byte headers, name at 0 (100 bytes), size at 124 (octal), prefix at 345 (155).
-  for (let at = 0; at + 512 <= tar.length; ) {
-    const header = tar.subarray(at, at + 512);
-    if (header.every((b) => b === 0)) break;
-    const field = (from: number, len: number) =>
-      header
-        .subarray(from, from + len)
-        .toString('utf8')
-        .replace(/\0.*$/s, '');
-    const size = Number.parseInt(field(124, 12).trim() || '0', 8);
-    const prefix = field(345, 155);
-    const name = prefix !== '' ? `${prefix}/${field(0, 100)}` : field(0, 100);
-    const body = at + 512;
-    if (/^[^/]+\/Chart\.yaml$/.test(name)) return chartName(tar.subarray(body, body + size).toString('utf8'));
-    at = body + Math.ceil(size / 512) * 512;
-  }
-  return undefined;
+  const chartYaml = files.find((f) => /^[^/]+\/Chart\.yaml$/.test(f.path));
+  return chartYaml === undefined ? undefined : chartName(Buffer.from(chartYaml.data).toString('utf8'));
 }
 
 /**

@@ -258,6 +258,33 @@ export function fluxShardOf(
   return `shard${digest.readUInt32BE(0) % shards}`;
 }
 
+/**
+ * Namespace label that puts every Cluster of the namespace on one named Flux shard (with
+ * --flux-shards ≥ 1): a platform gives a tenant its own kustomize-/source-/helm-controller so that
+ * another tenant's churn never queues ahead of its changes.
+ */
+export const FLUX_SHARD_NAMESPACE_LABEL = 'stackflux.io/flux-shard';
+
+/** A Kubernetes label value that is not empty. */
+const SHARD_KEY = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+
+/**
+ * The Flux shard of one Cluster's Flux objects: with --flux-shards ≥ 1, its namespace's
+ * stackflux.io/flux-shard label when set (and a valid label value), else the hashed shard of
+ * fluxShardOf (none with one shard). Without --flux-shards no label at all: the controller then
+ * selects its Flux objects by its own shard key, which the Flux shard label would replace.
+ */
+export function fluxShardFor(
+  namespace: string,
+  cluster: string,
+  shards: number | undefined,
+  namespaceShard: string | undefined,
+): string | undefined {
+  if (shards === undefined || shards < 1) return undefined;
+  if (namespaceShard !== undefined && SHARD_KEY.test(namespaceShard)) return namespaceShard;
+  return fluxShardOf(namespace, cluster, shards);
+}
+
 const NAME_MAX = 63;
 
 /**
@@ -561,6 +588,8 @@ export interface AddonHelmReleaseInput {
   targetNamespace: string;
   interval?: string;
   timeout?: string;
+  /** Labels added to the HelmRelease and its source (the Cluster's Flux shard). */
+  extraLabels?: Record<string, string>;
 }
 
 /** The Flux objects of one (cluster, Helm addon): the HelmRelease and, for a remote chart, its source. */
@@ -570,6 +599,7 @@ export function addonHelmObjects(
 ): { helmRelease: Record<string, unknown>; source?: Record<string, unknown> } {
   const name = addonHelmReleaseName(input.cluster, input.addon);
   const labels = sortedRecord({
+    ...input.extraLabels,
     ...MANAGED_BY_LABELS,
     [LABEL_CLUSTER]: input.cluster,
     [LABEL_ADDON]: input.addon,

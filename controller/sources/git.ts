@@ -22,6 +22,9 @@ import { REPO_URL_PATTERN } from '../api/clusterstack.ts';
 import type { ReleaseTree } from '../api/release.ts';
 import { pathProblem, resolveUnder } from '../releases/paths.ts';
 import { releaseTreeFromBytes, treeFileBytes } from '../releases/tree.ts';
+import { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
+
+export { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
 
 export interface GitCredentials {
   username?: string;
@@ -41,15 +44,6 @@ export interface RemoteTag {
    * releases have no release number and are ordered by it (releases/tags.ts releaseOrder).
    */
   time?: number;
-}
-
-export class SourceError extends Error {
-  readonly reason: string;
-  constructor(reason: string, message: string) {
-    super(message);
-    this.name = 'SourceError';
-    this.reason = reason;
-  }
 }
 
 const allowedUrl = new RegExp(REPO_URL_PATTERN);
@@ -356,23 +350,6 @@ async function withCommitTimes(
     const time = CUSTOM_TAG.test(t.tag) ? commitTimes.get(t.commit) : undefined;
     return time === undefined ? t : { ...t, time };
   });
-}
-
-/**
- * Limits of one release tree (the files below the stack path): a release is a few dozen YAML
- * files, so these are generous, and they bound what one release can make the controller hold in
- * memory, write to its cache and render. A tree over a limit is an invalid release (InvalidRelease).
- */
-export const RELEASE_TREE_LIMITS: Readonly<ReleaseTreeLimits> = {
-  maxFiles: 2000,
-  maxBytes: 20 * 1024 * 1024,
-};
-
-export interface ReleaseTreeLimits {
-  /** Files below the stack path. */
-  maxFiles: number;
-  /** Sum of their sizes in bytes. */
-  maxBytes: number;
 }
 
 const MODE_FILE = '100644';

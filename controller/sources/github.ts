@@ -24,12 +24,15 @@
 //   (GitHub's own messages are scrubbed of it too). Page URLs from Link headers must stay on the
 //   API origin, so the token is never sent elsewhere.
 // The tree at a tag is not read here: the https clone URL (sourceUrl) with the token as password
-// goes through git.ts's fetchReleaseTree like any Git source.
+// goes through git.ts's fetchReleaseTree like any Git source; a release carrying csctl assets is
+// listed with its assets' identity and read from them (githubassets.ts).
 import { createHash } from 'node:crypto';
 import { Octokit } from '@octokit/rest';
+import { isCsctlAssetSet } from '../releases/csctl/assets.ts';
 import { parseReleaseTag } from '../releases/tags.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
 import { type RemoteTag, SourceError } from './git.ts';
+import { githubAssetsIdentity, releaseAssetsOf } from './githubassets.ts';
 
 export interface GitHubRepo {
   owner: string;
@@ -66,6 +69,7 @@ interface ReleaseItem {
   prerelease?: boolean;
   /** "the date of the commit used for the release" (GitHub REST docs): orders custom channels. */
   created_at?: string;
+  assets?: unknown;
 }
 
 interface TagItem {
@@ -223,7 +227,12 @@ export class GitHubReleases {
         const parsed = parseReleaseTag(tag);
         if (!parsed.ok || parsed.value.channel !== 'custom') continue;
       }
-      const commit = commits.get(tag);
+      // A release carrying csctl assets is read from them (githubassets.ts): its identity is
+      // theirs, whether or not its tag is in the tags list yet.
+      const assets = releaseAssetsOf(r);
+      const commit = isCsctlAssetSet(assets.map((a) => a.name))
+        ? githubAssetsIdentity(assets)
+        : commits.get(tag);
       if (commit !== undefined) out.set(tag, commit);
       const time = typeof r.created_at === 'string' ? Date.parse(r.created_at) : Number.NaN;
       if (Number.isFinite(time) && parseReleaseTag(tag).ok) times.set(tag, Math.floor(time / 1000));

@@ -29,7 +29,8 @@ Commands:
   env          print the env.sh path of the running environment
 
 State directory: --dir, else $STACKFLUX_TESTENV_DIR, else a per-user folder in $TMPDIR.
-Source the env.sh that "up" prints to get KUBECONFIG, WORKLOAD_KUBECONFIG, GIT_SERVER_URL, ...
+Source the env.sh that "up" prints to get KUBECONFIG, WORKLOAD_KUBECONFIG, GIT_SERVER_URL,
+STACKFLUX_TESTENV_REGISTRY (host:port, HTTPS) and STACKFLUX_TESTENV_REGISTRY_CA, ...
 `;
 
 const log = (m: string) => process.stderr.write(`testenv: ${m}\n`);

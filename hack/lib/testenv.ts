@@ -1,7 +1,8 @@
 // The local test environment: a management cluster (etcd, kube-apiserver,
 // kube-controller-manager), a workload cluster (etcd, kube-apiserver), Flux's
-// source-controller, kustomize-controller and helm-controller, and a smart-HTTP Git server, all
-// as processes on 127.0.0.1. Binaries (and the `flux` and `kubectl` CLIs) come from
+// source-controller, kustomize-controller and helm-controller, a smart-HTTP Git server and an OCI
+// registry (CNCF Distribution, HTTPS with the environment's CA, anonymous push and pull), all as
+// processes on 127.0.0.1. Binaries (and the `flux` and `kubectl` CLIs) come from
 // hack/build-testenv.sh (built from pinned Go modules).
 import { execFileSync, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -12,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments, stringify } from 'yaml';
+import { registryAnswers, registryConfigYaml, registryEnv } from './registry.ts';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -36,6 +38,10 @@ export interface Endpoints {
   capiCrds: string;
   /** The management cluster's etcd client URL (tests force compaction through it). */
   etcdUrl: string;
+  /** The OCI registry's host:port (HTTPS, anonymous push and pull; absent in older environments). */
+  registry?: string;
+  /** The CA file (PEM) the registry's serving certificate chains to. */
+  registryCa?: string;
 }
 
 export type Log = (message: string) => void;
@@ -110,7 +116,7 @@ interface Started {
   log: string;
 }
 
-function startProcess(
+export function startProcess(
   stateDir: string,
   name: string,
   binary: string,
@@ -199,6 +205,9 @@ export async function restartComponent(stateDir: string, name: string, healthUrl
       '/readyz',
       async () => (await kubeRequest({ url, ca, token }, 'GET', '/readyz')).status === 200,
     );
+  } else if (name === 'registry' && endpoints?.registry) {
+    const ca = readFileSync(join(stateDir, 'pki', 'ca.crt'), 'utf8');
+    await waitFor(proc, '/v2/', () => registryAnswers(`https://${endpoints.registry}`, ca));
   } else if (healthUrl) {
     await waitFor(proc, healthUrl, () => httpOk(healthUrl));
   }
@@ -532,6 +541,8 @@ export function envVars(e: Endpoints): Record<string, string> {
     CAPI_CRDS: e.capiCrds,
     ETCD_URL: e.etcdUrl,
     ...(e.helmControllerHealth ? { FLUX_HELM_CONTROLLER_HEALTH: e.helmControllerHealth } : {}),
+    ...(e.registry ? { STACKFLUX_TESTENV_REGISTRY: e.registry } : {}),
+    ...(e.registryCa ? { STACKFLUX_TESTENV_REGISTRY_CA: e.registryCa } : {}),
     ...(e.binDir
       ? {
           TESTENV_BIN_DIR: e.binDir,
@@ -553,7 +564,7 @@ export function envSh(e: Endpoints): string {
 export async function up(stateDir: string, log: Log): Promise<Endpoints> {
   const bin = buildBinaries(log);
   const paths = readPathsEnv(bin);
-  for (const sub of ['logs', 'pids', 'pki', 'git', 'source-storage'])
+  for (const sub of ['logs', 'pids', 'pki', 'git', 'source-storage', 'registry'])
     mkdirSync(join(stateDir, sub), { recursive: true });
   const pki = join(stateDir, 'pki');
   makePki(pki);
@@ -683,8 +694,30 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
     `--password=${gitPassword}`,
   ]);
 
+  // The registry serves the kube-apiserver's certificate (SAN 127.0.0.1, from the environment's CA).
+  const registryAddr = `127.0.0.1:${await freePort()}`;
+  const registryConfig = join(stateDir, 'registry.yml');
+  const withRegistry = existsSync(join(bin, 'registry'));
+  if (withRegistry) {
+    log('starting OCI registry (Distribution)…');
+    writeFileSync(
+      registryConfig,
+      registryConfigYaml({
+        addr: registryAddr,
+        storageDir: join(stateDir, 'registry'),
+        tls: { certificate: join(pki, 'serving.crt'), key: join(pki, 'serving.key') },
+        auth: { kind: 'none' },
+      }),
+    );
+  }
+  const registry = withRegistry
+    ? startProcess(stateDir, 'registry', join(bin, 'registry'), ['serve', registryConfig], registryEnv)
+    : undefined;
+  const caPem = readFileSync(join(pki, 'ca.crt'), 'utf8');
+
   await Promise.all([
     waitFor(kcm, '/healthz', () => kcmHealthy(kcmPort)),
+    ...(registry ? [waitFor(registry, '/v2/', () => registryAnswers(`https://${registryAddr}`, caPem))] : []),
     waitFor(sc, '/readyz', () => httpOk(`http://127.0.0.1:${scHealth}/readyz`)),
     waitFor(kc, '/readyz', () => httpOk(`http://127.0.0.1:${kcHealth}/readyz`)),
     ...(hc ? [waitFor(hc, '/readyz', () => httpOk(`http://127.0.0.1:${hcHealth}/readyz`))] : []),
@@ -721,6 +754,7 @@ export async function up(stateDir: string, log: Log): Promise<Endpoints> {
     binDir: bin,
     capiCrds: String(paths.CAPI_CRDS),
     etcdUrl: mgmtEtcd,
+    ...(registry ? { registry: registryAddr, registryCa: join(pki, 'ca.crt') } : {}),
   };
   writeFileSync(join(stateDir, 'versions.env'), readFileSync(join(bin, 'paths.env'), 'utf8'));
   writeFileSync(endpointsFile(stateDir), JSON.stringify(endpoints, null, 2));

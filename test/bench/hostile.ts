@@ -39,8 +39,10 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../../controller/controllers/duration.ts';
+import { FLUX_SHARD_NAMESPACE_LABEL } from '../../controller/releases/flux.ts';
 import type { KubeObject } from '../../controller/runtime/client.ts';
 import { SHARD_LABEL } from '../../controller/runtime/manager.ts';
+import { type ShardedFlux, shardFlux } from '../../hack/lib/fluxshard.ts';
 import { createRepo, down, isStopped } from '../../hack/lib/testenv.ts';
 import {
   CAPI,
@@ -128,6 +130,10 @@ const usage = `Usage: npm run bench -- hostile [flags]
   --inputs LIST           only these hostile inputs, comma separated (default all: ${HOSTILE_INPUTS()
     .map((i) => i.name)
     .join(',')})
+  --benign-flux-shard     give the benign tenant its own Flux shard: its Namespace labelled stackflux.io/flux-shard,
+                          stackflux run with --flux-shards=1, and the environment's Flux sharded (hack/lib/fluxshard.ts: its
+                          own controllers restarted to leave that shard alone, a second set for it; restored at the end).
+                          Restarts the environment's Flux controllers: only on an environment no one else uses
   --max-rss-mb M          also a target: stackflux's peak RSS, and its RSS with its render processes, at most M MB (default 0: reported only)
   --source DIR            the checkout to measure, compiled like the container image (default this one)
   --stackflux FILE        run this bin/stackflux.js as it is instead
@@ -144,6 +150,8 @@ interface Options {
   flood: { connections: number; seconds: number; everySeconds: number };
   slowList: number;
   maxRssMb: number;
+  /** The benign tenant on its own Flux shard (see usage). */
+  benignFluxShard: boolean;
   /** Names of the hostile inputs to send (empty: all). */
   inputs: string[];
   source: string;
@@ -166,6 +174,7 @@ function options(argv: string[]): Options | undefined {
       'flood-every': { type: 'string', default: '120' },
       'slow-list': { type: 'string', default: '14' },
       'max-rss-mb': { type: 'string', default: '0' },
+      'benign-flux-shard': { type: 'boolean', default: false },
       inputs: { type: 'string', default: '' },
       source: { type: 'string', default: ROOT },
       stackflux: { type: 'string', default: '' },
@@ -201,6 +210,7 @@ function options(argv: string[]): Options | undefined {
     },
     slowList: Math.max(2, Math.round(num('slow-list'))),
     maxRssMb: num('max-rss-mb'),
+    benignFluxShard: values['benign-flux-shard'],
     inputs: names,
     source: values.source,
     stackflux: values.stackflux,
@@ -574,6 +584,7 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     writeFileSync(o.out, `${JSON.stringify(results, null, 2)}\n`);
   };
   let proc: StackfluxProcess | undefined;
+  let fluxShards: ShardedFlux | undefined;
   let watch: Watch | undefined;
   let exit: Figures['exit'];
   let code = 1;
@@ -583,8 +594,18 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     log(
       `setting up: ${benignClusters} benign Clusters, ${inputs.length} hostile inputs (${inputs.some((i) => i.name === 'slow') ? h.slowClusters : 0} slow-tenant Clusters)`,
     );
+    const benignFluxShard = `benign${pid}`;
     for (const ns of Object.values(h.ns)) {
-      await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+      await client.create({
+        apiVersion: 'v1',
+        kind: 'Namespace',
+        metadata: {
+          name: ns,
+          ...(o.benignFluxShard && ns === h.ns.benign
+            ? { labels: { [FLUX_SHARD_NAMESPACE_LABEL]: benignFluxShard } }
+            : {}),
+        },
+      });
       for (const o of applier(ns)) await client.create(o);
     }
     h.releaseUrl = await createRepo(e, `${h.ns.benign}-release`);
@@ -670,6 +691,13 @@ export async function runHostileBench(argv: string[]): Promise<number> {
       `--webhook-secret=${randomBytes(16).toString('hex')}`,
     ];
     if (supportsQpsFlags(o.stackflux)) args.push('--kube-api-qps=50', '--kube-api-burst=300');
+    if (o.benignFluxShard) {
+      args.push('--flux-shards=1');
+      log(
+        `sharding Flux: the benign tenant on shard ${benignFluxShard} (restarting this environment's Flux controllers)`,
+      );
+      fluxShards = await shardFlux(e.stateDir, [benignFluxShard]);
+    }
     // Locked down as a platform admin would run it, where this stackflux has the flag: Flux applies
     // each tenant's releases with the tenant's ServiceAccount (APPLIER, namespaced rights only).
     if (runFlags(o.stackflux).includes('--default-service-account'))
@@ -926,6 +954,9 @@ export async function runHostileBench(argv: string[]): Promise<number> {
     }
     // After the namespaces: Flux no longer re-applies what an input removes outside them.
     for (const input of inputs) await input.stop?.(h).catch(() => undefined);
+    await fluxShards
+      ?.restore()
+      .catch((err: unknown) => log(`restoring Flux's controllers failed: ${String(err)}`));
     client.close();
     if (env.owned) await down(e.stateDir, log);
     if (appDir !== undefined) rmSync(appDir, { recursive: true, force: true });

@@ -34,6 +34,8 @@ export function testEnv(): Endpoints {
     etcdUrl: required('ETCD_URL'),
     helmControllerHealth: process.env.FLUX_HELM_CONTROLLER_HEALTH,
     binDir: process.env.TESTENV_BIN_DIR,
+    registry: process.env.STACKFLUX_TESTENV_REGISTRY,
+    registryCa: process.env.STACKFLUX_TESTENV_REGISTRY_CA,
   };
 }
 

@@ -9,6 +9,12 @@
 //  - `next-page-fails`: the second page of the releases answers 500 (the first one links to it);
 //  - `cut-body`: the first page of the releases announces more bytes than it sends, then closes.
 // `once` faults answer one request and then turn back to `ok`. Every request is logged.
+// Release assets: a release may carry assets (listed in `assets[]` of the releases and of
+// `GET /repos/{o}/{r}/releases/tags/{tag}`); `GET /repos/{o}/{r}/releases/assets/{id}` with
+// `Accept: application/octet-stream` answers 302 to a second origin, the "storage" server
+// (`storageUrl`, its own request log `storageLog`), which serves the bytes as GitHub's storage host
+// does: without asking for the token. replaceAsset() uploads a new asset in place of one (new id and
+// time, as GitHub does); `storageExtraBytes` makes the storage send more than the listed size.
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
@@ -28,9 +34,40 @@ export interface GitHubRequest {
   authorization: string;
 }
 
+export interface FakeAsset {
+  id: number;
+  name: string;
+  bytes: Uint8Array;
+  updated_at: string;
+}
+
 export interface FakeRelease {
   tag: string;
   commit: string;
+  assets?: FakeAsset[];
+}
+
+let nextAssetId = 1000;
+let assetClock = Date.parse('2026-01-01T00:00:00Z');
+
+function newAsset(name: string, bytes: Uint8Array): FakeAsset {
+  assetClock += 1000;
+  return { id: nextAssetId++, name, bytes, updated_at: new Date(assetClock).toISOString() };
+}
+
+/** Assets {name → bytes} as a release's assets, each with a new id. */
+export function fakeAssets(files: ReadonlyMap<string, Uint8Array>): FakeAsset[] {
+  return [...files].map(([name, bytes]) => newAsset(name, bytes));
+}
+
+function assetJson(a: FakeAsset) {
+  return {
+    id: a.id,
+    name: a.name,
+    size: a.bytes.byteLength,
+    updated_at: a.updated_at,
+    content_type: 'application/octet-stream',
+  };
 }
 
 export class GitHubFake {
@@ -44,15 +81,60 @@ export class GitHubFake {
   /** rate-limit: epoch seconds of the reset; retry-after: seconds. */
   #param = 0;
   #server: Server | undefined;
+  #storage: Server | undefined;
+  /** The storage origin asset downloads are redirected to. */
+  storageUrl = '';
+  readonly storageLog: GitHubRequest[] = [];
+  /** Bytes the storage sends beyond an asset's listed size (a download that must be refused). */
+  storageExtraBytes = 0;
 
   static async start(): Promise<GitHubFake> {
     const f = new GitHubFake();
-    const server = createServer((req, res) => f.#handle(req, res));
-    f.#server = server;
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-    const addr = server.address();
-    f.url = `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
+    const listen = async (server: Server): Promise<string> => {
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+      const addr = server.address();
+      return `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
+    };
+    f.#server = createServer((req, res) => f.#handle(req, res));
+    f.url = await listen(f.#server);
+    f.#storage = createServer((req, res) => f.#serveStorage(req, res));
+    f.storageUrl = await listen(f.#storage);
     return f;
+  }
+
+  /** Replaces asset `name` of release `tag` with `bytes`: a new asset id and time, as GitHub does. */
+  replaceAsset(tag: string, name: string, bytes: Uint8Array): void {
+    const release = this.releases.find((r) => r.tag === tag);
+    const at = release?.assets?.findIndex((a) => a.name === name) ?? -1;
+    if (release?.assets === undefined || at < 0) throw new Error(`no asset ${name} in ${tag}`);
+    release.assets[at] = newAsset(name, bytes);
+  }
+
+  #asset(id: number): FakeAsset | undefined {
+    for (const r of this.releases) for (const a of r.assets ?? []) if (a.id === id) return a;
+    return undefined;
+  }
+
+  #serveStorage(req: IncomingMessage, res: ServerResponse) {
+    const url = new URL(req.url ?? '/', this.storageUrl);
+    const entry: GitHubRequest = {
+      at: Date.now(),
+      path: url.pathname,
+      status: 0,
+      authorization: req.headers.authorization ?? '',
+    };
+    this.storageLog.push(entry);
+    const m = /^\/blobs\/(\d+)$/.exec(url.pathname);
+    const asset =
+      m === null || url.searchParams.get('sig') !== 'signed' ? undefined : this.#asset(Number(m[1]));
+    entry.status = asset === undefined ? 404 : 200;
+    if (asset === undefined) {
+      res.writeHead(404);
+      res.end();
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    res.end(Buffer.concat([asset.bytes, Buffer.alloc(this.storageExtraBytes, 0x41)]));
   }
 
   /** Sets the fault; `param`: the reset (epoch s) of rate-limit, the seconds of retry-after. */
@@ -66,10 +148,11 @@ export class GitHubFake {
     return this.log.filter((r) => r.at >= from && r.at < to && keep(r));
   }
 
-  stop(): Promise<void> {
-    const s = this.#server;
-    s?.closeAllConnections();
-    return new Promise((resolve) => (s ? s.close(() => resolve()) : resolve()));
+  async stop(): Promise<void> {
+    for (const s of [this.#server, this.#storage]) {
+      s?.closeAllConnections();
+      await new Promise<void>((resolve) => (s ? s.close(() => resolve()) : resolve()));
+    }
   }
 
   #handle(req: IncomingMessage, res: ServerResponse) {
@@ -86,11 +169,36 @@ export class GitHubFake {
       res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
       res.end(body);
     };
+    const given = (req.headers.authorization ?? '').replace(/^(token|bearer)\s+/i, '');
+    const unauthorized = this.token !== undefined && given !== this.token;
+    const byTag = /^\/repos\/[^/]+\/[^/]+\/releases\/tags\/([^/]+)$/.exec(url.pathname);
+    const byAsset = /^\/repos\/[^/]+\/[^/]+\/releases\/assets\/(\d+)$/.exec(url.pathname);
+    if ((byTag !== null || byAsset !== null) && unauthorized)
+      return send(401, {}, JSON.stringify({ message: 'Bad credentials' }));
+    if (byTag !== null) {
+      const r = this.releases.find((x) => x.tag === decodeURIComponent(byTag[1] ?? ''));
+      if (r === undefined) return send(404, {}, JSON.stringify({ message: 'Not Found' }));
+      return send(
+        200,
+        {},
+        JSON.stringify({
+          tag_name: r.tag,
+          draft: false,
+          prerelease: false,
+          assets: (r.assets ?? []).map(assetJson),
+        }),
+      );
+    }
+    if (byAsset !== null) {
+      const asset = this.#asset(Number(byAsset[1]));
+      if (asset === undefined) return send(404, {}, JSON.stringify({ message: 'Not Found' }));
+      if (req.headers.accept !== 'application/octet-stream')
+        return send(200, {}, JSON.stringify(assetJson(asset)));
+      return send(302, { location: `${this.storageUrl}/blobs/${asset.id}?sig=signed` }, '');
+    }
     const m = /^\/repos\/([^/]+)\/([^/]+)\/(releases|tags)$/.exec(url.pathname);
     if (m === null) return send(404, {}, JSON.stringify({ message: 'Not Found' }));
-    const given = (req.headers.authorization ?? '').replace(/^(token|bearer)\s+/i, '');
-    if (this.token !== undefined && given !== this.token)
-      return send(401, {}, JSON.stringify({ message: 'Bad credentials' }));
+    if (unauthorized) return send(401, {}, JSON.stringify({ message: 'Bad credentials' }));
     const kind = m[3] as 'releases' | 'tags';
     const page = Number(url.searchParams.get('page') ?? '1');
     const fault = this.#fault;
@@ -123,6 +231,7 @@ export class GitHubFake {
             draft: false,
             prerelease: false,
             created_at: '2026-01-01T00:00:00Z',
+            assets: (r.assets ?? []).map(assetJson),
           }))
         : this.releases.map((r) => ({ name: r.tag, commit: { sha: r.commit } }));
     const body = JSON.stringify(items.slice(page - 1, page));

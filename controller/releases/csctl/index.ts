@@ -4,7 +4,8 @@
 //
 //   csctl.yaml                  apiVersion, config.provider.type, config.clusterStackName,
 //                               config.kubernetesVersion (full: v1.30.10)
-//   metadata.yaml               optional (csctl writes it into packaged releases)
+//   metadata.yaml               optional (csctl writes it into packaged releases); a packaged
+//                               release (assets.ts) has it INSTEAD of csctl.yaml
 //   cluster-class/              a Helm chart (Chart.yaml + templates/); its version is a placeholder
 //   clusteraddon.yaml           present: the stages layout; addonStages.<hook>: [{name, action,
 //                               waitForPreCondition, waitForPostCondition}], each name a chart
@@ -279,14 +280,19 @@ function umbrellaAddon(tree: ReleaseTree, errors: string[]): DescribedAddon {
 /** Reads a csctl-layout release at its tag; all errors at once. */
 export function readCsctlRelease(tree: ReleaseTree, tag: ReleaseTag): ValidationResult<StackDescription> {
   const errors: string[] = [];
+  const metadataText = tree.get(METADATA_FILE);
+  const metadata = metadataText === undefined ? undefined : parseCsctlMetadata(metadataText);
   const configText = tree.get(CSCTL_FILE);
-  const config = configText === undefined ? undefined : parseCsctlConfig(configText);
+  const config =
+    configText !== undefined
+      ? parseCsctlConfig(configText)
+      : metadata?.ok === true && isPackagedMetadata(metadata.value)
+        ? packagedConfig(metadata.value, tag)
+        : undefined;
   if (config === undefined) errors.push(`release has no ${CSCTL_FILE}`);
   else if (!config.ok) errors.push(...config.errors);
   else errors.push(...csctlConfigTagErrors(config.value, tag));
 
-  const metadataText = tree.get(METADATA_FILE);
-  const metadata = metadataText === undefined ? undefined : parseCsctlMetadata(metadataText);
   if (metadata !== undefined && !metadata.ok) errors.push(...metadata.errors);
   if (metadata?.ok === true && config?.ok === true)
     errors.push(...metadataErrors(metadata.value, config.value, tag));
@@ -329,8 +335,48 @@ export function readCsctlRelease(tree: ReleaseTree, tag: ReleaseTag): Validation
   };
 }
 
+/** The apiVersion group of csctl's metadata.yaml (clusterstack.MetaData). */
+const METADATA_API_GROUP = 'metadata.clusterstack.x-k8s.io/';
+
+function isPackagedMetadata(metadata: CsctlMetadata): boolean {
+  return metadata.apiVersion.startsWith(METADATA_API_GROUP);
+}
+
+/**
+ * A release csctl packaged (controller/releases/csctl/assets.ts) has no csctl.yaml: as CSO does,
+ * provider and name come from the tag and the full Kubernetes version from metadata.yaml. Its
+ * apiVersion is unknown (""): csctl.yaml's is read by nothing after csctl.
+ */
+function packagedConfig(metadata: CsctlMetadata, tag: ReleaseTag): ValidationResult<CsctlConfig> {
+  if (!CSCTL_KUBERNETES_VERSION.test(metadata.kubernetes))
+    return {
+      ok: false,
+      errors: [
+        `${METADATA_FILE}: versions.kubernetes "${metadata.kubernetes}" is not a full version like v1.30.10`,
+      ],
+    };
+  return {
+    ok: true,
+    value: {
+      apiVersion: '',
+      kubernetesVersion: metadata.kubernetes,
+      clusterStackName: tag.name,
+      providerType: tag.provider,
+      providerApiVersion: '',
+    },
+  };
+}
+
+/** A tree of a packaged csctl release: no csctl.yaml, csctl's metadata.yaml and a cluster-class chart. */
+export function isPackagedCsctlTree(tree: ReleaseTree): boolean {
+  const text = tree.get(METADATA_FILE);
+  if (tree.has(CSCTL_FILE) || text === undefined || !tree.has(`${CLUSTER_CLASS_DIR}Chart.yaml`)) return false;
+  const metadata = parseCsctlMetadata(text);
+  return metadata.ok && isPackagedMetadata(metadata.value);
+}
+
 export const csctlFormat: ReleaseFormat = {
   name: 'csctl',
-  claims: (tree) => tree.has(CSCTL_FILE),
+  claims: (tree) => tree.has(CSCTL_FILE) || isPackagedCsctlTree(tree),
   read: readCsctlRelease,
 };

@@ -729,6 +729,83 @@ describe('reconcileClusterAddon: Flux-side scale settings', () => {
     );
   });
 
+  it("a Namespace labelled stackflux.io/flux-shard puts its Clusters' Flux objects on that shard (with --flux-shards ≥ 1 only)", () => {
+    const labelled = (settings: FleetSettings, shard: string) =>
+      must(
+        reconcileClusterAddon(
+          baseInput(
+            { name: 'c7' },
+            { clusterAddon: existingAddon('c7'), fleetSettings: settings, namespaceFluxShard: shard },
+          ),
+        ),
+      );
+    const shardOf = (o: { metadata: { labels?: Record<string, string> } } | undefined) =>
+      o?.metadata.labels?.['sharding.fluxcd.io/key'];
+    for (const fluxShards of [1, 4]) {
+      const first = labelled({ ...fleetSettings, fluxShards }, 'tenant-a');
+      const branch = stateOf(first.branch?.files ?? new Map(), 'a'.repeat(40));
+      const r = must(
+        reconcileClusterAddon(
+          baseInput(
+            { name: 'c7' },
+            {
+              clusterAddon: existingAddon('c7'),
+              fleetSettings: { ...fleetSettings, fluxShards },
+              namespaceFluxShard: 'tenant-a',
+              branch,
+            },
+          ),
+        ),
+      );
+      assert.equal(shardOf(r.gitRepository), 'tenant-a', `--flux-shards ${fluxShards}: GitRepository`);
+      assert.ok((r.kustomizations ?? []).length > 0);
+      for (const k of r.kustomizations ?? []) assert.equal(shardOf(k), 'tenant-a', k.metadata.name);
+    }
+    // One shard: no hashed label for an unlabelled namespace; the namespace label is ignored without --flux-shards.
+    assert.equal(shardOf(converged('c7', { ...fleetSettings, fluxShards: 1 }).gitRepository), undefined);
+    const ignored = must(
+      reconcileClusterAddon(
+        baseInput(
+          { name: 'c7' },
+          { clusterAddon: existingAddon('c7'), fleetSettings, namespaceFluxShard: 'tenant-a' },
+        ),
+      ),
+    );
+    assert.ok(ignored.branch?.files);
+    const ignoredBranch = stateOf(ignored.branch.files, 'a'.repeat(40));
+    const converged0 = must(
+      reconcileClusterAddon(
+        baseInput(
+          { name: 'c7' },
+          {
+            clusterAddon: existingAddon('c7'),
+            fleetSettings,
+            namespaceFluxShard: 'tenant-a',
+            branch: ignoredBranch,
+          },
+        ),
+      ),
+    );
+    assert.equal(shardOf(converged0.gitRepository), undefined, 'without --flux-shards: no label');
+    // Not a label value: the hashed shard, as if unlabelled.
+    const bad = labelled({ ...fleetSettings, fluxShards: 4 }, '-bad value');
+    const badBranch = stateOf(bad.branch?.files ?? new Map(), 'a'.repeat(40));
+    const hashed = must(
+      reconcileClusterAddon(
+        baseInput(
+          { name: 'c7' },
+          {
+            clusterAddon: existingAddon('c7'),
+            fleetSettings: { ...fleetSettings, fluxShards: 4 },
+            namespaceFluxShard: '-bad value',
+            branch: badBranch,
+          },
+        ),
+      ),
+    );
+    assert.match(shardOf(hashed.gitRepository) ?? '', /^shard[0-3]$/);
+  });
+
   it("--addon-interval sets the Kustomizations' interval, --fleet-interval the GitRepository's", () => {
     const r = converged('alpha', { ...fleetSettings, addonInterval: '30m', interval: '10m' });
     for (const k of r.kustomizations ?? []) assert.equal(k.spec.interval, '30m');
@@ -1289,6 +1366,25 @@ function helmRelease(r: ClusterAddonResult, addon: string): Doc {
 }
 
 describe('reconcileClusterAddon: Helm-chart addons', () => {
+  it("a Helm addon's HelmRelease and chart source carry the Cluster's Flux shard, so that shard's controllers take them", () => {
+    const r = must(
+      reconcileClusterAddon(
+        baseInput(
+          { release: V3 },
+          { fleetSettings: { ...fleetSettings, fluxShards: 2 }, namespaceFluxShard: 'tenant-a' },
+        ),
+      ),
+    );
+    assert.equal(helmRelease(r, 'info').metadata.labels['sharding.fluxcd.io/key'], 'tenant-a');
+    assert.equal(helmRelease(r, 'web').metadata.labels['sharding.fluxcd.io/key'], 'tenant-a');
+    assert.equal(
+      branchDoc(r, 'web.helm/helmrepository.yaml').metadata.labels['sharding.fluxcd.io/key'],
+      'tenant-a',
+    );
+    const unsharded = must(reconcileClusterAddon(baseInput({ release: V3 })));
+    assert.equal(helmRelease(unsharded, 'info').metadata.labels['sharding.fluxcd.io/key'], undefined);
+  });
+
   it('an in-tree chart is a HelmRelease on the branch: the Cluster kubeconfig, its rendered values, the chart from the release GitRepository', () => {
     const r = must(reconcileClusterAddon(baseInput({ release: V3, values: { info: { tier: 'premium' } } })));
     assert.deepEqual([...(r.branch?.files?.keys() ?? [])].sort(), [

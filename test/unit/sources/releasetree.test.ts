@@ -67,9 +67,9 @@ describe('releaseTreeFetcher', () => {
     assert.deepEqual(urls, [`https://r.example/v2/kaas/stacks/manifests/${digest}`]);
   });
 
-  it('says what is missing when OCI releases cannot be read, and leaves Git URLs to git', async () => {
-    const noAssets = releaseTreeFetcher({ oci: new OciClient() });
-    const err = await noAssets(
+  it('refuses OCI releases without an OCI client, and leaves Git URLs to git', async () => {
+    const noOci = releaseTreeFetcher({});
+    const err = await noOci(
       { url: 'oci://r.example/a' },
       't',
       `sha256:${'c'.repeat(64)}`,
@@ -78,9 +78,7 @@ describe('releaseTreeFetcher', () => {
     ).catch((e: unknown) => e);
     assert.ok(err instanceof SourceError);
     assert.equal(err.reason, 'Unsupported');
-    const gitErr = await noAssets({ url: 'file:///etc' }, 't', 'abc', cache, undefined).catch(
-      (e: unknown) => e,
-    );
+    const gitErr = await noOci({ url: 'file:///etc' }, 't', 'abc', cache, undefined).catch((e: unknown) => e);
     assert.ok(gitErr instanceof SourceError);
     assert.equal(gitErr.reason, 'InvalidURL', 'the Git path validated the URL');
   });
