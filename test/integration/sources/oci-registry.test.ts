@@ -8,13 +8,15 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, generateKeyPairSync, sign } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ReleaseTree } from '../../../controller/api/release.ts';
+import { releaseTreeFromCsctlAssets } from '../../../controller/releases/csctl/assets.ts';
+import { readReleaseDescription } from '../../../controller/releases/format.ts';
 import { binaryFilesOf, releaseTreeFromBytes } from '../../../controller/releases/tree.ts';
 import { SourceError } from '../../../controller/sources/git.ts';
 import { RateLimitedError } from '../../../controller/sources/github.ts';
@@ -29,6 +31,10 @@ import {
 import { SourcePollers } from '../../../controller/sources/poller.ts';
 import { releaseTreeFetcher, sourceTagLister } from '../../../controller/sources/releasetree.ts';
 import { serveWebhook, type WebhookServer } from '../../../controller/sources/webhook.ts';
+import { readStackDir } from '../../../hack/lib/stack-dir.ts';
+import { packageCsctlRelease } from '../../support/csctl-assets.ts';
+import { pushCsctlRelease } from '../../support/registry.ts';
+import { releaseTag } from '../../support/release-tag.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'stackflux-oci-'));
 const USER = 'stacker';
@@ -644,5 +650,51 @@ describe('OCI source, registry push notifications', () => {
       await pollers.idle();
     }
     assert.equal(pollers.commitOf(ref, 'docker-ferrol-1-30-v2'), digest);
+  });
+});
+
+describe('OCI source, a release pushed by csctl (its oras-go calls, hack/tools/csctl-push)', () => {
+  let registry: Registry;
+  const STACK = join(import.meta.dirname, '..', '..', '..', 'stacks', 'docker-csoferrol-1-30');
+  const TAG = 'docker-csoferrol-1-30-v1';
+  const packaged = packageCsctlRelease(STACK, 'v1');
+
+  before(async () => {
+    registry = await startRegistry('csctl', '');
+  });
+  after(() => registry.stop());
+
+  it('reads the release as the same assets from GitHub read, and describes it as its Git-tag folder', async () => {
+    const dir = join(work, 'csctl-release');
+    mkdirSync(dir, { recursive: true });
+    for (const [name, bytes] of packaged) writeFileSync(join(dir, name), bytes);
+    const pushed = await pushCsctlRelease({
+      registry: registry.host,
+      repository: 'scs/stacks',
+      tag: TAG,
+      dir,
+      plainHttp: true,
+    });
+    const url = `oci://${registry.host}/scs/stacks`;
+    const oci = new OciClient();
+    const [listed] = await sourceTagLister({ oci })(url, undefined, { insecure: true });
+    assert.deepEqual(listed, { tag: TAG, commit: pushed.digest });
+    // The controllers' fetcher, with the real csctl assets reader.
+    const tree = await releaseTreeFetcher({ oci })(
+      { url, insecure: true },
+      TAG,
+      pushed.digest,
+      join(work, 'cache-csctl'),
+      undefined,
+    );
+    assert.deepEqual([...tree].sort(), [...releaseTreeFromCsctlAssets(packaged)].sort());
+    const fromOci = readReleaseDescription(tree, releaseTag(TAG));
+    const fromGit = readReleaseDescription(readStackDir(STACK), releaseTag(TAG));
+    assert.ok(fromOci.ok && fromGit.ok, JSON.stringify([fromOci, fromGit]).slice(0, 500));
+    assert.deepEqual(fromOci.value.addons, fromGit.value.addons);
+    assert.deepEqual(
+      [fromOci.value.provider, fromOci.value.name, fromOci.value.kubernetesVersion],
+      [fromGit.value.provider, fromGit.value.name, fromGit.value.kubernetesVersion],
+    );
   });
 });
