@@ -1,12 +1,13 @@
 // The OCI source against a real registry: the CNCF Distribution registry (v3.1.2, built by
-// hack/build-testenv.sh) started by this file, anonymous, with htpasswd (Basic) and with token
-// auth (a token server in this file signs the JWTs the registry verifies with a JWKS). Releases are
-// pushed with plain fetch (monolithic blob upload, manifest PUT) in csctl's layout: an image
-// manifest with artifactType application/vnd.scs.cluster-stacks.v1 and one layer per asset file
-// named by its title annotation.
-// (Minimal starter and push kept here until test/support/registry.ts of task "registry" is merged.)
+// hack/build-testenv.sh), started by test/support/registry.ts over HTTPS (anonymous, Docker token
+// auth with anonymous pull) or plain HTTP (htpasswd, notifications), and once by this file with a
+// JWKS-verified token server of its own (the identity-token exchange, which the support token server
+// does not speak). Crafted releases (another artifact type, a node image layer) are pushed with
+// plain fetch (monolithic blob upload, manifest PUT) in csctl's layout: an image manifest with
+// artifactType application/vnd.scs.cluster-stacks.v1 and one layer per asset file named by its
+// title annotation; a real one with csctl's own push (pushCsctlRelease).
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, generateKeyPairSync, sign } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -33,20 +34,18 @@ import { releaseTreeFetcher, sourceTagLister } from '../../../controller/sources
 import { serveWebhook, type WebhookServer } from '../../../controller/sources/webhook.ts';
 import { readStackDir } from '../../../hack/lib/stack-dir.ts';
 import { packageCsctlRelease } from '../../support/csctl-assets.ts';
-import { pushCsctlRelease } from '../../support/registry.ts';
+import {
+  pushCsctlRelease,
+  registryBinDir,
+  startRegistry as startTestRegistry,
+  type TestRegistry,
+  trustCa,
+} from '../../support/registry.ts';
 import { releaseTag } from '../../support/release-tag.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'stackflux-oci-'));
 const USER = 'stacker';
 const PASSWORD = 'stackflux-oci-test';
-// bcrypt (cost 4) of PASSWORD: Distribution's htpasswd accepts bcrypt only, and nothing here makes
-// bcrypt hashes (made once with golang.org/x/crypto/bcrypt).
-const HTPASSWD = `${USER}:$2a$04$cRKOiCQadpd9Gk9bJ0UaV.DSiZkYBjZtknj0Kr7ypG7KZ4gyOikLy\n`;
-
-function registryBinary(): string {
-  const dir = execFileSync('bash', ['hack/build-testenv.sh'], { encoding: 'utf8' }).trim().split('\n').pop();
-  return join(dir ?? '', 'registry');
-}
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -58,18 +57,20 @@ async function freePort(): Promise<number> {
 
 interface Registry {
   host: string;
+  url: string;
   stop: () => Promise<void>;
 }
 
-async function startRegistry(name: string, auth: string): Promise<Registry> {
+/** A plain-HTTP registry with the given auth section (the JWKS token describe below). */
+async function startJwksRegistry(name: string, auth: string): Promise<Registry> {
   const dir = join(work, name);
   const port = await freePort();
-  execFileSync('mkdir', ['-p', join(dir, 'data')]);
+  mkdirSync(join(dir, 'data'), { recursive: true });
   writeFileSync(
     join(dir, 'config.yml'),
     `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${join(dir, 'data')}\nhttp:\n  addr: 127.0.0.1:${port}\n${auth}`,
   );
-  const child: ChildProcess = spawn(registryBinary(), ['serve', join(dir, 'config.yml')], {
+  const child: ChildProcess = spawn(join(registryBinDir(), 'registry'), ['serve', join(dir, 'config.yml')], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
@@ -88,6 +89,7 @@ async function startRegistry(name: string, auth: string): Promise<Registry> {
   }
   return {
     host,
+    url: `http://${host}`,
     stop: async () => {
       child.kill('SIGTERM');
       if (child.exitCode === null) await new Promise((r) => child.once('exit', r));
@@ -97,7 +99,7 @@ async function startRegistry(name: string, auth: string): Promise<Registry> {
 
 /** Pushes assets as a csctl release artifact; returns the manifest digest. */
 async function pushRelease(
-  host: string,
+  base: string,
   repo: string,
   tag: string,
   assets: Record<string, string | Buffer>,
@@ -107,9 +109,9 @@ async function pushRelease(
   const h: Record<string, string> = authorization !== undefined ? { authorization } : {};
   const pushBlob = async (bytes: Buffer): Promise<string> => {
     const digest = sha256Digest(bytes);
-    const start = await fetch(`http://${host}/v2/${repo}/blobs/uploads/`, { method: 'POST', headers: h });
+    const start = await fetch(`${base}/v2/${repo}/blobs/uploads/`, { method: 'POST', headers: h });
     assert.equal(start.status, 202, `upload start: ${start.status}`);
-    const location = new URL(start.headers.get('location') ?? '', `http://${host}`);
+    const location = new URL(start.headers.get('location') ?? '', base);
     location.searchParams.set('digest', digest);
     const put = await fetch(location, {
       method: 'PUT',
@@ -138,7 +140,7 @@ async function pushRelease(
   const manifest = Buffer.from(
     JSON.stringify({ schemaVersion: 2, mediaType: OCI_MANIFEST, artifactType, config, layers }),
   );
-  const res = await fetch(`http://${host}/v2/${repo}/manifests/${tag}`, {
+  const res = await fetch(`${base}/v2/${repo}/manifests/${tag}`, {
     method: 'PUT',
     headers: { ...h, 'content-type': OCI_MANIFEST },
     body: manifest,
@@ -164,8 +166,8 @@ const ASSETS = {
 
 after(() => rmSync(work, { recursive: true, force: true }));
 
-describe('OCI source, anonymous registry', () => {
-  let registry: Registry;
+describe('OCI source, anonymous registry over HTTPS', () => {
+  let registry: TestRegistry;
   let proxy: Server;
   let proxyHost = '';
   let flipDigest = '';
@@ -174,7 +176,8 @@ describe('OCI source, anonymous registry', () => {
   const url = () => `oci://${registry.host}/${repo}`;
 
   before(async () => {
-    registry = await startRegistry('anon', '');
+    registry = await startTestRegistry({});
+    trustCa(registry.caPem ?? '');
     // A proxy that flips one byte of one blob, or answers 429 while `limited`.
     proxy = createServer(async (req: IncomingMessage, res: ServerResponse) => {
       if (limited) {
@@ -182,7 +185,7 @@ describe('OCI source, anonymous registry', () => {
         res.end('{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}');
         return;
       }
-      const up = await fetch(`http://${registry.host}${req.url}`, {
+      const up = await fetch(`${registry.url}${req.url}`, {
         method: req.method ?? 'GET',
         headers: { accept: String(req.headers.accept ?? '*/*') },
         redirect: 'manual',
@@ -207,11 +210,11 @@ describe('OCI source, anonymous registry', () => {
     const digests = new Map<string, string>();
     for (let v = 1; v <= 7; v++) {
       const tag = `docker-ferrol-1-30-v${v}`;
-      digests.set(tag, await pushRelease(registry.host, repo, tag, { 'metadata.yaml': `v: ${v}\n` }));
+      digests.set(tag, await pushRelease(registry.url, repo, tag, { 'metadata.yaml': `v: ${v}\n` }));
     }
-    await pushRelease(registry.host, repo, 'latest', { 'metadata.yaml': 'x' });
+    await pushRelease(registry.url, repo, 'latest', { 'metadata.yaml': 'x' });
     const client = new OciClient({ limits: { pageSize: 3 } });
-    const tags = await client.listTags(url(), undefined, { insecure: true });
+    const tags = await client.listTags(url(), undefined);
     assert.deepEqual(
       tags.map((t) => t.tag),
       [...digests.keys(), 'latest'].sort(),
@@ -230,22 +233,24 @@ describe('OCI source, anonymous registry', () => {
     assert.match(err.message, /ECONNREFUSED/);
   });
 
-  it('refuses plain http unless the source says insecure', async () => {
+  it('speaks https unless the source says insecure: a plain-http registry is unreachable without it', async () => {
+    const proxied = `oci://${proxyHost}/${repo}`;
     const err = await new OciClient({ limits: { requestTimeoutMs: 5000 } })
-      .listTagNames(url(), undefined)
+      .listTagNames(proxied, undefined)
       .catch((e: unknown) => e);
     assert.ok(err instanceof SourceError, String(err));
-    assert.notEqual(err.reason, 'InvalidRelease');
+    assert.equal(err.reason, 'SourceUnreachable');
+    assert.ok((await new OciClient().listTagNames(proxied, undefined, { insecure: true })).length > 0);
   });
 
   it('reads the artifact by digest: every asset back byte for byte (no node image), then from the cache', async () => {
-    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v20', {
+    const digest = await pushRelease(registry.url, repo, 'docker-ferrol-1-30-v20', {
       ...ASSETS,
       'docker-ferrol-1-30-node-image-v1.tgz': Buffer.alloc(5000, 1),
     });
     const client = new OciClient();
     const cache = join(work, 'cache-read');
-    const o = { client, assetsToTree: identity, insecure: true };
+    const o = { client, assetsToTree: identity };
     const tree = await fetchOciReleaseTree(url(), 'docker-ferrol-1-30-v20', digest, cache, undefined, o);
     assert.deepEqual([...tree.keys()].sort(), ['metadata.yaml']);
     assert.deepEqual([...binaryFilesOf(tree).keys()], ['docker-ferrol-1-30-cluster-class-v1.tgz']);
@@ -261,27 +266,27 @@ describe('OCI source, anonymous registry', () => {
 
   it('a moved tag lists its new digest, and the validated digest still reads the old content', async () => {
     const tag = 'docker-ferrol-1-30-v30';
-    const first = await pushRelease(registry.host, repo, tag, { 'metadata.yaml': 'first\n' });
+    const first = await pushRelease(registry.url, repo, tag, { 'metadata.yaml': 'first\n' });
     const pollers = new SourcePollers({
-      lister: (u) => new OciClient().listTags(u, undefined, { insecure: true }),
+      lister: (u) => new OciClient().listTags(u, undefined),
       onChange: () => undefined,
     });
     const ref = { url: url(), namespace: 'ns' };
     pollers.subscribe('ns/cs', { ...ref, intervalMs: 3_600_000 });
     await pollers.idle();
     assert.equal(pollers.commitOf(ref, tag), first);
-    const second = await pushRelease(registry.host, repo, tag, { 'metadata.yaml': 'second\n' });
+    const second = await pushRelease(registry.url, repo, tag, { 'metadata.yaml': 'second\n' });
     assert.notEqual(second, first);
     await pollers.refresh('ns/cs');
     assert.equal(pollers.commitOf(ref, tag), second, 'the listing reports where the tag points now');
     pollers.stop();
-    const o = { client: new OciClient(), assetsToTree: identity, insecure: true };
+    const o = { client: new OciClient(), assetsToTree: identity };
     const tree = await fetchOciReleaseTree(url(), tag, first, join(work, 'cache-moved'), undefined, o);
     assert.equal(tree.get('metadata.yaml'), 'first\n');
   });
 
   it('a flipped byte in a blob is InvalidRelease naming the asset and its digest', async () => {
-    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v40', ASSETS);
+    const digest = await pushRelease(registry.url, repo, 'docker-ferrol-1-30-v40', ASSETS);
     flipDigest = sha256Digest(TGZ);
     try {
       const o = { client: new OciClient(), assetsToTree: identity, insecure: true };
@@ -306,14 +311,14 @@ describe('OCI source, anonymous registry', () => {
 
   it('an artifact that is not a csctl release is InvalidRelease naming its artifact type', async () => {
     const digest = await pushRelease(
-      registry.host,
+      registry.url,
       repo,
       'docker-ferrol-1-30-v50',
       { 'metadata.yaml': 'x' },
       undefined,
       'application/vnd.example.other.v1',
     );
-    const o = { client: new OciClient(), assetsToTree: identity, insecure: true };
+    const o = { client: new OciClient(), assetsToTree: identity };
     const err = await fetchOciReleaseTree(
       url(),
       'docker-ferrol-1-30-v50',
@@ -331,11 +336,9 @@ describe('OCI source, anonymous registry', () => {
   });
 
   it('a release over the byte limit is InvalidRelease before any blob is read', async () => {
-    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v60', ASSETS);
+    const digest = await pushRelease(registry.url, repo, 'docker-ferrol-1-30-v60', ASSETS);
     const client = new OciClient({ limits: { maxReleaseBytes: 1000 } });
-    const err = await client
-      .fetchAssets(url(), digest, undefined, { insecure: true })
-      .catch((e: unknown) => e);
+    const err = await client.fetchAssets(url(), digest, undefined).catch((e: unknown) => e);
     assert.ok(err instanceof SourceError);
     assert.equal(err.reason, 'InvalidRelease');
     assert.match(err.message, /more than the limit of 1000 bytes/);
@@ -375,7 +378,7 @@ describe('OCI source, anonymous registry', () => {
 });
 
 describe('OCI source, htpasswd (Basic) registry', () => {
-  let registry: Registry;
+  let registry: TestRegistry;
   let front: Server;
   let storage: Server;
   /** Authorization headers the "storage" host (another origin) received. */
@@ -384,11 +387,10 @@ describe('OCI source, htpasswd (Basic) registry', () => {
   const basic = `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
 
   before(async () => {
-    writeFileSync(join(work, 'htpasswd'), HTPASSWD);
-    registry = await startRegistry(
-      'basic',
-      `auth:\n  htpasswd:\n    realm: stackflux-test\n    path: ${join(work, 'htpasswd')}\n`,
-    );
+    registry = await startTestRegistry({
+      auth: { kind: 'htpasswd', user: USER, password: PASSWORD },
+      tls: false,
+    });
     // "storage": another origin serving blobs (as S3 behind a registry does); it fetches them from
     // the registry with its own credentials and records what the client sent.
     storage = createServer(async (req, res) => {
@@ -427,7 +429,7 @@ describe('OCI source, htpasswd (Basic) registry', () => {
   });
 
   it('follows a blob redirect to another host without the Authorization header', async () => {
-    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v9', ASSETS, basic);
+    const digest = await pushRelease(registry.url, repo, 'docker-ferrol-1-30-v9', ASSETS, basic);
     const frontHost = `127.0.0.1:${(front.address() as AddressInfo).port}`;
     const assets = await new OciClient().fetchAssets(
       `oci://${frontHost}/${repo}`,
@@ -441,7 +443,7 @@ describe('OCI source, htpasswd (Basic) registry', () => {
   });
 
   it('answers 401, then lists and reads with the right credentials; wrong ones fail without naming them', async () => {
-    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v1', ASSETS, basic);
+    const digest = await pushRelease(registry.url, repo, 'docker-ferrol-1-30-v1', ASSETS, basic);
     const url = `oci://${registry.host}/${repo}`;
     const anonymous = await new OciClient()
       .listTagNames(url, undefined, { insecure: true })
@@ -530,7 +532,7 @@ describe('OCI source, token (Bearer) registry', () => {
     const realm = `http://127.0.0.1:${(tokenServer.address() as AddressInfo).port}/token`;
     const jwk = { ...publicKey.export({ format: 'jwk' }), kid: 'test', alg: 'ES256', use: 'sig' };
     writeFileSync(join(work, 'jwks.json'), JSON.stringify({ keys: [jwk] }));
-    registry = await startRegistry(
+    registry = await startJwksRegistry(
       'token',
       `auth:\n  token:\n    realm: ${realm}\n    service: stackflux-test-registry\n    issuer: stackflux-test-issuer\n    jwks: ${join(work, 'jwks.json')}\n`,
     );
@@ -543,7 +545,7 @@ describe('OCI source, token (Bearer) registry', () => {
   it('gets a token from the realm for the pull scope, caches it, and reads the release', async () => {
     const pushToken = jwt(`repository:${repo}:pull,push`);
     const digest = await pushRelease(
-      registry.host,
+      registry.url,
       repo,
       'docker-ferrol-1-30-v1',
       ASSETS,
@@ -608,7 +610,7 @@ describe('OCI source, token (Bearer) registry', () => {
 });
 
 describe('OCI source, registry push notifications', () => {
-  let registry: Registry;
+  let registry: TestRegistry;
   let hook: WebhookServer;
   const secret = 'stackflux-registry-hook-secret';
   const repo = 'notified/stacks';
@@ -623,10 +625,10 @@ describe('OCI source, registry push notifications', () => {
       trigger: (urls) => pollers.trigger(urls),
       triggerOciRepositories: (repos) => pollers.triggerOciRepositories(repos),
     });
-    registry = await startRegistry(
-      'notify',
-      `notifications:\n  endpoints:\n    - name: stackflux\n      url: ${hook.url}/hooks/push\n      headers:\n        Authorization: [Bearer ${secret}]\n      timeout: 2s\n      threshold: 3\n      backoff: 1s\n`,
-    );
+    registry = await startTestRegistry({
+      tls: false,
+      notifications: { url: `${hook.url}/hooks/push`, headers: { Authorization: `Bearer ${secret}` } },
+    });
   });
   after(async () => {
     pollers.stop();
@@ -636,11 +638,11 @@ describe('OCI source, registry push notifications', () => {
 
   it("a push of a tag re-lists the repository's OCI source at once (the poll interval is an hour)", async () => {
     const ref = { url: `oci://${registry.host}/${repo}`, namespace: 'ns', insecure: true };
-    await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v1', { 'metadata.yaml': 'one\n' });
+    await pushRelease(registry.url, repo, 'docker-ferrol-1-30-v1', { 'metadata.yaml': 'one\n' });
     pollers.subscribe('ns/notified', { ...ref, intervalMs: 3_600_000 });
     await pollers.idle();
     assert.equal(pollers.listCount(ref), 1);
-    const digest = await pushRelease(registry.host, repo, 'docker-ferrol-1-30-v2', {
+    const digest = await pushRelease(registry.url, repo, 'docker-ferrol-1-30-v2', {
       'metadata.yaml': 'two\n',
     });
     // Waits for the registry's notification (sent asynchronously), not for a time.
@@ -654,13 +656,14 @@ describe('OCI source, registry push notifications', () => {
 });
 
 describe('OCI source, a release pushed by csctl (its oras-go calls, hack/tools/csctl-push)', () => {
-  let registry: Registry;
+  let registry: TestRegistry;
   const STACK = join(import.meta.dirname, '..', '..', '..', 'stacks', 'docker-csoferrol-1-30');
   const TAG = 'docker-csoferrol-1-30-v1';
   const packaged = packageCsctlRelease(STACK, 'v1');
 
   before(async () => {
-    registry = await startRegistry('csctl', '');
+    registry = await startTestRegistry({});
+    trustCa(registry.caPem ?? '');
   });
   after(() => registry.stop());
 
@@ -673,15 +676,15 @@ describe('OCI source, a release pushed by csctl (its oras-go calls, hack/tools/c
       repository: 'scs/stacks',
       tag: TAG,
       dir,
-      plainHttp: true,
+      ...(registry.ca !== undefined ? { ca: registry.ca } : {}),
     });
     const url = `oci://${registry.host}/scs/stacks`;
     const oci = new OciClient();
-    const [listed] = await sourceTagLister({ oci })(url, undefined, { insecure: true });
+    const [listed] = await sourceTagLister({ oci })(url, undefined);
     assert.deepEqual(listed, { tag: TAG, commit: pushed.digest });
     // The controllers' fetcher, with the real csctl assets reader.
     const tree = await releaseTreeFetcher({ oci })(
-      { url, insecure: true },
+      { url },
       TAG,
       pushed.digest,
       join(work, 'cache-csctl'),
@@ -696,5 +699,52 @@ describe('OCI source, a release pushed by csctl (its oras-go calls, hack/tools/c
       [fromOci.value.provider, fromOci.value.name, fromOci.value.kubernetesVersion],
       [fromGit.value.provider, fromGit.value.name, fromGit.value.kubernetesVersion],
     );
+  });
+});
+
+describe('OCI source, Docker token auth over HTTPS (test/support token server, anonymous pull)', () => {
+  let registry: TestRegistry;
+  const repo = 'public/stacks';
+
+  before(async () => {
+    registry = await startTestRegistry({
+      auth: { kind: 'token', user: USER, password: PASSWORD, anonymousPull: true },
+    });
+    trustCa(registry.caPem ?? '');
+  });
+  after(() => registry.stop());
+
+  it('answers the Bearer challenge anonymously, and with the credentials when given', async () => {
+    const dir = join(work, 'anon-token-release');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'metadata.yaml'), 'versions:\n  clusterStack: v1\n');
+    const pushed = await pushCsctlRelease({
+      registry: registry.host,
+      repository: repo,
+      tag: 'docker-ferrol-1-30-v1',
+      dir,
+      creds: { user: USER, password: PASSWORD },
+      ...(registry.ca !== undefined ? { ca: registry.ca } : {}),
+    });
+    const url = `oci://${registry.host}/${repo}`;
+    const tokens = registry.tokenServer;
+    assert.ok(tokens);
+    const before = tokens.requests.length;
+    const anonymous = await new OciClient().listTags(url, undefined);
+    assert.deepEqual(anonymous, [{ tag: 'docker-ferrol-1-30-v1', commit: pushed.digest }]);
+    const asked = tokens.requests.slice(before);
+    assert.equal(asked.length, 1, 'one token for the listing and its HEAD');
+    assert.equal(asked[0]?.user, undefined);
+    assert.deepEqual(asked[0]?.scopes, [`repository:${repo}:pull`]);
+
+    const withCreds = await new OciClient().fetchAssets(url, pushed.digest, {
+      username: USER,
+      password: PASSWORD,
+    });
+    assert.equal(
+      Buffer.from(withCreds.get('metadata.yaml') ?? []).toString(),
+      'versions:\n  clusterStack: v1\n',
+    );
+    assert.equal(tokens.requests.at(-1)?.user, USER);
   });
 });
