@@ -724,6 +724,19 @@ export class OciClient {
     }
     if (!res.ok) {
       await res.body?.cancel().catch(() => undefined);
+      const retryAt =
+        res.status === 429 || res.status === 503
+          ? (rateLimitReset(
+              { 'retry-after': res.headers.get('retry-after') ?? undefined },
+              this.clock.now(),
+            ) ?? (res.status === 429 ? this.clock.now() + 60_000 : undefined))
+          : undefined;
+      // The poller waits until then (Docker Hub's token service limits too).
+      if (retryAt !== undefined)
+        throw new RateLimitedError(
+          `the token service ${realmUrl.origin} is rate limiting; next request after ${new Date(retryAt).toISOString()}`,
+          retryAt,
+        );
       throw new SourceError(
         res.status === 401 || res.status === 403 ? 'AuthenticationFailed' : 'SourceUnreachable',
         `${what}: the token service ${realmUrl.origin} answered HTTP ${res.status}`,

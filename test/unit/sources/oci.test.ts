@@ -294,3 +294,22 @@ describe('OciClient listing', () => {
     assert.match(err.message, /pagination left https:\/\/r\.example/);
   });
 });
+
+describe('OciClient token service', () => {
+  it('a 429 from the token realm is RateLimited with its Retry-After', async () => {
+    const clock = new FakeClock(Date.parse('2026-01-01T00:00:00Z'));
+    const fetch = (async (input: string | URL | Request) => {
+      if (String(input).startsWith('https://auth.example/'))
+        return new Response(null, { status: 429, headers: { 'retry-after': '45' } });
+      return new Response(null, {
+        status: 401,
+        headers: { 'www-authenticate': 'Bearer realm="https://auth.example/token",service="r"' },
+      });
+    }) as typeof globalThis.fetch;
+    const err = await new OciClient({ fetch, clock })
+      .listTagNames('oci://r.example/a', undefined)
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof RateLimitedError, String(err));
+    assert.equal(err.retryAt, clock.now() + 45_000);
+  });
+});
