@@ -12,7 +12,10 @@
 //   a log line, a condition or an error (messages are built here and scrubbed of them anyway). A
 //   blob redirect to another origin is followed without the Authorization header.
 // - 429 (and 503 with Retry-After) → RateLimitedError with retryAt: the poller waits until then, and
-//   this client sends nothing to that registry before it.
+//   this client sends nothing to that registry before it. A token service's 429 is RateLimited too.
+// - Listing: tags/list pages, then one HEAD per release tag (the digest is the release's commit);
+//   a tag whose manifest is not found yet (a push in progress) is left out of that listing.
+// - Reading: by digest only; node image layers are skipped, every other layer is an asset.
 // - Bounded: tag pages and tags, manifest bytes, blob bytes (per blob and per release, the release
 //   tree's byte limit), one request's time.
 import { createHash } from 'node:crypto';
