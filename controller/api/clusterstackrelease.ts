@@ -60,7 +60,8 @@ export const clusterStackReleaseStatusSchema = schema({
     commit: {
       type: 'string',
       description:
-        'The commit the tag resolves to (sha1 hex); for a release read from GitHub release assets, github-assets:sha256:<digest of its csctl assets>.',
+        'The commit the tag resolves to (sha1 hex); for a release read from GitHub release assets, github-assets:sha256:<digest of its csctl assets>; ' +
+        'for a release read from an OCI registry, the manifest digest sha256:<hex>.',
     },
     kubernetesVersion: { type: 'string', description: 'Full Kubernetes version from stack.yaml.' },
     revision: { type: 'string', description: 'Expected Flux revision, <tag>@sha1:<commit>.' },
