@@ -31,6 +31,12 @@ export const REPO_URL_PATTERN =
   '^(https?://[A-Za-z0-9\\[][^@/\\s]*/\\S+|ssh://([A-Za-z0-9._][A-Za-z0-9._-]*@)?[A-Za-z0-9\\[][^@/:\\s]*(:[0-9]+)?/\\S+)$';
 
 /**
+ * OCI repository URLs, oci://host[:port]/repository (csctl releases pushed as OCI artifacts): no
+ * credentials, query or fragment. sources/oci.ts parseOciUrl checks the repository grammar too.
+ */
+export const OCI_URL_PATTERN = '^oci://[A-Za-z0-9\\[][^@/?#\\s]*/[^@?#\\s]+$';
+
+/**
  * Flux Kustomization spec.serviceAccountName for a release's cluster-class/: kustomize-controller
  * impersonates this ServiceAccount of the ClusterStack's namespace, so a release can do only what
  * its RBAC allows (least privilege) instead of everything kustomize-controller may do.
@@ -47,8 +53,8 @@ export const SERVICE_ACCOUNT_NAME_SCHEMA = {
 export const clusterStackSourceSchema = schema({
   type: 'object',
   description:
-    'Where releases are published: a Git repository (tags via ls-remote) or a GitHub repository ' +
-    '(GitHub Releases API). Exactly one of git and github.',
+    'Where releases are published: a Git repository (tags via ls-remote), a GitHub repository ' +
+    '(GitHub Releases API) or an OCI repository (csctl release artifacts). Exactly one of git, github and oci.',
   properties: {
     git: {
       type: 'object',
@@ -79,6 +85,31 @@ export const clusterStackSourceSchema = schema({
         },
       },
     },
+    oci: {
+      type: 'object',
+      required: ['url'],
+      properties: {
+        url: {
+          type: 'string',
+          description:
+            'oci://host[:port]/repository holding one csctl release artifact per tag; a release is pinned ' +
+            'to the manifest digest it was validated at.',
+          pattern: OCI_URL_PATTERN,
+          maxLength: 512,
+        },
+        secretRef: {
+          ...localObjectReferenceSchema,
+          description:
+            'Secret with username/password, a `token` (registry token, sent as the bearer), or a ' +
+            'kubernetes.io/dockerconfigjson Secret (its auths entry of the registry host).',
+        },
+        insecure: {
+          type: 'boolean',
+          description: 'Plain http to the registry (and its token realm); default https only.',
+          default: false,
+        },
+      },
+    },
     path: {
       type: 'string',
       description: 'Folder of the stack inside the repository (holds stack.yaml); empty for the root.',
@@ -87,7 +118,10 @@ export const clusterStackSourceSchema = schema({
     },
   },
   'x-kubernetes-validations': [
-    { rule: 'has(self.git) != has(self.github)', message: 'exactly one of git and github must be set' },
+    {
+      rule: '(has(self.git) ? 1 : 0) + (has(self.github) ? 1 : 0) + (has(self.oci) ? 1 : 0) == 1',
+      message: 'exactly one of git, github and oci must be set',
+    },
   ],
 });
 export type ClusterStackSource = FromSchema<typeof clusterStackSourceSchema>;

@@ -2,7 +2,7 @@
 // the ClusterStack. It owns the Flux GitRepository + Kustomization that apply the release's
 // cluster-class/ to the management cluster, and mirrors the Kustomization's readiness.
 
-import { REPO_URL_PATTERN, SERVICE_ACCOUNT_NAME_SCHEMA } from './clusterstack.ts';
+import { OCI_URL_PATTERN, REPO_URL_PATTERN, SERVICE_ACCOUNT_NAME_SCHEMA } from './clusterstack.ts';
 import {
   type API_VERSION,
   conditionsSchema,
@@ -27,9 +27,10 @@ export const clusterStackReleaseSpecSchema = schema({
       description: 'Copied from the ClusterStack: where the release is fetched from.',
       required: ['url'],
       properties: {
-        url: { type: 'string', pattern: REPO_URL_PATTERN },
+        url: { type: 'string', pattern: `${REPO_URL_PATTERN}|${OCI_URL_PATTERN}` },
         secretRef: localObjectReferenceSchema,
         path: { type: 'string' },
+        insecure: { type: 'boolean', description: 'An OCI source over plain http.' },
       },
     },
     providerRef: {
@@ -59,7 +60,8 @@ export const clusterStackReleaseStatusSchema = schema({
     commit: {
       type: 'string',
       description:
-        'The commit the tag resolves to (sha1 hex); for a release read from GitHub release assets, github-assets:sha256:<digest of its csctl assets>.',
+        'The commit the tag resolves to (sha1 hex); for a release read from GitHub release assets, github-assets:sha256:<digest of its csctl assets>; ' +
+        'for a release read from an OCI registry, the manifest digest sha256:<hex>.',
     },
     kubernetesVersion: { type: 'string', description: 'Full Kubernetes version from stack.yaml.' },
     revision: { type: 'string', description: 'Expected Flux revision, <tag>@sha1:<commit>.' },

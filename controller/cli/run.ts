@@ -361,6 +361,7 @@ export const runCommand: Command = {
       webhook = await serveWebhook(webhookAddr, {
         secret,
         trigger: (urls) => pipeline.pollers.trigger(urls),
+        triggerOciRepositories: (repositories) => pipeline.pollers.triggerOciRepositories(repositories),
         logger: log,
         limits: {
           maxInFlight: webhookMaxInFlight,
@@ -420,6 +421,7 @@ export const runCommand: Command = {
             ...(crashMarker ? { hooks: { afterCommit: crashAfterCommitHook(crashMarker) } } : {}),
           }),
         cacheDir,
+        fetchTree: pipeline.fetchTree,
         githubApiUrl,
         templates,
         tenancy,

@@ -74,7 +74,7 @@ import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { releaseTreeKey, withReleaseChartDependencies } from '../sources/chartrepo.ts';
 import { type GitCredentials, SourceError } from '../sources/git.ts';
-import { releaseTreeFetcher } from '../sources/githubassets.ts';
+import { type ReleaseTreeFetcher, releaseTreeFetcher } from '../sources/releasetree.ts';
 import { isSubset, readyCondition, sameJson, secretCredentials, sourceSecretCredentials } from './common.ts';
 import { FleetBatch } from './fleetbatch.ts';
 import { namespaceInformer, namespaceLabelsChanged, namespaceLabelsOf } from './namespaces.ts';
@@ -139,6 +139,8 @@ export interface ClusterAddonControllerOptions {
   /** Builds the fleet writer once the fleet credentials are read. */
   writer: (credentials: GitCredentials | undefined) => FleetWriter;
   cacheDir: string;
+  /** Reads release trees (the release pipeline's, so every source reads alike; default: no OCI client). */
+  fetchTree?: ReleaseTreeFetcher;
   /** --github-api-url: where releases read from GitHub release assets are downloaded. */
   githubApiUrl?: string;
   templates: FluxTemplates;
@@ -406,8 +408,10 @@ export async function setupClusterAddonController(
   };
 
   // ---- release trees (on disk by commit; parsed copies kept in memory, bounded)
-  const fetchTree = releaseTreeFetcher(opts.githubApiUrl);
   const trees = new Map<string, ReleaseTree>();
+  const fetchTree =
+    opts.fetchTree ??
+    releaseTreeFetcher(opts.githubApiUrl !== undefined ? { githubApiUrl: opts.githubApiUrl } : {});
   const treeOf = async (release: ClusterStackRelease): Promise<ReleaseTree | undefined> => {
     const commit = release.status?.commit;
     if (commit === undefined) return undefined;
@@ -419,7 +423,7 @@ export async function setupClusterAddonController(
       src.secretRef !== undefined
         ? await sourceSecretCredentials(client, release.metadata.namespace ?? '', src.secretRef.name)
         : undefined;
-    const fetched = await fetchTree(src.url, release.spec.tag, commit, src.path ?? '', opts.cacheDir, creds);
+    const fetched = await fetchTree(src, release.spec.tag, commit, opts.cacheDir, creds);
     // Chart dependencies the release controller fetched when it validated the release (on disk).
     const tree = await withReleaseChartDependencies(fetched, release.spec.tag, {
       cacheDir: opts.cacheDir,

@@ -45,7 +45,8 @@ export interface ClusterStackDeps {
 }
 
 export function sourceRefOf(cs: ClusterStack, githubApiUrl?: string): SourceRef {
-  const secret = cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef;
+  const secret =
+    cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef ?? cs.spec.source.oci?.secretRef;
   return {
     url: sourceUrl(cs, githubApiUrl),
     namespace: cs.metadata.namespace ?? 'default',
@@ -53,6 +54,7 @@ export function sourceRefOf(cs: ClusterStack, githubApiUrl?: string): SourceRef 
     ...(cs.spec.source.github !== undefined
       ? { github: { owner: cs.spec.source.github.owner, repo: cs.spec.source.github.repo } }
       : {}),
+    ...(cs.spec.source.oci?.insecure === true ? { insecure: true } : {}),
   };
 }
 

@@ -33,8 +33,9 @@ import {
   releaseTreeKey,
   withChartDependencies,
 } from '../sources/chartrepo.ts';
-import { type fetchReleaseTree, type GitCredentials, SourceError } from '../sources/git.ts';
+import { type GitCredentials, SourceError } from '../sources/git.ts';
 import type { SourcePollers, SourceRef, TagLister } from '../sources/poller.ts';
+import type { ReleaseTreeFetcher } from '../sources/releasetree.ts';
 import type { ClusterUseView } from './clusterview.ts';
 import { needsApply, readyCondition, sameJson } from './common.ts';
 import { namespaceLabelsOf } from './namespaces.ts';
@@ -55,7 +56,7 @@ export interface ClusterStackReleaseDeps {
   tenancy?: TenancyPolicy;
   cacheDir: string;
   credentials: (namespace: string, secretName: string) => Promise<GitCredentials>;
-  fetchTree: typeof fetchReleaseTree;
+  fetchTree: ReleaseTreeFetcher;
   listTags: TagLister;
   /** Events for `kubectl describe` (default: none). */
   recorder?: Recorder;
@@ -141,6 +142,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       url: source.url,
       namespace,
       ...(source.secretRef !== undefined ? { secretName: source.secretRef.name } : {}),
+      ...(source.insecure === true ? { insecure: true } : {}),
     };
     let creds: GitCredentials | undefined;
     const getCreds = async (): Promise<GitCredentials | undefined> => {
@@ -161,14 +163,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       if (cached !== undefined) return cached;
       let result: ValidationResult<StackDescription>;
       try {
-        const tree = await deps.fetchTree(
-          source.url,
-          tag,
-          at,
-          source.path ?? '',
-          deps.cacheDir,
-          await getCreds(),
-        );
+        const tree = await deps.fetchTree(source, tag, at, deps.cacheDir, await getCreds());
         result = readReleaseDescription(tree, parsedTag);
         // Chart dependencies not vendored are fetched here, once per release (cached on disk by
         // commit), as CSO's `helm template --dependency-update` would, so that every Cluster's
@@ -221,7 +216,13 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     } else if (!deleting) {
       try {
         if (commit === undefined) {
-          listed = (await deps.listTags(source.url, await getCreds())).find((t) => t.tag === tag)?.commit;
+          listed = (
+            await deps.listTags(
+              source.url,
+              await getCreds(),
+              source.insecure === true ? { insecure: true } : {},
+            )
+          ).find((t) => t.tag === tag)?.commit;
           if (listed === undefined)
             throw new SourceError('TagNotFound', `tag ${tag} not found in ${source.url}`);
           commit = listed;
@@ -260,8 +261,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
         release: name,
         tag,
         description,
-        tree: async () =>
-          deps.fetchTree(source.url, tag, at, source.path ?? '', deps.cacheDir, await getCreds()),
+        tree: async () => deps.fetchTree(source, tag, at, deps.cacheDir, await getCreds()),
       });
     }
 

@@ -119,9 +119,12 @@ function credentialsOf(secret: SecretObject, namespace: string, name: string): G
   const password = dec('password');
   if (password !== undefined) return { username: username ?? 'git', password };
   const token = dec('bearerToken') ?? dec('token');
-  if (token !== undefined) return { username: username ?? 'x-access-token', password: token };
+  if (token !== undefined) return { username: username ?? 'x-access-token', password: token, token };
+  // A kubernetes.io/dockerconfigjson Secret: which entry applies depends on the registry (oci.ts).
+  const dockerConfigJson = dec('.dockerconfigjson');
+  if (dockerConfigJson !== undefined) return { dockerConfigJson };
   throw new SourceError(
     'InvalidSecret',
-    `Secret ${namespace}/${name} has neither username/password nor token (ssh keys are not supported for listing yet)`,
+    `Secret ${namespace}/${name} has neither username/password, token nor .dockerconfigjson (ssh keys are not supported for listing yet)`,
   );
 }

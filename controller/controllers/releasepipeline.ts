@@ -24,10 +24,16 @@ import type { Controller } from '../runtime/controller.ts';
 import { type Informer, objectKey } from '../runtime/informer.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
-import { type GitCredentials, listTags } from '../sources/git.ts';
+import type { GitCredentials } from '../sources/git.ts';
 import { GitHubReleases, type GitHubTagLister } from '../sources/github.ts';
-import { releaseTreeFetcher } from '../sources/githubassets.ts';
+import { OciClient } from '../sources/oci.ts';
 import { SourcePollers, type TagLister } from '../sources/poller.ts';
+import {
+  type ReleaseSources,
+  type ReleaseTreeFetcher,
+  releaseTreeFetcher,
+  sourceTagLister,
+} from '../sources/releasetree.ts';
 import { clusterStackReconciler, NAMESPACE_INDEX } from './clusterstack.ts';
 import { clusterStackReleaseReconciler } from './clusterstackrelease.ts';
 import { ClusterUseView, servedClusterApiVersion } from './clusterview.ts';
@@ -49,8 +55,10 @@ export interface ReleasePipelineOptions {
   defaultPollIntervalMs: number;
   concurrency: number;
   clock?: Clock;
-  /** Injected for tests; default: git ls-remote. */
+  /** Injected for tests; default: git ls-remote (OCI sources: ./releasetree.ts dispatches). */
   lister?: TagLister;
+  /** How releases are read (default: an OciClient, csctl assets → tree, GitHub assets at githubApiUrl). */
+  sources?: ReleaseSources;
   /** Root of the GitHub REST API (default https://api.github.com). */
   githubApiUrl?: string;
   /** Injected for tests; default: the GitHub Releases API (ETag-cached, rate-limit aware). */
@@ -74,6 +82,8 @@ export interface ReleasePipeline {
   clusterStackController: Controller;
   releaseController: Controller;
   clusterApiVersion: string | undefined;
+  /** Reads release trees of every kind of source (the ClusterAddon controller reads with it too). */
+  fetchTree: ReleaseTreeFetcher;
   /** Which Clusters use which ClusterClass, over every namespace and shard (garbage collection). */
   clusterView: ClusterUseView;
 }
@@ -133,7 +143,13 @@ export async function setupReleasePipeline(
   // A tenant's secretRef: only Secrets labelled for it (stackflux sends them to a URL the tenant picks).
   const credentials = (namespace: string, name: string) =>
     sourceSecretCredentials(manager.client, namespace, name);
-  const lister = opts.lister ?? listTags;
+  const sources: ReleaseSources = {
+    oci: new OciClient({ clock }),
+    ...(opts.githubApiUrl !== undefined ? { githubApiUrl: opts.githubApiUrl } : {}),
+    ...opts.sources,
+  };
+  const lister = sourceTagLister(sources, opts.lister);
+  const fetchTree = releaseTreeFetcher(sources);
   // The controller is created below; the pollers only notify once it exists.
   let csController: Controller | undefined;
   let relController: Controller | undefined;
@@ -252,7 +268,7 @@ export async function setupReleasePipeline(
       ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
       cacheDir: opts.cacheDir,
       credentials,
-      fetchTree: releaseTreeFetcher(opts.githubApiUrl),
+      fetchTree,
       listTags: lister,
       recorder: manager.events,
       withShardLabel: (o) => manager.withShardLabel(o),
@@ -347,7 +363,7 @@ export async function setupReleasePipeline(
     })
     .catch((err: unknown) => log.error(errorFields(err), 'stopping pollers'));
 
-  return { pollers, clusterStackController, releaseController, clusterApiVersion, clusterView };
+  return { pollers, clusterStackController, releaseController, clusterApiVersion, clusterView, fetchTree };
 }
 
 /**

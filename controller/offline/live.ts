@@ -20,7 +20,9 @@ import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { mapTreePaths } from '../releases/tree.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import { releaseTreeKey, withReleaseChartDependencies } from '../sources/chartrepo.ts';
-import { fetchReleaseTree, type GitCredentials, gitEnv, listTags, scrub } from '../sources/git.ts';
+import { type GitCredentials, gitEnv, scrub } from '../sources/git.ts';
+import { OciClient } from '../sources/oci.ts';
+import { releaseTreeFetcher, sourceTagLister } from '../sources/releasetree.ts';
 import { emptySnapshot, objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
 import { isRecord } from './yaml.ts';
 
@@ -194,16 +196,22 @@ async function listSources(
   ) as unknown as ClusterStack[];
   const releases = [...snapshot.objects.values()].filter((o) => o.kind === 'ClusterStackRelease');
   const byUrl = new Map<string, SourceData>();
+  // Read as the controller reads: one dispatch for Git, GitHub assets and OCI sources.
+  const sources = { oci: new OciClient() };
+  const listTags = sourceTagLister(sources);
+  const fetchTree = releaseTreeFetcher(sources);
   for (const cs of stacks) {
     const url = sourceUrl(cs);
+    const insecure = cs.spec.source.oci?.insecure === true;
     const ns = cs.metadata.namespace ?? 'default';
-    const secret = cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef;
+    const secret =
+      cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef ?? cs.spec.source.oci?.secretRef;
     let creds: GitCredentials | undefined;
     let source = byUrl.get(url);
     try {
       if (secret !== undefined) creds = await sourceSecretCredentials(client, ns, secret.name);
       if (source === undefined) {
-        const tags = await listTags(url, creds);
+        const tags = await listTags(url, creds, insecure ? { insecure: true } : {});
         // The listing diff just did stands in for the controller's last one, and so does its time:
         // otherwise every ClusterStack's status.source.lastListedTime would show up as a change.
         const listedAt = lastListedTime(cs);
@@ -251,7 +259,13 @@ async function listSources(
     for (const t of source.listing.tags) {
       if (!wanted.has(t.tag) || source.trees.has(t.tag)) continue;
       try {
-        const fetched = await fetchReleaseTree(url, t.tag, t.commit, path, cacheDir, creds);
+        const fetched = await fetchTree(
+          { url, path, ...(insecure ? { insecure } : {}) },
+          t.tag,
+          t.commit,
+          cacheDir,
+          creds,
+        );
         // As the controller reads it: unvendored chart dependencies fetched (or from its cache).
         const tree = await withReleaseChartDependencies(fetched, t.tag, {
           cacheDir,

@@ -169,14 +169,15 @@ const MAX_MALFORMED_IN_STATUS = 20;
  * GitHub Enterprise Server clones from the host it serves its API on).
  */
 export function sourceUrl(cs: ClusterStack, githubApiUrl?: string): string {
-  const { git, github } = cs.spec.source;
+  const { git, github, oci } = cs.spec.source;
   if (git !== undefined) return git.url;
+  if (oci !== undefined) return oci.url;
   if (github !== undefined) return githubCloneUrl(github.owner, github.repo, githubApiUrl);
   return '';
 }
 
 function sourceSecretRef(cs: ClusterStack): { name: string } | undefined {
-  return cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef;
+  return cs.spec.source.git?.secretRef ?? cs.spec.source.github?.secretRef ?? cs.spec.source.oci?.secretRef;
 }
 
 /** Whether a ClusterStackRelease belongs to this ClusterStack (controller owner, or spec/label by name). */
@@ -228,6 +229,7 @@ function desiredRelease(
         url: sourceUrl(cs, githubApiUrl),
         ...(secretRef !== undefined ? { secretRef: { name: secretRef.name } } : {}),
         ...(path !== '' ? { path } : {}),
+        ...(cs.spec.source.oci?.insecure === true ? { insecure: true } : {}),
       },
       ...(providerRef !== undefined ? { providerRef: { ...providerRef } } : {}),
       interval: cs.spec.interval ?? '5m',

@@ -29,6 +29,10 @@ export { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './cont
 export interface GitCredentials {
   username?: string;
   password?: string;
+  /** The Secret's `token` (also handed to git as the password); an OCI registry sends it as the bearer. */
+  token?: string;
+  /** The Secret's .dockerconfigjson (a kubernetes.io/dockerconfigjson Secret): OCI sources only. */
+  dockerConfigJson?: string;
 }
 
 export interface RemoteTag {
@@ -600,11 +604,62 @@ function publish(tmp: string, dir: string): void {
 const inflight = new Map<string, Promise<ReleaseTree>>();
 
 /**
+ * The release tree cached at `<cacheDir>/trees/<key>`, made by `produce` when there is none: the
+ * key must name content that never changes (a commit, a digest), so a cached tree (or the finding
+ * that it is invalid: `produce` threw InvalidRelease) holds forever. Concurrent calls for the same
+ * key share one `produce`; separate processes each produce into a unique temporary folder
+ * (`scratch` is a folder below it `produce` may use) and publish it with an atomic rename.
+ */
+export function cacheReleaseTree(
+  cacheDir: string,
+  key: string,
+  produce: (scratch: string) => Promise<ReleaseTree>,
+): Promise<ReleaseTree> {
+  const running = inflight.get(key);
+  if (running !== undefined) return running;
+  const promise = cacheOnce(join(cacheDir, 'trees', key), produce).finally(() => inflight.delete(key));
+  inflight.set(key, promise);
+  return promise;
+}
+
+async function cacheOnce(
+  dir: string,
+  produce: (scratch: string) => Promise<ReleaseTree>,
+): Promise<ReleaseTree> {
+  const cached = readCacheEntry(dir);
+  if (cached !== undefined) return cached;
+  mkdirSync(dirname(dir), { recursive: true });
+  const tmp = mkdtempSync(`${dir}.tmp-`);
+  try {
+    const scratch = join(tmp, 'scratch');
+    let files: ReleaseTree | undefined;
+    try {
+      files = await produce(scratch);
+    } catch (err) {
+      if (!(err instanceof SourceError && err.reason === 'InvalidRelease')) throw err;
+      writeFileSync(join(tmp, INVALID), err.message);
+    }
+    rmSync(scratch, { recursive: true, force: true });
+    if (files !== undefined) {
+      writeCachedTree(join(tmp, TREE_DIR), files);
+      // The marker is written before the rename: a crash leaves only a temporary folder.
+      writeFileSync(join(tmp, COMPLETE), '');
+    }
+    publish(tmp, dir);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+  const published = readCacheEntry(dir);
+  if (published === undefined)
+    throw new SourceError('SourceUnavailable', `the release cache ${dir} vanished`);
+  return published;
+}
+
+/**
  * The tree of a release at a tag, below `path`, read from Git objects and cached on disk by
- * (url, commit, path): a commit's content never changes, so a cached tree (or the finding that it
- * is invalid) holds forever, and a moved tag simply resolves to another commit. Concurrent calls
- * for the same entry share one fetch; separate processes each fetch into a unique temporary
- * folder and publish it with an atomic rename.
+ * (url, commit, path) (cacheReleaseTree): a commit's content never changes, and a moved tag simply
+ * resolves to another commit.
  */
 export function fetchReleaseTree(
   url: string,
@@ -633,13 +688,9 @@ export function fetchReleaseTree(
     )
     .digest('hex')
     .slice(0, 32);
-  const running = inflight.get(key);
-  if (running !== undefined) return running;
-  const promise = fetchOnce(url, tag, commit, segments, join(cacheDir, 'trees', key), creds, limits).finally(
-    () => inflight.delete(key),
+  return cacheReleaseTree(cacheDir, key, (gitDir) =>
+    fetchTreeInto(gitDir, url, tag, commit, segments, creds, limits),
   );
-  inflight.set(key, promise);
-  return promise;
 }
 
 /** Shallow-fetches one ref or commit id into the bare repository gitDir; returns the fetched commit. */
@@ -655,21 +706,16 @@ async function fetchCommit(
     .trim();
 }
 
-async function fetchOnce(
+async function fetchTreeInto(
+  gitDir: string,
   url: string,
   tag: string,
   commit: string,
   segments: string[],
-  dir: string,
   creds: GitCredentials | undefined,
   limits: ReleaseTreeLimits,
 ): Promise<ReleaseTree> {
-  const cached = readCacheEntry(dir);
-  if (cached !== undefined) return cached;
-  mkdirSync(dirname(dir), { recursive: true });
-  const tmp = mkdtempSync(`${dir}.tmp-`);
   try {
-    const gitDir = join(tmp, 'git');
     await runLocalGit(gitDir, ['init', '-q', '--bare', gitDir]);
     const fetched = await fetchCommit(gitDir, url, `refs/tags/${tag}`, creds);
     if (fetched !== commit) {
@@ -683,28 +729,10 @@ async function fetchOnce(
         );
       }
     }
-    let files: ReleaseTree | undefined;
-    try {
-      files = await readTreeFromGit(gitDir, commit, segments, limits);
-    } catch (err) {
-      if (!(err instanceof SourceError && err.reason === 'InvalidRelease')) throw err;
-      writeFileSync(join(tmp, INVALID), err.message);
-    }
-    rmSync(gitDir, { recursive: true, force: true });
-    if (files !== undefined) {
-      writeCachedTree(join(tmp, TREE_DIR), files);
-      // The marker is written before the rename: a crash leaves only a temporary folder.
-      writeFileSync(join(tmp, COMPLETE), commit);
-    }
-    publish(tmp, dir);
+    return await readTreeFromGit(gitDir, commit, segments, limits);
   } catch (err) {
-    rmSync(tmp, { recursive: true, force: true });
     if (err instanceof SourceError) throw err;
     const message = withRedirectHint(scrub(err instanceof Error ? err.message : String(err), creds));
     throw new SourceError(classifyGitFailure(message), `fetching ${tag} of ${url}: ${message}`);
   }
-  const published = readCacheEntry(dir);
-  if (published === undefined)
-    throw new SourceError('SourceUnavailable', `the release cache ${dir} vanished`);
-  return published;
 }

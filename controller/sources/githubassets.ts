@@ -26,10 +26,9 @@ import {
 import { join } from 'node:path';
 import type { ReleaseTree } from '../api/release.ts';
 import { csctlAssetKind, releaseTreeFromCsctlAssets } from '../releases/csctl/assets.ts';
-import { DEFAULT_GITHUB_API_URL, parseGithubCloneUrl } from '../releases/githuburl.ts';
+import { DEFAULT_GITHUB_API_URL } from '../releases/githuburl.ts';
 import { resolveUnder } from '../releases/paths.ts';
 import { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
-import { fetchReleaseTree } from './git.ts';
 
 export const GITHUB_ASSETS_IDENTITY_PREFIX = 'github-assets:sha256:';
 
@@ -293,30 +292,4 @@ function writeCached(dir: string, assets: ReadonlyMap<string, Uint8Array>): void
     // A cache that cannot be written costs a download next time, nothing else.
     rmSync(tmp, { recursive: true, force: true });
   }
-}
-
-/**
- * The release tree fetcher of the controllers: a release whose identity is an assets identity is
- * read from the GitHub release's assets (owner/repo from its clone URL on the GitHub of
- * `githubApiUrl`; the stack path does not apply, the assets are the stack), any other from Git.
- */
-export function releaseTreeFetcher(
-  githubApiUrl: string | undefined,
-  assets: GitHubReleaseAssets = new GitHubReleaseAssets(
-    githubApiUrl !== undefined ? { baseUrl: githubApiUrl } : {},
-  ),
-): typeof fetchReleaseTree {
-  return (url, tag, commit, path, cacheDir, creds, limits) => {
-    if (!isGitHubAssetsIdentity(commit))
-      return fetchReleaseTree(url, tag, commit, path, cacheDir, creds, limits);
-    const repo = parseGithubCloneUrl(url, githubApiUrl);
-    if (repo === undefined)
-      return Promise.reject(
-        new SourceError(
-          'InvalidURL',
-          `${url} is not a repository of the GitHub at ${githubApiUrl ?? DEFAULT_GITHUB_API_URL}`,
-        ),
-      );
-    return assets.fetchTree(repo, tag, commit, creds?.password, cacheDir, limits);
-  };
 }

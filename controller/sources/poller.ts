@@ -8,7 +8,9 @@
 // readable synchronously. The lister, the credentials lookup and the clock are injected.
 //
 // A GitHub Releases source (ref.github) is listed by the GitHub lister instead of ls-remote; it is
-// a different source from a Git source on the same URL. When a listing fails with an error that
+// a different source from a Git source on the same URL. An OCI source (oci:// URL) is listed by the
+// same lister (sources/releasetree.ts dispatches by URL), its tags' commits being manifest digests;
+// over plain http (insecure) it is a different source from the same URL over https. When a listing fails with an error that
 // carries `retryAt` (epoch ms; a GitHub rate limit), the next listing is not scheduled before it.
 // Consecutive failures back off: the n-th failure in a row waits interval × 2^(n-1) (at most
 // MAX_BACKOFF_DOUBLINGS doublings, and never beyond the larger of the interval and
@@ -20,7 +22,12 @@ import { errorFields, type Logger, silentLogger } from '../runtime/logging.ts';
 import { type GitCredentials, type RemoteTag, SourceError } from './git.ts';
 import type { GitHubRepo, GitHubTagLister } from './github.ts';
 
-export type TagLister = (url: string, creds: GitCredentials | undefined) => Promise<RemoteTag[]>;
+/** Lists a source's tags; `o.insecure`: an OCI source over plain http (sources/releasetree.ts dispatches by URL). */
+export type TagLister = (
+  url: string,
+  creds: GitCredentials | undefined,
+  o?: { insecure?: boolean },
+) => Promise<RemoteTag[]>;
 
 /** Resolves the credentials of a source's Secret (namespace/name); throws when it cannot. */
 export type CredentialsResolver = (namespace: string, secretName: string) => Promise<GitCredentials>;
@@ -32,6 +39,8 @@ export interface SourceRef {
   secretName?: string;
   /** Set for a GitHub Releases source (url is then its https clone URL). */
   github?: GitHubRepo;
+  /** An OCI source (oci:// URL) over plain http: a different source from the same URL over https. */
+  insecure?: boolean;
 }
 
 export interface Subscription extends SourceRef {
@@ -65,6 +74,7 @@ export function normalizeRepoUrl(url: string): string {
 
 export function sourceKey(ref: SourceRef): string {
   const key = ref.secretName === undefined ? [ref.url] : [ref.url, ref.namespace, ref.secretName];
+  if (ref.insecure === true) key.push('insecure');
   return JSON.stringify(
     ref.github === undefined ? key : ['github', ref.github.owner, ref.github.repo, ...key],
   );
@@ -89,6 +99,10 @@ interface Poller {
   retryAt: number | undefined;
   /** Listings that failed in a row (back-off). */
   failures: number;
+  /** Tags a registry said were pushed that no listing has shown yet. */
+  awaiting: Set<string>;
+  /** Listings since the last push notification that did not show every awaited tag. */
+  awaitListings: number;
   running: Promise<void> | undefined;
   again: boolean;
   lists: number;
@@ -96,6 +110,10 @@ interface Poller {
 }
 
 const MAX_BACKOFF_DOUBLINGS = 5;
+/** First wait before listing again for a pushed tag the listing did not show yet (doubles). */
+const AWAIT_BASE_MS = 250;
+const MAX_AWAIT_LISTINGS = 6;
+const MAX_AWAITED_TAGS = 1000;
 const MAX_BACKOFF_MS = 10 * 60_000;
 
 /** The wait before the next listing: the interval, doubled per consecutive failure beyond the first. */
@@ -143,6 +161,7 @@ export class SourcePollers {
           namespace: sub.namespace,
           ...(sub.secretName !== undefined ? { secretName: sub.secretName } : {}),
           ...(sub.github !== undefined ? { github: { owner: sub.github.owner, repo: sub.github.repo } } : {}),
+          ...(sub.insecure === true ? { insecure: true } : {}),
         },
         subscribers: new Map(),
         listing: undefined,
@@ -152,6 +171,8 @@ export class SourcePollers {
         lastListAt: undefined,
         retryAt: undefined,
         failures: 0,
+        awaiting: new Set(),
+        awaitListings: 0,
         running: undefined,
         again: false,
         lists: 0,
@@ -238,6 +259,29 @@ export class SourcePollers {
   }
 
   /**
+   * Lists every OCI source (oci:// URL) whose repository was pushed to now, on any host (a registry
+   * push notification: the host the registry saw need not be the one stackflux uses). Distribution
+   * sends the manifest push event before it links the tag, so a listing may not show the pushed tag
+   * yet: the source is listed again after AWAIT_BASE_MS, doubling, until it does (at most
+   * MAX_AWAIT_LISTINGS listings). Returns how many sources matched.
+   */
+  triggerOciRepositories(pushes: ReadonlyArray<{ repository: string; tag?: string }>): number {
+    let n = 0;
+    for (const p of this.pollers.values()) {
+      const repository = /^oci:\/\/[^/]+\/(.+?)\/*$/.exec(p.ref.url)?.[1]?.toLowerCase();
+      const pushed = pushes.filter((x) => x.repository.toLowerCase() === repository);
+      if (pushed.length === 0) continue;
+      n += 1;
+      for (const x of pushed)
+        if (x.tag !== undefined && p.awaiting.size < MAX_AWAITED_TAGS) p.awaiting.add(x.tag);
+      p.awaitListings = 0;
+      if (p.retryAt !== undefined && p.retryAt > this.clock.now()) continue;
+      this.listNow(p);
+    }
+    return n;
+  }
+
+  /**
    * Lists the subscriber's source now, outside the interval (a reconcile request on a subscriber),
    * and resolves once a listing that started after this call has finished: listing(subscriber) is
    * then fresh. A listing already running is followed by one more. A rate-limited source is not
@@ -286,7 +330,9 @@ export class SourcePollers {
     if (p.stopped || this.stopped) return;
     const interval = this.intervalOf(p);
     if (!Number.isFinite(interval)) return;
-    const wait = pollDelay(interval, p.failures);
+    let wait = pollDelay(interval, p.failures);
+    if (p.awaiting.size > 0 && p.awaitListings > 0)
+      wait = Math.min(wait, AWAIT_BASE_MS * 2 ** (p.awaitListings - 1));
     const due = Math.max(this.clock.now(), (p.lastListAt ?? this.clock.now()) + wait, p.retryAt ?? 0);
     if (p.timer !== undefined) this.clock.clearTimeout(p.timer);
     p.timer = this.clock.setTimeout(() => {
@@ -333,6 +379,11 @@ export class SourcePollers {
       const listedAt = new Date(this.clock.now()).toISOString();
       changed = p.listing?.ok !== true || !sameTags(p.tags, tags);
       p.tags = tags;
+      if (p.awaiting.size > 0) {
+        for (const t of tags) p.awaiting.delete(t.tag);
+        p.awaitListings += 1;
+        if (p.awaitListings >= MAX_AWAIT_LISTINGS) p.awaiting.clear();
+      }
       p.lastOkAt = listedAt;
       const timed = tags.filter((t) => t.time !== undefined);
       next = {
@@ -377,7 +428,8 @@ export class SourcePollers {
   }
 
   private list(ref: SourceRef, creds: GitCredentials | undefined): Promise<RemoteTag[]> {
-    if (ref.github === undefined) return this.opts.lister(ref.url, creds);
+    if (ref.github === undefined)
+      return this.opts.lister(ref.url, creds, ref.insecure === true ? { insecure: true } : {});
     if (this.opts.githubLister === undefined) {
       return Promise.reject(
         new SourceError('Unsupported', 'this controller was started without GitHub Releases support'),

@@ -5,6 +5,11 @@
 //  - GitHub style: X-Hub-Signature-256: sha256=<HMAC-SHA256 of the raw body with the secret>;
 //    the repository is the payload's repository.{clone_url,html_url,ssh_url,git_url,url}.
 //  - Generic: Authorization: Bearer <secret> and a JSON body {"url": "<repository url>"}.
+//  - Registry push notifications (CNCF Distribution's envelope, media type
+//    application/vnd.docker.distribution.events.v1+json): a registry cannot sign, it sends the
+//    static headers it is configured with, so it authenticates like the generic sender
+//    (Authorization: Bearer <secret> in its endpoint's `headers`). A manifest push to repository R
+//    re-lists every OCI source naming R, on whatever host (the registry's Host need not be ours).
 // Comparisons are constant-time. A request that fails authentication changes nothing (401).
 //
 // Replay protection (signed requests): a delivery id (X-GitHub-Delivery, X-Gitea-Delivery,
@@ -82,6 +87,8 @@ export interface WebhookOptions {
   secret: string;
   /** Re-lists the sources with these URLs now; returns how many matched. */
   trigger: (urls: string[]) => number;
+  /** Re-lists the OCI sources of these repositories now (registry notifications); returns how many matched. */
+  triggerOciRepositories?: (pushes: RegistryPush[]) => number;
   logger?: Logger;
   /** Replay protection for signed requests (serveWebhook creates one when not given). */
   replayGuard?: ReplayGuard;
@@ -130,6 +137,44 @@ function repositoryUrls(payload: unknown): string[] {
   return [...new Set(urls)];
 }
 
+/** Manifest media types a registry notification names for a pushed release (not its blobs). */
+const MANIFEST_TYPES = new Set([
+  'application/vnd.oci.image.manifest.v1+json',
+  'application/vnd.oci.image.index.v1+json',
+  'application/vnd.docker.distribution.manifest.v2+json',
+  'application/vnd.docker.distribution.manifest.list.v2+json',
+]);
+const MAX_NOTIFIED_EVENTS = 1000;
+
+export interface RegistryPush {
+  repository: string;
+  /** The tag pushed, when the manifest was pushed by tag. */
+  tag?: string;
+}
+
+/**
+ * The manifest pushes of a Distribution notification envelope
+ * (`{"events":[{"action":"push","target":{"repository","mediaType","tag",…}}]}`); undefined when
+ * the payload is no envelope. Pulls, deletes and blob pushes trigger nothing.
+ */
+export function registryPushes(payload: unknown): RegistryPush[] | undefined {
+  const events = (payload as { events?: unknown } | null)?.events;
+  if (!Array.isArray(events)) return undefined;
+  const pushes = new Map<string, RegistryPush>();
+  for (const e of events.slice(0, MAX_NOTIFIED_EVENTS)) {
+    const event = (e ?? {}) as { action?: unknown; target?: Record<string, unknown> };
+    const target = event.target ?? {};
+    if (event.action !== 'push' || typeof target.repository !== 'string') continue;
+    if (typeof target.mediaType === 'string' && !MANIFEST_TYPES.has(target.mediaType)) continue;
+    const tag = typeof target.tag === 'string' && target.tag !== '' ? target.tag : undefined;
+    pushes.set(JSON.stringify([target.repository, tag]), {
+      repository: target.repository,
+      ...(tag !== undefined ? { tag } : {}),
+    });
+  }
+  return [...pushes.values()];
+}
+
 /** Handles one request (pure apart from calling trigger). */
 export function handleWebhook(req: WebhookRequest, opts: WebhookOptions): WebhookResponse {
   if (req.path !== WEBHOOK_PATH) return { status: 404, body: { error: 'not found' } };
@@ -164,6 +209,11 @@ export function handleWebhook(req: WebhookRequest, opts: WebhookOptions): Webhoo
     payload = JSON.parse(req.body.toString('utf8'));
   } catch {
     return { status: 400, body: { error: 'body is not JSON' } };
+  }
+  const pushed = registryPushes(payload);
+  if (pushed !== undefined) {
+    const matched = pushed.length > 0 ? (opts.triggerOciRepositories?.(pushed) ?? 0) : 0;
+    return { status: 202, body: { ok: true, sources: matched } };
   }
   const urls = repositoryUrls(payload);
   if (urls.length === 0) return { status: 400, body: { error: 'no repository URL in the payload' } };

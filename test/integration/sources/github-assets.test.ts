@@ -15,11 +15,8 @@ import { readReleaseDescription } from '../../../controller/releases/format.ts';
 import { githubCloneUrl } from '../../../controller/releases/githuburl.ts';
 import { SourceError } from '../../../controller/sources/contract.ts';
 import { GitHubReleases } from '../../../controller/sources/github.ts';
-import {
-  GitHubReleaseAssets,
-  isGitHubAssetsIdentity,
-  releaseTreeFetcher,
-} from '../../../controller/sources/githubassets.ts';
+import { GitHubReleaseAssets, isGitHubAssetsIdentity } from '../../../controller/sources/githubassets.ts';
+import { releaseTreeFetcher } from '../../../controller/sources/releasetree.ts';
 import { readStackDir } from '../../../hack/lib/stack-dir.ts';
 import { packageCsctlRelease } from '../../support/csctl-assets.ts';
 import { fakeAssets, GitHubFake } from '../../support/githubfake.ts';
@@ -70,11 +67,11 @@ describe('GitHub release assets as a release source', () => {
 
   it('reads the release from its assets as the Git-tag folder reads; the token never reaches the storage host', async () => {
     const identity = (await listed()).get(TAG) ?? '';
-    const fetchTree = releaseTreeFetcher(fake.url);
+    const fetchTree = releaseTreeFetcher({ githubApiUrl: fake.url });
     const apiBefore = fake.log.length;
     const storageBefore = fake.storageLog.length;
     const url = githubCloneUrl(REPO.owner, REPO.repo, fake.url);
-    const tree = await fetchTree(url, TAG, identity, 'ignored/path', cache, { password: TOKEN });
+    const tree = await fetchTree({ url, path: 'ignored/path' }, TAG, identity, cache, { password: TOKEN });
 
     assert.deepEqual(
       [...tree].sort(),
@@ -113,16 +110,16 @@ describe('GitHub release assets as a release source', () => {
 
     const fresh = mkdtempSync(join(tmpdir(), 'gh-assets-moved-'));
     try {
-      const fetchTree = releaseTreeFetcher(fake.url);
+      const fetchTree = releaseTreeFetcher({ githubApiUrl: fake.url });
       const url = githubCloneUrl(REPO.owner, REPO.repo, fake.url);
-      await assert.rejects(fetchTree(url, TAG2, before, '', fresh, { password: TOKEN }), (err: unknown) => {
+      await assert.rejects(fetchTree({ url }, TAG2, before, fresh, { password: TOKEN }), (err: unknown) => {
         assert.ok(err instanceof SourceError);
         assert.equal(err.reason, 'TagMoved');
         assert.match(err.message, /were replaced/);
         assert.ok(!err.message.includes(TOKEN));
         return true;
       });
-      const tree = await fetchTree(url, TAG2, now, '', fresh, { password: TOKEN });
+      const tree = await fetchTree({ url }, TAG2, now, fresh, { password: TOKEN });
       assert.ok(tree.has('cluster-class/Chart.yaml'));
     } finally {
       rmSync(fresh, { recursive: true, force: true });

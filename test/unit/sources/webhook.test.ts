@@ -4,7 +4,9 @@ import { describe, it } from 'node:test';
 import {
   handleWebhook,
   MAX_BODY,
+  type RegistryPush,
   ReplayGuard,
+  screenWebhook,
   serveWebhook,
   signBody,
   verifySignature,
@@ -213,5 +215,68 @@ describe('webhook hardening', () => {
     } finally {
       await server.close();
     }
+  });
+});
+
+describe('registry push notifications', () => {
+  const envelope = JSON.stringify({
+    events: [
+      {
+        action: 'push',
+        target: {
+          mediaType: 'application/vnd.oci.image.manifest.v1+json',
+          repository: 'kaas/cluster-stacks',
+          digest: `sha256:${'a'.repeat(64)}`,
+          tag: 'docker-ferrol-1-30-v3',
+        },
+        request: { host: 'registry.example:5000' },
+      },
+      {
+        action: 'push',
+        target: { mediaType: 'application/vnd.scs.metadata.layer.v1+yaml', repository: 'blobs/only' },
+      },
+      {
+        action: 'pull',
+        target: { mediaType: 'application/vnd.oci.image.manifest.v1+json', repository: 'pulled/x' },
+      },
+    ],
+  });
+  const headers = {
+    authorization: `Bearer ${SECRET}`,
+    'content-type': 'application/vnd.docker.distribution.events.v1+json',
+  };
+
+  it('a manifest push re-lists the OCI sources of its repository; blob pushes and pulls do not', () => {
+    const repos: RegistryPush[][] = [];
+    const r = recorder();
+    const out = handleWebhook(request(envelope, headers), {
+      secret: SECRET,
+      trigger: r.trigger,
+      triggerOciRepositories: (rs) => {
+        repos.push(rs);
+        return 2;
+      },
+    });
+    assert.deepEqual(out, { status: 202, body: { ok: true, sources: 2 } });
+    assert.deepEqual(repos, [[{ repository: 'kaas/cluster-stacks', tag: 'docker-ferrol-1-30-v3' }]]);
+    assert.deepEqual(r.triggered, []);
+  });
+
+  it('is screened like any bearer request: the media type passes, a wrong token does not', () => {
+    const ok = screenWebhook({ method: 'POST', path: WEBHOOK_PATH, headers }, SECRET);
+    assert.equal(ok.admit, true);
+    const wrong = screenWebhook(
+      { method: 'POST', path: WEBHOOK_PATH, headers: { ...headers, authorization: 'Bearer nope' } },
+      SECRET,
+    );
+    assert.equal(wrong.admit, false);
+    const repos: RegistryPush[][] = [];
+    const out = handleWebhook(request(envelope, { ...headers, authorization: 'Bearer nope' }), {
+      secret: SECRET,
+      trigger: () => 0,
+      triggerOciRepositories: (rs) => repos.push(rs),
+    });
+    assert.equal(out.status, 401);
+    assert.deepEqual(repos, []);
   });
 });

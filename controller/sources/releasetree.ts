@@ -1,0 +1,100 @@
+// The one place that tells release sources apart: an oci:// URL is an OCI repository of csctl
+// release artifacts (./oci.ts); a release whose identity is a GitHub assets identity is read from
+// its GitHub release's csctl assets (./githubassets.ts); anything else is a Git tree (./git.ts;
+// GitHub sources too, by their clone URL). Listing and reading a release tree dispatch here, so
+// controllers call one function for every kind of source.
+import type { ReleaseTree } from '../api/release.ts';
+import { releaseTreeFromCsctlAssets } from '../releases/csctl/assets.ts';
+import { DEFAULT_GITHUB_API_URL, parseGithubCloneUrl } from '../releases/githuburl.ts';
+import { fetchReleaseTree, type GitCredentials, listTags, type RemoteTag, SourceError } from './git.ts';
+import { GitHubReleaseAssets, isGitHubAssetsIdentity } from './githubassets.ts';
+import {
+  type AssetsToTree,
+  fetchOciReleaseTree,
+  type OciClient,
+  ociCredentialsOf,
+  parseOciUrl,
+} from './oci.ts';
+import type { TagLister } from './poller.ts';
+
+/** Where a release is read from: a ClusterStackRelease's spec.source. */
+export interface ReleaseSource {
+  url: string;
+  /** The stack's folder in a Git repository (an OCI artifact has none). */
+  path?: string;
+  /** An OCI source over plain http. */
+  insecure?: boolean;
+}
+
+export interface ReleaseSources {
+  /** Lists OCI repositories and reads their artifacts; absent: OCI sources are refused. */
+  oci?: OciClient;
+  /** Turns a csctl release's assets into its tree (default releaseTreeFromCsctlAssets). */
+  assetsToTree?: AssetsToTree;
+  /** --github-api-url: the GitHub whose release assets are read (default api.github.com). */
+  githubApiUrl?: string;
+  /** Reads GitHub release assets (default: a client of githubApiUrl). */
+  githubAssets?: GitHubReleaseAssets;
+}
+
+/** The tree of a release at `commit` (a Git commit, or an OCI manifest digest); cached on disk. */
+export type ReleaseTreeFetcher = (
+  source: ReleaseSource,
+  tag: string,
+  commit: string,
+  cacheDir: string,
+  creds: GitCredentials | undefined,
+) => Promise<ReleaseTree>;
+
+export function isOciUrl(url: string): boolean {
+  return url.startsWith('oci://');
+}
+
+function unsupported(what: string): SourceError {
+  return new SourceError('Unsupported', `this controller was started without ${what}`);
+}
+
+export function releaseTreeFetcher(sources: ReleaseSources = {}): ReleaseTreeFetcher {
+  const { githubApiUrl } = sources;
+  const githubAssets =
+    sources.githubAssets ??
+    new GitHubReleaseAssets(githubApiUrl !== undefined ? { baseUrl: githubApiUrl } : {});
+  return (source, tag, commit, cacheDir, creds) => {
+    if (isOciUrl(source.url)) {
+      if (sources.oci === undefined) return Promise.reject(unsupported('OCI release sources'));
+      return fetchOciReleaseTree(source.url, tag, commit, cacheDir, creds, {
+        client: sources.oci,
+        assetsToTree: sources.assetsToTree ?? ((assets) => releaseTreeFromCsctlAssets(assets)),
+        ...(source.insecure === true ? { insecure: true } : {}),
+      });
+    }
+    if (isGitHubAssetsIdentity(commit)) {
+      // The assets are the stack: the stack path does not apply.
+      const repo = parseGithubCloneUrl(source.url, githubApiUrl);
+      if (repo === undefined)
+        return Promise.reject(
+          new SourceError(
+            'InvalidURL',
+            `${source.url} is not a repository of the GitHub at ${githubApiUrl ?? DEFAULT_GITHUB_API_URL}`,
+          ),
+        );
+      return githubAssets.fetchTree(repo, tag, commit, creds?.password, cacheDir);
+    }
+    return fetchReleaseTree(source.url, tag, commit, source.path ?? '', cacheDir, creds);
+  };
+}
+
+/** Lists a source's tags: ls-remote for Git, tags/list plus a HEAD per release tag for OCI (the digest is the commit). */
+export function sourceTagLister(sources: ReleaseSources = {}, gitLister: TagLister = listTags): TagLister {
+  return (url, creds, o): Promise<RemoteTag[]> => {
+    if (!isOciUrl(url)) return gitLister(url, creds);
+    if (sources.oci === undefined) return Promise.reject(unsupported('OCI release sources'));
+    let registry: string;
+    try {
+      registry = parseOciUrl(url).registry;
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return sources.oci.listTags(url, ociCredentialsOf(creds, registry), o ?? {});
+  };
+}

@@ -1,0 +1,176 @@
+// Dispatch by source kind (sources/releasetree.ts) and the poller's handling of OCI sources:
+// listing and reading go to the OCI client for oci:// URLs and to git for everything else.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { FakeClock } from '../../../controller/runtime/clock.ts';
+import { SourceError } from '../../../controller/sources/git.ts';
+import { OciClient } from '../../../controller/sources/oci.ts';
+import { SourcePollers, sourceKey } from '../../../controller/sources/poller.ts';
+import { releaseTreeFetcher, sourceTagLister } from '../../../controller/sources/releasetree.ts';
+
+const cache = mkdtempSync(join(tmpdir(), 'stackflux-releasetree-'));
+after(() => rmSync(cache, { recursive: true, force: true }));
+
+/** An OciClient whose every request is recorded and answered 404. */
+function recordingClient() {
+  const urls: string[] = [];
+  const fetch = (async (input: string | URL | Request) => {
+    urls.push(String(input));
+    return new Response('{"errors":[{"code":"NAME_UNKNOWN"}]}', { status: 404 });
+  }) as typeof globalThis.fetch;
+  return { client: new OciClient({ fetch }), urls };
+}
+
+describe('sourceTagLister', () => {
+  it('lists oci:// URLs with the OCI client (https unless insecure) and the rest with git', async () => {
+    const { client, urls } = recordingClient();
+    const git: string[] = [];
+    const lister = sourceTagLister({ oci: client }, async (url) => {
+      git.push(url);
+      return [];
+    });
+    await lister('https://git.example/stacks.git', undefined);
+    const err = await lister('oci://r.example/kaas/stacks', undefined).catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError);
+    assert.equal(err.reason, 'RepositoryNotFound');
+    await lister('oci://r.example/kaas/stacks', undefined, { insecure: true }).catch(() => undefined);
+    assert.deepEqual(git, ['https://git.example/stacks.git']);
+    assert.deepEqual(urls, [
+      'https://r.example/v2/kaas/stacks/tags/list?n=100',
+      'http://r.example/v2/kaas/stacks/tags/list?n=100',
+    ]);
+  });
+
+  it('refuses an OCI source when the controller has no OCI client', async () => {
+    const err = await sourceTagLister({})('oci://r.example/a', undefined).catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError);
+    assert.equal(err.reason, 'Unsupported');
+  });
+});
+
+describe('releaseTreeFetcher', () => {
+  it('reads an OCI release by its digest through the OCI client', async () => {
+    const { client, urls } = recordingClient();
+    const fetchTree = releaseTreeFetcher({ oci: client, assetsToTree: () => new Map() });
+    const digest = `sha256:${'b'.repeat(64)}`;
+    const err = await fetchTree(
+      { url: 'oci://r.example/kaas/stacks' },
+      'docker-ferrol-1-30-v1',
+      digest,
+      cache,
+      undefined,
+    ).catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError);
+    assert.deepEqual(urls, [`https://r.example/v2/kaas/stacks/manifests/${digest}`]);
+  });
+
+  it('refuses OCI releases without an OCI client, and leaves Git URLs to git', async () => {
+    const noOci = releaseTreeFetcher({});
+    const err = await noOci(
+      { url: 'oci://r.example/a' },
+      't',
+      `sha256:${'c'.repeat(64)}`,
+      cache,
+      undefined,
+    ).catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError);
+    assert.equal(err.reason, 'Unsupported');
+    const gitErr = await noOci({ url: 'file:///etc' }, 't', 'abc', cache, undefined).catch((e: unknown) => e);
+    assert.ok(gitErr instanceof SourceError);
+    assert.equal(gitErr.reason, 'InvalidURL', 'the Git path validated the URL');
+  });
+});
+
+describe('SourcePollers with OCI sources', () => {
+  it('an insecure source is another source than the same URL over https', () => {
+    const ref = { url: 'oci://r.example/a', namespace: 'ns' };
+    assert.notEqual(sourceKey(ref), sourceKey({ ...ref, insecure: true }));
+  });
+
+  it('a registry push re-lists the OCI sources naming the repository, on any host, and only those', async () => {
+    const listed: string[] = [];
+    const pollers = new SourcePollers({
+      lister: async (url, _creds, o) => {
+        listed.push(`${url}${o?.insecure ? ' (insecure)' : ''}`);
+        return [];
+      },
+      onChange: () => undefined,
+    });
+    pollers.subscribe('ns/a', {
+      url: 'oci://r.example:5000/kaas/stacks',
+      namespace: 'ns',
+      insecure: true,
+      intervalMs: 3_600_000,
+    });
+    pollers.subscribe('ns/b', {
+      url: 'oci://other.example/kaas/other',
+      namespace: 'ns',
+      intervalMs: 3_600_000,
+    });
+    await pollers.idle();
+    listed.length = 0;
+    assert.equal(pollers.triggerOciRepositories([{ repository: 'kaas/stacks' }]), 1);
+    await pollers.idle();
+    assert.deepEqual(listed, ['oci://r.example:5000/kaas/stacks (insecure)']);
+    assert.equal(pollers.triggerOciRepositories([{ repository: 'nothing/here' }]), 0);
+    pollers.stop();
+  });
+
+  it('lists again until the pushed tag shows (Distribution notifies before it links the tag), then stops', async () => {
+    const clock = new FakeClock(Date.parse('2026-01-01T00:00:00Z'));
+    let visible = false;
+    let lists = 0;
+    const pollers = new SourcePollers({
+      clock,
+      lister: async () => {
+        lists += 1;
+        return visible ? [{ tag: 'docker-ferrol-1-30-v2', commit: `sha256:${'d'.repeat(64)}` }] : [];
+      },
+      onChange: () => undefined,
+    });
+    const ref = { url: 'oci://r.example/kaas/stacks', namespace: 'ns' };
+    pollers.subscribe('ns/a', { ...ref, intervalMs: 3_600_000 });
+    await pollers.idle();
+    lists = 0;
+    pollers.triggerOciRepositories([{ repository: 'kaas/stacks', tag: 'docker-ferrol-1-30-v2' }]);
+    await pollers.idle();
+    assert.equal(lists, 1);
+    // The tag is linked now; the next listing comes without another notification, long before the interval.
+    visible = true;
+    clock.advance(250);
+    await pollers.idle();
+    assert.equal(lists, 2);
+    assert.equal(pollers.commitOf(ref, 'docker-ferrol-1-30-v2'), `sha256:${'d'.repeat(64)}`);
+    clock.advance(60_000);
+    await pollers.idle();
+    assert.equal(lists, 2, 'no further listing once the tag showed');
+    pollers.stop();
+  });
+
+  it('gives up on a pushed tag that never shows after a bounded number of listings', async () => {
+    const clock = new FakeClock(Date.parse('2026-01-01T00:00:00Z'));
+    let lists = 0;
+    const pollers = new SourcePollers({
+      clock,
+      lister: async () => {
+        lists += 1;
+        return [];
+      },
+      onChange: () => undefined,
+    });
+    pollers.subscribe('ns/a', { url: 'oci://r.example/kaas/stacks', namespace: 'ns', intervalMs: 3_600_000 });
+    await pollers.idle();
+    lists = 0;
+    pollers.triggerOciRepositories([{ repository: 'kaas/stacks', tag: 'never' }]);
+    for (let i = 0; i < 20; i++) {
+      await pollers.idle();
+      clock.advance(10_000);
+    }
+    await pollers.idle();
+    assert.equal(lists, 6);
+    pollers.stop();
+  });
+});
