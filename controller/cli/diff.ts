@@ -17,6 +17,7 @@ import { type Command, UsageError } from './command.ts';
 import { fleetFlags } from './render.ts';
 import { renderSnapshotBounded } from './renderlimits.ts';
 import { defaultCacheDir } from './run.ts';
+import { sourceFlags, sourceOptions } from './sourceflags.ts';
 import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 function str(v: string | boolean | undefined): string {
@@ -62,6 +63,7 @@ export const diffCommand: Command = {
     'export-snapshot': { type: 'string', description: 'also write the live snapshot to this directory' },
     ...fleetFlags,
     ...tenancyFlags,
+    ...sourceFlags,
   },
   run: async (flags, _positionals, io) => {
     const nowText = str(flags.now);
@@ -75,6 +77,7 @@ export const diffCommand: Command = {
       throw new UsageError(err instanceof RenderError ? err.message : String(err));
     }
     const tenancy = tenancyPolicy(flags);
+    const { githubApiUrl } = sourceOptions(flags);
     const kubeconfig = str(flags.kubeconfig);
     const context = str(flags.context);
     const client = new KubeClient(
@@ -95,6 +98,7 @@ export const diffCommand: Command = {
       const snapshot = await liveSnapshot(client, {
         ...(namespace ? { namespace } : {}),
         tenancy,
+        githubApiUrl,
         cacheDir: str(flags['cache-dir']) || defaultCacheDir(io.env),
         ...(sourcesDir ? { sources: readSnapshot(sourcesDir).sources } : {}),
         ...(fleetUrl
@@ -112,7 +116,7 @@ export const diffCommand: Command = {
       if (exportDir !== '') writeFiles(exportDir, snapshotFiles(snapshot, canonicalYaml));
       const output = await renderSnapshotBounded(
         snapshot,
-        { now, controllers, tenancy, templates: loadFluxTemplates() },
+        { now, controllers, tenancy, githubApiUrl, templates: loadFluxTemplates() },
         {},
       );
       const keys = [...new Set(output.mutations.map(mutationPath))].sort(compareStrings);

@@ -6,6 +6,7 @@ import { readSnapshot, type Snapshot } from '../offline/snapshot.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { type Command, type FlagValues, UsageError } from './command.ts';
 import { renderLimitFlags, renderPoolOptions, renderSnapshotBounded } from './renderlimits.ts';
+import { githubApiUrlFlag, githubApiUrlOf } from './sourceflags.ts';
 import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 function str(v: string | boolean | undefined): string {
@@ -65,6 +66,7 @@ export const renderCommand: Command = {
     ...fleetFlags,
     ...renderLimitFlags,
     ...tenancyFlags,
+    ...githubApiUrlFlag,
   },
   run: async (flags, _positionals, io) => {
     const input = str(flags['input-dir']);
@@ -87,6 +89,7 @@ export const renderCommand: Command = {
       now,
       controllers,
       tenancy,
+      githubApiUrl: githubApiUrlOf(flags),
       templates: dir ? loadFluxTemplates(dir) : loadFluxTemplates(),
     };
     // Addon renders run bounded in child processes, as in the controller.
