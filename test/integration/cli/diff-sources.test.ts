@@ -6,7 +6,7 @@
 // read from its csctl release assets, its release pointing at that GitHub's clone URL; neither is
 // listed with `git ls-remote`. The exported snapshot shows what diff read.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -202,5 +202,22 @@ describe('stackflux diff reads OCI and GitHub-assets sources as run does', () =>
     );
     // The release as the controller started with the same flag would create it.
     assert.match(out, new RegExp(`\\+\\s+url: ${cloneUrl.replace(/[.]/g, '\\.')}\\n`));
+
+    // The exported snapshot renders offline with the same flag (the source is found by that
+    // GitHub's clone URL); without it the ClusterStack names github.com's, which it does not hold.
+    const release = join('apply', 'namespaces', githubNamespace, 'stackflux.io', 'clusterstackreleases');
+    const renderTo = async (name: string, flags: string[]): Promise<string | undefined> => {
+      const r = capture();
+      const to = join(work, name);
+      const args = ['render', '--input-dir', join(work, `snap-${githubNamespace}`), '--output-dir', to];
+      assert.equal(await main([...args, '--now', '2026-01-02T12:00:00Z', ...flags], r.io), 0, r.err());
+      const body = join(to, release, `${TAG}.body.yaml`);
+      return existsSync(body) ? readFileSync(body, 'utf8') : undefined;
+    };
+    assert.match(
+      (await renderTo('rendered', ['--github-api-url', github.url])) ?? '',
+      new RegExp(`url: ${cloneUrl}`),
+    );
+    assert.equal(await renderTo('rendered-github-com', []), undefined);
   });
 });
