@@ -11,7 +11,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { LABEL_SOURCE_CREDENTIALS } from '../../../controller/api/meta.ts';
-import type { CommandIO } from '../../../controller/cli/command.ts';
 import { main } from '../../../controller/cli/main.ts';
 import { readSnapshot, type SourceData } from '../../../controller/offline/snapshot.ts';
 import { releaseTreeFromCsctlAssets } from '../../../controller/releases/csctl/assets.ts';
@@ -19,6 +18,7 @@ import { githubCloneUrl } from '../../../controller/releases/githuburl.ts';
 import { KubeClient, type KubeObject } from '../../../controller/runtime/client.ts';
 import { isGitHubAssetsIdentity } from '../../../controller/sources/githubassets.ts';
 import { installCrds } from '../../../hack/lib/crds.ts';
+import { captureIO } from '../../support/cli.ts';
 import { packageCsctlRelease } from '../../support/csctl-assets.ts';
 import { kubeConfigFrom, testEnv, uniqueName } from '../../support/env.ts';
 import { fakeAssets, GitHubFake } from '../../support/githubfake.ts';
@@ -30,16 +30,6 @@ const USER = 'puller';
 const PASSWORD = 'diff-sources-registry-password';
 const TOKEN = 'ghp_diffSourcesToken123';
 const REPO = { owner: 'scs', repo: 'stacks' };
-
-function capture(): { io: CommandIO; out: () => string; err: () => string } {
-  let out = '';
-  let err = '';
-  return {
-    io: { stdout: (t) => (out += t), stderr: (t) => (err += t), env: {} },
-    out: () => out,
-    err: () => err,
-  };
-}
 
 /** The ClusterStack `stack` over `source`, with a labelled Secret `creds` of `data`. */
 async function stackWithSecret(
@@ -101,7 +91,7 @@ describe('stackflux diff reads OCI and GitHub-assets sources as run does', () =>
 
   /** Runs diff over one namespace and returns its output and the one source of its exported snapshot. */
   async function diff(namespace: string, extra: string[]): Promise<{ out: string; source: SourceData }> {
-    const c = capture();
+    const c = captureIO();
     const snap = join(work, `snap-${namespace}`);
     const rc = await main(
       [
@@ -207,7 +197,7 @@ describe('stackflux diff reads OCI and GitHub-assets sources as run does', () =>
     // GitHub's clone URL); without it the ClusterStack names github.com's, which it does not hold.
     const release = join('apply', 'namespaces', githubNamespace, 'stackflux.io', 'clusterstackreleases');
     const renderTo = async (name: string, flags: string[]): Promise<string | undefined> => {
-      const r = capture();
+      const r = captureIO();
       const to = join(work, name);
       const args = ['render', '--input-dir', join(work, `snap-${githubNamespace}`), '--output-dir', to];
       assert.equal(await main([...args, '--now', '2026-01-02T12:00:00Z', ...flags], r.io), 0, r.err());
