@@ -76,6 +76,7 @@ export const renderCommand: Command = {
     const now = parseNow(str(flags.now));
     const limits = renderPoolOptions(flags);
     const tenancy = tenancyPolicy(flags);
+    const githubApiUrl = githubApiUrlOf(flags);
     let controllers: ReturnType<typeof parseControllers>;
     try {
       controllers = parseControllers(str(flags.controllers));
@@ -89,7 +90,7 @@ export const renderCommand: Command = {
       now,
       controllers,
       tenancy,
-      githubApiUrl: githubApiUrlOf(flags),
+      githubApiUrl,
       templates: dir ? loadFluxTemplates(dir) : loadFluxTemplates(),
     };
     // Addon renders run bounded in child processes, as in the controller.
