@@ -6,7 +6,7 @@
 // read from its csctl release assets, its release pointing at that GitHub's clone URL; neither is
 // listed with `git ls-remote`. The exported snapshot shows what diff read.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -22,7 +22,7 @@ import { captureIO } from '../../support/cli.ts';
 import { packageCsctlRelease } from '../../support/csctl-assets.ts';
 import { kubeConfigFrom, testEnv, uniqueName } from '../../support/env.ts';
 import { fakeAssets, GitHubFake } from '../../support/githubfake.ts';
-import { pushCsctlRelease, startRegistry, type TestRegistry, trustCa } from '../../support/registry.ts';
+import { pushCsctlAssets, startRegistry, type TestRegistry, trustCa } from '../../support/registry.ts';
 
 const STACK = join(import.meta.dirname, '..', '..', '..', 'stacks', 'docker-csoferrol-1-30');
 const TAG = 'docker-csoferrol-1-30-v1';
@@ -119,16 +119,9 @@ describe('stackflux diff reads OCI and GitHub-assets sources as run does', () =>
   }
 
   it('an OCI source: listed by digest with the Secret’s credentials, the artifact read', async () => {
-    const dir = join(work, 'release');
-    mkdirSync(dir);
-    for (const [name, bytes] of packaged) writeFileSync(join(dir, name), bytes);
-    const pushed = await pushCsctlRelease({
-      registry: registry.host,
-      repository: 'scs/stacks',
-      tag: TAG,
-      dir,
-      creds: { user: USER, password: PASSWORD },
-      ...(registry.ca !== undefined ? { ca: registry.ca } : {}),
+    const pushed = await pushCsctlAssets(registry, 'scs/stacks', TAG, packaged, {
+      user: USER,
+      password: PASSWORD,
     });
     const url = `oci://${registry.host}/scs/stacks`;
     await stackWithSecret(
