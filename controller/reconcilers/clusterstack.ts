@@ -194,7 +194,11 @@ export function releaseReady(release: ClusterStackRelease): boolean {
   return gen === undefined || observed === undefined || observed >= gen;
 }
 
-function desiredRelease(cs: ClusterStack, tag: ReleaseTag, providerRef?: ProviderRef): ClusterStackRelease {
+export function desiredRelease(
+  cs: ClusterStack,
+  tag: ReleaseTag,
+  providerRef?: ProviderRef,
+): ClusterStackRelease {
   const secretRef = sourceSecretRef(cs);
   const path = cs.spec.source.path ?? '';
   return {
