@@ -2,6 +2,7 @@ import { type Command, type CommandIO, commandHelp, parseFlags, UsageError } fro
 import { diffCommand } from './diff.ts';
 import { getCommand } from './get.ts';
 import { installCommand } from './install.ts';
+import { previewCommand } from './preview.ts';
 import { reconcileCommand, resumeCommand, suspendCommand } from './reconcile.ts';
 import { renderCommand } from './render.ts';
 import { inputResourcesCommand, outputResourcesCommand } from './resources.ts';
@@ -14,6 +15,7 @@ export const commands: Command[] = [
   runCommand,
   renderCommand,
   diffCommand,
+  previewCommand,
   statusCommand,
   getCommand,
   reconcileCommand,
