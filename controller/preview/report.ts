@@ -34,6 +34,7 @@ function classLine(d: ClassDiff): string {
   const objects = d.objects.map(
     (o) => `  ${o.change === 'added' ? '+' : o.change === 'removed' ? '-' : '~'} ${o.id}`,
   );
+  if (d.objects.length === 0) return `${head}: no change besides the name`;
   return [`${head}: objects ${counts(d.objects)}`, ...objects].join('\n');
 }
 

@@ -22,7 +22,15 @@ import { classifyTags, formatReleaseTag, releaseOrder, tagForClusterClassName } 
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import type { SyncGoEngine } from '../rendering/clusterclass.ts';
 import type { AddonRenderer } from '../rendering/index.ts';
-import { type PreviewClusterInput, PreviewError, type PreviewInput, type PreviewRelease } from './core.ts';
+import {
+  type PreviewClusterInput,
+  PreviewError,
+  type PreviewInput,
+  type PreviewRelease,
+  previewRelease,
+} from './core.ts';
+import { diffText, jsonText, summaryText } from './report.ts';
+import { parseLabelSelector } from './selector.ts';
 
 const CAPI_GROUP = 'cluster.x-k8s.io';
 
@@ -168,4 +176,32 @@ export function previewInputOf(
     ...(options.render !== undefined ? { render: options.render } : {}),
     ...(options.goEngine !== undefined ? { goEngine: options.goEngine } : {}),
   };
+}
+
+/** The request of a snapshot's preview.yaml (its selector parsed). */
+export function snapshotPreviewRequest(snapshot: Snapshot): PreviewRequest | undefined {
+  const p = snapshot.preview;
+  if (p === undefined) return undefined;
+  return {
+    namespace: p.namespace,
+    clusterStack: p.clusterStack,
+    ...(p.release !== undefined ? { release: p.release } : {}),
+    ...(p.selector !== undefined ? { selector: parseLabelSelector(p.selector) } : {}),
+    ...(p.wave !== undefined ? { wave: p.wave } : {}),
+  };
+}
+
+/**
+ * The output files of a snapshot's preview.yaml: preview/summary.txt, preview/diff.txt and
+ * preview/preview.json (none without preview.yaml).
+ */
+export function previewFiles(snapshot: Snapshot, options: PreviewOptions): Map<string, string> {
+  const request = snapshotPreviewRequest(snapshot);
+  if (request === undefined) return new Map();
+  const result = previewRelease(previewInputOf(snapshot, request, options));
+  return new Map([
+    ['preview/summary.txt', summaryText(result)],
+    ['preview/diff.txt', diffText(result)],
+    ['preview/preview.json', jsonText(result)],
+  ]);
 }
