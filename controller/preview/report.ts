@@ -110,7 +110,10 @@ export function diffText(result: PreviewResult): string {
   for (const members of groupMembers(result)) {
     const c = members[0];
     if (c === undefined || c.objects.length === 0) continue;
-    out.push(`### ${members.map((m) => `${m.namespace}/${m.name}`).join(', ')}\n`);
+    const first = `${c.namespace}/${c.name}`;
+    const more =
+      members.length > 1 ? ` (+${members.length - 1} more with the same change; the diff of ${first})` : '';
+    out.push(`### ${first}${more}\n`);
     for (const o of c.objects) out.push(objectDiff(o));
   }
   return out.join('');

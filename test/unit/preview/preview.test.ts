@@ -15,6 +15,7 @@ import {
 } from '../../../controller/preview/core.ts';
 import { diffBranchObjects, MASK, MASK_CHANGED, maskSecret } from '../../../controller/preview/objects.ts';
 import { diffText, summaryText } from '../../../controller/preview/report.ts';
+import { parseLabelSelector } from '../../../controller/preview/selector.ts';
 import {
   FINALIZER_FLEET_CLEANUP,
   type FleetSettings,
@@ -424,5 +425,28 @@ describe('previewRelease: cluster-stack-operator (csctl) format', () => {
       diffText(result),
       /-\s+customImage: kindest\/node:v1\.30\.4\n\+\s+customImage: kindest\/node:v1\.30\.9/,
     );
+  });
+});
+
+describe('parseLabelSelector (kubectl -l syntax)', () => {
+  it('reads equality, inequality, set and existence terms', () => {
+    assert.deepEqual(
+      parseLabelSelector('tier=canary, env==prod,zone!=a,team in (x, y),role notin (db),gpu,!spot'),
+      {
+        matchLabels: { tier: 'canary', env: 'prod' },
+        matchExpressions: [
+          { key: 'zone', operator: 'NotIn', values: ['a'] },
+          { key: 'team', operator: 'In', values: ['x', 'y'] },
+          { key: 'role', operator: 'NotIn', values: ['db'] },
+          { key: 'gpu', operator: 'Exists' },
+          { key: 'spot', operator: 'DoesNotExist' },
+        ],
+      },
+    );
+  });
+
+  it('refuses what is no label key or value', () => {
+    assert.throws(() => parseLabelSelector('tier=can ary'), /not a valid label/);
+    assert.throws(() => parseLabelSelector('-bad'), /not a valid label key/);
   });
 });
