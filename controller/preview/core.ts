@@ -18,7 +18,7 @@ import type { BranchFiles, BranchState } from '../gitops/branches.ts';
 import { branchTreeIds } from '../gitops/objects.ts';
 import { unifiedDiff } from '../offline/unified.ts';
 import { compareStrings, isRecord } from '../offline/yaml.ts';
-import { clusterForAddons } from '../reconcilers/addonrelease.ts';
+import { clusterForAddons, sameClusterStack } from '../reconcilers/addonrelease.ts';
 import {
   FINALIZER_FLEET_CLEANUP,
   type FleetSettings,
@@ -147,15 +147,6 @@ const NOT_RENDERED = new Set<string>([
   Reason.NamespaceNotKnown,
   ProviderReason.WaitingForProvider,
 ]);
-
-function sameStack(a: ReleaseTag, b: ReleaseTag): boolean {
-  return (
-    a.provider === b.provider &&
-    a.name === b.name &&
-    a.kubernetesVersion === b.kubernetesVersion &&
-    a.channel === b.channel
-  );
-}
 
 function metadataOf(o: Record<string, unknown>): Record<string, unknown> {
   return isRecord(o.metadata) ? o.metadata : {};
@@ -305,7 +296,7 @@ function stackClusters(input: PreviewInput, candidate: ReleaseTag) {
     if (use === undefined) return [];
     if ((use.classNamespace ?? String(meta.namespace ?? '')) !== ns) return [];
     const from = tagForClusterClassName(use.className);
-    if (from === undefined || !sameStack(from, candidate) || from.tag === candidate.tag) return [];
+    if (from === undefined || !sameClusterStack(from, candidate) || from.tag === candidate.tag) return [];
     const labels = stringMap(meta.labels);
     if (!selects(input.selector, labels)) return [];
     const wave = waveOf(input.clusterStack.spec.rollout, labels);
