@@ -62,7 +62,7 @@ function fleetBranches(): Map<string, Map<string, string>> {
   return out;
 }
 
-function preview(release: string, ...extra: string[]) {
+function preview(release: string | undefined, ...extra: string[]) {
   return stackflux([
     'preview',
     'clusterstack',
@@ -72,7 +72,7 @@ function preview(release: string, ...extra: string[]) {
     `--kubeconfig=${env.kubeconfig}`,
     `--fleet-url=${fleetUrl}`,
     `--cache-dir=${cacheDir}`,
-    `--release=${release}`,
+    ...(release !== undefined ? [`--release=${release}`] : []),
     ...extra,
   ]);
 }
@@ -231,6 +231,9 @@ describe('stackflux preview: the predicted change is the change the move makes',
       ],
     );
     assert.equal(result.failed, 3);
+    // Without --release: the newest release the ClusterStack would take (pinned v1, v2, v3).
+    const latest = preview(undefined, '-o', 'json');
+    assert.equal((JSON.parse(latest.stdout) as PreviewResult).release, ferrolTag('v3'));
     assert.match(r.stdout, new RegExp(`${ns}/c18, ${ns}/c19, ${ns}/c20: ValuesInvalid: .*1500`));
     writeFileSync(join(process.env.PREVIEW_OUTPUT_DIR ?? work, 'preview-v3.txt'), r.stdout);
   });
