@@ -31,6 +31,8 @@ export interface LiveOptions {
   cacheDir: string;
   /** Where csctl addon chart dependencies may be fetched from (the controller's flags). */
   tenancy?: TenancyPolicy;
+  /** Tags whose trees are fetched besides the ones the controller would fetch (a preview's candidate). */
+  extraTags?: readonly string[];
   /** Sources from a snapshot directory instead of the network. */
   sources?: SourceData[];
   fleet?: {
@@ -131,7 +133,7 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
   if (opts.sources !== undefined) {
     snapshot.sources = opts.sources;
   } else {
-    await listSources(client, snapshot, opts.cacheDir, opts.tenancy);
+    await listSources(client, snapshot, opts.cacheDir, opts.tenancy, opts.extraTags ?? []);
   }
   if (opts.fleet !== undefined) {
     const { url, branchPrefix, secretRef } = opts.fleet;
@@ -190,6 +192,7 @@ async function listSources(
   snapshot: Snapshot,
   cacheDir: string,
   tenancy: TenancyPolicy | undefined,
+  extraTags: readonly string[],
 ): Promise<void> {
   const stacks = [...snapshot.objects.values()].filter(
     (o) => o.kind === 'ClusterStack',
@@ -249,6 +252,7 @@ async function listSources(
       new Map(source.listing.tags.flatMap((t) => (t.time !== undefined ? [[t.tag, t.time]] : []))),
     );
     const wanted = new Set<string>([
+      ...extraTags,
       ...releases.filter((r) => r.metadata.namespace === ns).map((r) => r.metadata.name),
       ...(classified.releases.at(-1) ? [classified.releases.at(-1)?.tag ?? ''] : []),
       ...(cs.spec.versions ?? []).map((v) =>
