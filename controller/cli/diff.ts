@@ -4,16 +4,16 @@
 // Exit code 1 when there are differences (like `kubectl diff`).
 import { join } from 'node:path';
 import { secretCredentials } from '../controllers/common.ts';
-import { liveSnapshot } from '../offline/live.ts';
+import { type LiveOptions, liveSnapshot } from '../offline/live.ts';
 import { writeFiles } from '../offline/output.ts';
 import { mutationPath, parseControllers, RenderError } from '../offline/render.ts';
-import { readSnapshot, type SnapshotObject, snapshotFiles } from '../offline/snapshot.ts';
+import { readSnapshot, type Snapshot, type SnapshotObject, snapshotFiles } from '../offline/snapshot.ts';
 import { unifiedDiff } from '../offline/unified.ts';
 import { canonicalYaml, compareStrings } from '../offline/yaml.ts';
 import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
-import { type Command, UsageError } from './command.ts';
+import { type Command, type CommandIO, type FlagValues, UsageError } from './command.ts';
 import { fleetFlags } from './render.ts';
 import { renderSnapshotBounded } from './renderlimits.ts';
 import { defaultCacheDir } from './run.ts';
@@ -38,6 +38,61 @@ function shown(obj: SnapshotObject | undefined): string {
   return canonicalYaml({ ...obj, metadata });
 }
 
+/**
+ * Flags of where a live snapshot takes release sources and the fleet repository from, and how it
+ * reads the sources (sourceFlags: as `stackflux run` does).
+ */
+export const liveSnapshotFlags: Command['flags'] = {
+  'sources-dir': {
+    type: 'string',
+    description: 'take release sources from this snapshot directory (its sources/) instead of listing them',
+  },
+  'cache-dir': { type: 'string', description: 'cache of fetched release trees' },
+  'fleet-secret': { type: 'string', description: 'NS/NAME of the fleet repository Secret' },
+  'fleet-secret-ref': {
+    type: 'string',
+    description: 'Secret Flux reads the fleet repository with (per namespace)',
+  },
+  ...fleetFlags,
+  ...sourceFlags,
+};
+
+/**
+ * The live snapshot `stackflux diff` and `stackflux preview` read (flags: liveSnapshotFlags);
+ * `githubApiUrl` from sourceOptions(flags), which the render of the snapshot takes too.
+ */
+export async function liveSnapshotOf(
+  client: KubeClient,
+  flags: FlagValues,
+  io: CommandIO,
+  opts: Pick<LiveOptions, 'namespace' | 'tenancy' | 'extraTags' | 'githubApiUrl'>,
+): Promise<Snapshot> {
+  const sourcesDir = str(flags['sources-dir']);
+  const fleetUrl = str(flags['fleet-url']);
+  let credentials: Awaited<ReturnType<typeof secretCredentials>> | undefined;
+  const fleetSecret = str(flags['fleet-secret']);
+  if (fleetSecret !== '') {
+    const [ns, name] = fleetSecret.split('/');
+    if (!ns || !name) throw new UsageError('--fleet-secret must be NAMESPACE/NAME');
+    credentials = await secretCredentials(client, ns, name);
+  }
+  return liveSnapshot(client, {
+    ...opts,
+    cacheDir: str(flags['cache-dir']) || defaultCacheDir(io.env),
+    ...(sourcesDir ? { sources: readSnapshot(sourcesDir).sources } : {}),
+    ...(fleetUrl
+      ? {
+          fleet: {
+            url: fleetUrl,
+            branchPrefix: str(flags['fleet-branch-prefix']) || DEFAULT_BRANCH_PREFIX,
+            ...(str(flags['fleet-secret-ref']) ? { secretRef: str(flags['fleet-secret-ref']) } : {}),
+            ...(credentials ? { credentials } : {}),
+          },
+        }
+      : {}),
+  });
+}
+
 export const diffCommand: Command = {
   name: 'diff',
   summary: 'Show what the controllers would change on the live cluster, as a unified diff per object',
@@ -50,20 +105,9 @@ export const diffCommand: Command = {
     namespace: { type: 'string', short: 'n', description: 'only this namespace (default: all)' },
     now: { type: 'string', description: 'the time the controllers see (RFC 3339; default: now)' },
     controllers: { type: 'string', description: 'controllers to run ("*", "a,b", "*,-b")', default: '*' },
-    'sources-dir': {
-      type: 'string',
-      description: 'take release sources from this snapshot directory (its sources/) instead of listing them',
-    },
-    'cache-dir': { type: 'string', description: 'cache of fetched release trees' },
-    'fleet-secret': { type: 'string', description: 'NS/NAME of the fleet repository Secret' },
-    'fleet-secret-ref': {
-      type: 'string',
-      description: 'Secret Flux reads the fleet repository with (per namespace)',
-    },
+    ...liveSnapshotFlags,
     'export-snapshot': { type: 'string', description: 'also write the live snapshot to this directory' },
-    ...fleetFlags,
     ...tenancyFlags,
-    ...sourceFlags,
   },
   run: async (flags, _positionals, io) => {
     const nowText = str(flags.now);
@@ -86,31 +130,10 @@ export const diffCommand: Command = {
     );
     try {
       const namespace = str(flags.namespace);
-      const sourcesDir = str(flags['sources-dir']);
-      const fleetUrl = str(flags['fleet-url']);
-      let credentials: Awaited<ReturnType<typeof secretCredentials>> | undefined;
-      const fleetSecret = str(flags['fleet-secret']);
-      if (fleetSecret !== '') {
-        const [ns, name] = fleetSecret.split('/');
-        if (!ns || !name) throw new UsageError('--fleet-secret must be NAMESPACE/NAME');
-        credentials = await secretCredentials(client, ns, name);
-      }
-      const snapshot = await liveSnapshot(client, {
+      const snapshot = await liveSnapshotOf(client, flags, io, {
         ...(namespace ? { namespace } : {}),
         tenancy,
         githubApiUrl,
-        cacheDir: str(flags['cache-dir']) || defaultCacheDir(io.env),
-        ...(sourcesDir ? { sources: readSnapshot(sourcesDir).sources } : {}),
-        ...(fleetUrl
-          ? {
-              fleet: {
-                url: fleetUrl,
-                branchPrefix: str(flags['fleet-branch-prefix']) || DEFAULT_BRANCH_PREFIX,
-                ...(str(flags['fleet-secret-ref']) ? { secretRef: str(flags['fleet-secret-ref']) } : {}),
-                ...(credentials ? { credentials } : {}),
-              },
-            }
-          : {}),
       });
       const exportDir = str(flags['export-snapshot']);
       if (exportDir !== '') writeFiles(exportDir, snapshotFiles(snapshot, canonicalYaml));

@@ -3,6 +3,7 @@ import { convertCommand } from './convert.ts';
 import { diffCommand } from './diff.ts';
 import { getCommand } from './get.ts';
 import { installCommand } from './install.ts';
+import { previewCommand } from './preview.ts';
 import { reconcileCommand, resumeCommand, suspendCommand } from './reconcile.ts';
 import { renderCommand } from './render.ts';
 import { inputResourcesCommand, outputResourcesCommand } from './resources.ts';
@@ -15,6 +16,7 @@ export const commands: Command[] = [
   runCommand,
   renderCommand,
   diffCommand,
+  previewCommand,
   statusCommand,
   getCommand,
   reconcileCommand,

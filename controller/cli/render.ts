@@ -3,9 +3,15 @@
 import { outputFiles, writeFiles } from '../offline/output.ts';
 import { DEFAULT_NOW, parseControllers, RenderError } from '../offline/render.ts';
 import { readSnapshot, type Snapshot } from '../offline/snapshot.ts';
+import { previewFiles } from '../preview/snapshot.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { type Command, type FlagValues, UsageError } from './command.ts';
-import { renderLimitFlags, renderPoolOptions, renderSnapshotBounded } from './renderlimits.ts';
+import {
+  renderLimitFlags,
+  renderPoolOptions,
+  renderSnapshotBounded,
+  withBoundedRendering,
+} from './renderlimits.ts';
 import { githubApiUrlFlag, githubApiUrlOf } from './sourceflags.ts';
 import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
@@ -101,6 +107,20 @@ export const renderCommand: Command = {
       flags['check-fixed-point'] === true,
     );
     const files = outputFiles(output, now);
+    // preview.yaml: the release preview over the snapshot, rendered bounded as well.
+    if (snapshot.preview !== undefined) {
+      const preview = await withBoundedRendering(limits, (render, goEngine) =>
+        previewFiles(snapshot, {
+          now,
+          templates: options.templates,
+          tenancy,
+          githubApiUrl,
+          render,
+          goEngine,
+        }),
+      );
+      for (const [path, text] of preview) files.set(path, text);
+    }
     writeFiles(out, files);
     io.stderr(
       `rendered ${output.mutations.length} mutation(s), ${output.fleet.branches.size} fleet branch(es) changed in ${output.fleet.pushes} push(es), ${output.rounds} round(s) to ${out}\n`,

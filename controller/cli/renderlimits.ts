@@ -5,8 +5,10 @@ import { checkFixedPoint } from '../offline/output.ts';
 import { type RenderOptions, type RenderOutput, renderSnapshot } from '../offline/render.ts';
 import type { Snapshot } from '../offline/snapshot.ts';
 import { reconcileClusterAddon } from '../reconcilers/clusteraddon.ts';
+import type { SyncGoEngine } from '../rendering/clusterclass.ts';
 import type { GoEngineResult } from '../rendering/goengine/index.ts';
 import {
+  type AddonRenderer,
   answerGoEngineCalls,
   DEFAULT_COOL_DOWN_AFTER,
   DEFAULT_COOL_DOWN_MS,
@@ -121,6 +123,33 @@ export function renderPoolOptions(flags: FlagValues): RenderPoolOptions {
 const MAX_ENGINE_PASSES = 16;
 
 /**
+ * Runs `run` (pure and synchronous) with every addon render and every Go engine call (a csctl
+ * cluster-class) answered by a bounded pool of render processes, as the controller renders:
+ * unknown ones are answered between passes until a pass knows them all. `settled()` says, inside
+ * a pass, whether every Go engine call of it so far was known.
+ */
+export async function withBoundedRendering<T>(
+  limits: RenderPoolOptions,
+  run: (render: AddonRenderer, engine: SyncGoEngine, settled: () => boolean) => T,
+): Promise<T> {
+  const pool = new RenderPool(limits);
+  const engineDone = new Map<string, GoEngineResult | RenderFailure>();
+  try {
+    for (let pass = 0; ; pass++) {
+      const { engine, missing } = goEngineMemo(engineDone);
+      const output = await withBoundedRenders(pool, (render) =>
+        run(render, engine, () => missing.size === 0),
+      );
+      if (missing.size === 0) return output;
+      if (pass >= MAX_ENGINE_PASSES) throw new Error('Go engine calls did not settle');
+      await answerGoEngineCalls(pool, missing, engineDone);
+    }
+  } finally {
+    await pool.close();
+  }
+}
+
+/**
  * renderSnapshot (and the fixed-point check when asked) with every addon render in a bounded
  * worker pool, as the controller renders.
  */
@@ -130,31 +159,18 @@ export async function renderSnapshotBounded(
   limits: RenderPoolOptions,
   checkFixed = false,
 ): Promise<RenderOutput> {
-  const pool = new RenderPool(limits);
-  // Go engine calls (a csctl cluster-class) are answered between passes, as addon renders are.
-  const engineDone = new Map<string, GoEngineResult | RenderFailure>();
-  try {
-    for (let pass = 0; ; pass++) {
-      const { engine, missing } = goEngineMemo(engineDone);
-      const output = await withBoundedRenders(pool, (render) => {
-        const bounded: RenderOptions = {
-          ...options,
-          goEngine: engine,
-          reconcilers: {
-            ...options.reconcilers,
-            clusterAddon: (input) =>
-              (options.reconcilers?.clusterAddon ?? reconcileClusterAddon)({ ...input, render }),
-          },
-        };
-        const out = renderSnapshot(snapshot, bounded);
-        if (checkFixed && missing.size === 0) checkFixedPoint(snapshot, out, bounded);
-        return out;
-      });
-      if (missing.size === 0) return output;
-      if (pass >= MAX_ENGINE_PASSES) throw new Error('Go engine calls did not settle');
-      await answerGoEngineCalls(pool, missing, engineDone);
-    }
-  } finally {
-    await pool.close();
-  }
+  return withBoundedRendering(limits, (render, engine, settled) => {
+    const bounded: RenderOptions = {
+      ...options,
+      goEngine: engine,
+      reconcilers: {
+        ...options.reconcilers,
+        clusterAddon: (input) =>
+          (options.reconcilers?.clusterAddon ?? reconcileClusterAddon)({ ...input, render }),
+      },
+    };
+    const out = renderSnapshot(snapshot, bounded);
+    if (checkFixed && settled()) checkFixedPoint(snapshot, out, bounded);
+    return out;
+  });
 }

@@ -3,6 +3,7 @@
 // the renderer is nondeterministic), and compares with expected/ (UPDATE_GOLDEN=1 rewrites it).
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { previewFiles } from '../preview/snapshot.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
 import { checkFixedPoint, outputFiles, readFiles, writeFiles } from './output.ts';
 import { parseControllers, type Reconcilers, type RenderOptions, renderSnapshot } from './render.ts';
@@ -74,7 +75,8 @@ export function renderCase(
   };
   const output = renderSnapshot(snapshot, options);
   checkFixedPoint(snapshot, output, options);
-  return outputFiles(output, c.now);
+  const preview = previewFiles(snapshot, { now: c.now, templates });
+  return new Map([...outputFiles(output, c.now), ...preview]);
 }
 
 export function runGoldenCase(

@@ -32,6 +32,8 @@ export interface LiveOptions {
   cacheDir: string;
   /** Where csctl addon chart dependencies may be fetched from (the controller's flags). */
   tenancy?: TenancyPolicy;
+  /** Tags whose trees are fetched besides the ones the controller would fetch (a preview's candidate). */
+  extraTags?: readonly string[];
   /** Sources from a snapshot directory instead of the network. */
   sources?: SourceData[];
   /** --github-api-url: where spec.source.github releases are listed and their csctl assets read (default api.github.com). */
@@ -190,6 +192,7 @@ function lastListedTime(cs: ClusterStack): string | undefined {
 /** Lists every ClusterStack source and fetches the trees of the releases that exist or would be created. */
 async function listSources(client: KubeClient, snapshot: Snapshot, opts: LiveOptions): Promise<void> {
   const { cacheDir, tenancy, githubApiUrl } = opts;
+  const extraTags = opts.extraTags ?? [];
   const stacks = [...snapshot.objects.values()].filter(
     (o) => o.kind === 'ClusterStack',
   ) as unknown as ClusterStack[];
@@ -254,6 +257,7 @@ async function listSources(client: KubeClient, snapshot: Snapshot, opts: LiveOpt
       new Map(source.listing.tags.flatMap((t) => (t.time !== undefined ? [[t.tag, t.time]] : []))),
     );
     const wanted = new Set<string>([
+      ...extraTags,
       ...releases.filter((r) => r.metadata.namespace === ns).map((r) => r.metadata.name),
       ...(classified.releases.at(-1) ? [classified.releases.at(-1)?.tag ?? ''] : []),
       ...(cs.spec.versions ?? []).map((v) =>

@@ -197,7 +197,7 @@ function readyOf(
 }
 
 /** The files of a source's tree at tag under path (relative to path), or undefined. */
-function treeAt(source: SourceData | undefined, tag: string, path: string): ReleaseTree | undefined {
+export function treeAt(source: SourceData | undefined, tag: string, path: string): ReleaseTree | undefined {
   const files = source?.trees.get(tag);
   if (files === undefined) return undefined;
   const base = path.replace(/^\/+|\/+$/g, '');
@@ -229,6 +229,39 @@ function refOf(
     ...(group !== undefined ? { group } : {}),
     ...(typeof ref.namespace === 'string' && ref.namespace !== '' ? { namespace: ref.namespace } : {}),
   };
+}
+
+/** The ClusterAddon controller's fleet settings of a snapshot (settings.yaml). */
+export function fleetSettingsOf(snapshot: Pick<Snapshot, 'settings'>): FleetSettings {
+  const f = snapshot.settings.fleet;
+  return {
+    url: f.url,
+    branchPrefix: f.branchPrefix,
+    ...(f.secretRef !== undefined ? { secretRef: f.secretRef } : {}),
+    ...(f.interval !== undefined ? { interval: f.interval } : {}),
+    ...(f.addonInterval !== undefined ? { addonInterval: f.addonInterval } : {}),
+    ...(f.fluxShards !== undefined ? { fluxShards: f.fluxShards } : {}),
+  };
+}
+
+/** The objects a Cluster's controlPlaneRef and infrastructureRef point at, as the snapshot holds them. */
+export function clusterRefsIn(
+  w: World,
+  cluster: SnapshotObject,
+): { controlPlane: SnapshotObject | undefined; infraCluster: SnapshotObject | undefined } {
+  const namespace = cluster.metadata.namespace ?? '';
+  const resolve = (field: 'controlPlaneRef' | 'infrastructureRef'): SnapshotObject | undefined => {
+    const ref = refOf(cluster, field);
+    if (ref === undefined) return undefined;
+    return [...w.objects.values()].find(
+      (o) =>
+        o.kind === ref.kind &&
+        o.metadata.name === ref.name &&
+        o.metadata.namespace === (ref.namespace ?? namespace) &&
+        (ref.group === undefined || groupOf(o.apiVersion) === ref.group),
+    );
+  };
+  return { controlPlane: resolve('controlPlaneRef'), infraCluster: resolve('infrastructureRef') };
 }
 
 class Renderer {
@@ -668,15 +701,7 @@ class Renderer {
   // ---- ClusterAddon (the live addon controller follows the same contract: one push per wave).
 
   private fleetSettings(): FleetSettings {
-    const f = this.snapshot.settings.fleet;
-    return {
-      url: f.url,
-      branchPrefix: f.branchPrefix,
-      ...(f.secretRef !== undefined ? { secretRef: f.secretRef } : {}),
-      ...(f.interval !== undefined ? { interval: f.interval } : {}),
-      ...(f.addonInterval !== undefined ? { addonInterval: f.addonInterval } : {}),
-      ...(f.fluxShards !== undefined ? { fluxShards: f.fluxShards } : {}),
-    };
+    return fleetSettingsOf(this.snapshot);
   }
 
   private addons(): void {
@@ -716,20 +741,10 @@ class Renderer {
           : releaseNs !== namespace && tag !== undefined
             ? clusterStackOfTag(w.list(GROUP, 'ClusterStack', releaseNs) as unknown as ClusterStack[], tag)
             : undefined;
-      const resolve = (field: 'controlPlaneRef' | 'infrastructureRef'): SnapshotObject | undefined => {
-        if (cluster === undefined) return undefined;
-        const ref = refOf(cluster, field);
-        if (ref === undefined) return undefined;
-        return [...w.objects.values()].find(
-          (o) =>
-            o.kind === ref.kind &&
-            o.metadata.name === ref.name &&
-            o.metadata.namespace === (ref.namespace ?? namespace) &&
-            (ref.group === undefined || groupOf(o.apiVersion) === ref.group),
-        );
-      };
-      const controlPlane = resolve('controlPlaneRef');
-      const infraCluster = resolve('infrastructureRef');
+      const { controlPlane, infraCluster } =
+        cluster !== undefined
+          ? clusterRefsIn(w, cluster)
+          : { controlPlane: undefined, infraCluster: undefined };
       const kustomizations = w
         .list('kustomize.toolkit.fluxcd.io', 'Kustomization', namespace)
         .filter((k) => k.metadata.labels?.[LABEL_CLUSTER] === name) as unknown as Kustomization[];
@@ -1012,7 +1027,7 @@ export function renderSnapshot(snapshot: Snapshot, options: RenderOptions): Rend
 }
 
 /** The Namespace's stackflux.io/flux-shard label, read as the live controller reads it (--flux-shards ≥ 1). */
-function namespaceFluxShardIn(
+export function namespaceFluxShardIn(
   w: World,
   namespace: string,
   settings: FleetSettings,
@@ -1023,7 +1038,7 @@ function namespaceFluxShardIn(
 }
 
 /** The labels of these Namespaces in the snapshot (cluster/core/namespaces/); a missing one does not exist. */
-function namespaceLabelsIn(w: World, names: Iterable<string>): NamespaceLabels {
+export function namespaceLabelsIn(w: World, names: Iterable<string>): NamespaceLabels {
   const out = new Map<string, Record<string, string>>();
   for (const name of names) {
     const ns = w.get('v1', 'Namespace', name);

@@ -70,7 +70,20 @@ export interface SnapshotSettings {
   fleet: FleetSettingsData;
 }
 
+/** preview.yaml: the release preview to make over the snapshot (controller/preview/). */
+export interface SnapshotPreview {
+  namespace: string;
+  clusterStack: string;
+  /** The candidate release (default: the newest the ClusterStack would take). */
+  release?: string;
+  /** kubectl label selector syntax. */
+  selector?: string;
+  wave?: string;
+}
+
 export interface Snapshot {
+  /** The release preview asked for (preview.yaml); undefined: none. */
+  preview?: SnapshotPreview;
   /** By objectKey(). */
   objects: Map<string, SnapshotObject>;
   sources: SourceData[];
@@ -389,7 +402,32 @@ function readSettings(root: string, snapshot: Snapshot): void {
   snapshot.settings = { fleet: { ...snapshot.settings.fleet, ...parsed } };
 }
 
-const TOP_LEVEL = ['cluster', 'namespaces', 'sources', 'fleet', 'fleet-tips.yaml', 'settings.yaml'];
+const TOP_LEVEL = [
+  'cluster',
+  'namespaces',
+  'sources',
+  'fleet',
+  'fleet-tips.yaml',
+  'settings.yaml',
+  'preview.yaml',
+];
+
+function readPreview(root: string, snapshot: Snapshot): void {
+  const rel = 'preview.yaml';
+  const value = readTopLevelMapping(root, rel, 'a mapping (clusterStack, release, selector, wave)');
+  if (value === undefined) return;
+  const fields = ['clusterStack', 'release', 'selector', 'wave'];
+  for (const [k, v] of Object.entries(value)) {
+    if (!fields.includes(k))
+      throw new SnapshotError(rel, `unknown field "${k}" (expected ${fields.join(', ')})`);
+    if (typeof v !== 'string' || v === '') throw new SnapshotError(rel, `${k} must be a non-empty string`);
+  }
+  const [namespace, name, ...more] = String(value.clusterStack ?? '').split('/');
+  if (!namespace || !name || more.length > 0 || !NAME.test(namespace) || !NAME.test(name))
+    throw new SnapshotError(rel, 'clusterStack must be NAMESPACE/NAME');
+  const str = (k: string) => (typeof value[k] === 'string' ? { [k]: value[k] as string } : {});
+  snapshot.preview = { namespace, clusterStack: name, ...str('release'), ...str('selector'), ...str('wave') };
+}
 
 function readFleetTips(root: string, snapshot: Snapshot): void {
   const rel = 'fleet-tips.yaml';
@@ -415,6 +453,7 @@ export function readSnapshot(root: string): Snapshot {
   readSources(root, snapshot);
   readSettings(root, snapshot);
   readFleetTips(root, snapshot);
+  readPreview(root, snapshot);
   const fleetDir = join(root, 'fleet');
   if (existsSync(fleetDir)) {
     for (const f of walkFiles(fleetDir)) snapshot.fleet.set(f, readFileSync(join(fleetDir, f), 'utf8'));
@@ -450,5 +489,10 @@ export function snapshotFiles(
       yaml(Object.fromEntries([...snapshot.fleetTips].sort(([a], [b]) => compareStrings(a, b)))),
     );
   files.set('settings.yaml', yaml({ fleet: snapshot.settings.fleet }));
+  const p = snapshot.preview;
+  if (p !== undefined) {
+    const { namespace, clusterStack, ...rest } = p;
+    files.set('preview.yaml', yaml({ clusterStack: `${namespace}/${clusterStack}`, ...rest }));
+  }
   return new Map([...files].sort(([a], [b]) => compareStrings(a, b)));
 }

@@ -16,7 +16,7 @@ function annotationsOf(cluster: unknown): Record<string, unknown> {
 }
 
 /** Whether two tags are releases of one ClusterStack (its provider, name, Kubernetes version, channel). */
-function sameClusterStack(a: ReleaseTag, b: ReleaseTag): boolean {
+export function sameClusterStack(a: ReleaseTag, b: ReleaseTag): boolean {
   return (
     a.provider === b.provider &&
     a.name === b.name &&

@@ -202,11 +202,11 @@ export function releaseReady(release: ClusterStackRelease): boolean {
   return gen === undefined || observed === undefined || observed >= gen;
 }
 
-function desiredRelease(
+export function desiredRelease(
   cs: ClusterStack,
   tag: ReleaseTag,
-  providerRef: ProviderRef | undefined,
-  githubApiUrl: string | undefined,
+  providerRef?: ProviderRef,
+  githubApiUrl?: string,
 ): ClusterStackRelease {
   const secretRef = sourceSecretRef(cs);
   const path = cs.spec.source.path ?? '';

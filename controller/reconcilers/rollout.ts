@@ -506,9 +506,13 @@ function handMoved(ctx: Ctx, c: RolloutCluster, a: Record<string, string>, class
   return { kind: 'skipped' };
 }
 
+/** The wave a Cluster with these labels moves in: the first whose selector matches, else "rest". */
+export function waveOf(spec: RolloutSpec | undefined, labels: Record<string, string>): string {
+  return (spec?.waves ?? []).find((w) => selects(w.selector, labels))?.name ?? REST_WAVE;
+}
+
 /** The state of every Cluster of the stack relative to the target release. */
 function classify(ctx: Ctx, clusters: readonly RolloutCluster[], target: ClusterStackRelease): Entry[] {
-  const waves = ctx.spec.waves ?? [];
   const out: Entry[] = [];
   for (const c of [...clusters].sort((x, y) => (x.metadata.name < y.metadata.name ? -1 : 1))) {
     if (c.metadata.deletionTimestamp !== undefined) continue;
@@ -518,7 +522,7 @@ function classify(ctx: Ctx, clusters: readonly RolloutCluster[], target: Cluster
     const current = ctx.byClass.get(use.className);
     const a = rolloutAnnotations(c);
     if (current === undefined && a[ROLLOUT_ANNOTATIONS.to] === undefined) continue; // not this stack
-    const wave = waves.find((w) => selects(w.selector, c.metadata.labels ?? {}))?.name ?? REST_WAVE;
+    const wave = waveOf(ctx.spec, c.metadata.labels ?? {});
     let state: ClusterState;
     if (a[ROLLOUT_ANNOTATIONS.to] !== undefined) {
       state = advanceMoved(ctx, c, use.className);

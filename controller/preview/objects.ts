@@ -1,0 +1,144 @@
+// The objects of a fleet branch and their differences: a branch's files (`<addon>/<path>`) parsed
+// into Kubernetes objects keyed by addon, apiVersion, kind, namespace and name, compared with
+// another version of the branch. Secret data is masked before anything is shown: a masked value
+// says only whether it changed, never what it is (a hash of a short secret could be guessed).
+import type { BranchFiles } from '../gitops/branches.ts';
+import { canonicalYaml, compareStrings, isRecord } from '../offline/yaml.ts';
+import { parseObjects } from '../rendering/output.ts';
+
+/** One object (or a file that holds no object, e.g. an empty kustomization.yaml) of one addon. */
+export interface BranchObject {
+  addon: string;
+  /** `<apiVersion> <kind> <namespace>/<name>`, or `file <path>` for a file that is no object. */
+  id: string;
+  value: unknown;
+}
+
+export type ObjectChangeKind = 'added' | 'changed' | 'removed';
+
+export interface ObjectChange {
+  addon: string;
+  id: string;
+  change: ObjectChangeKind;
+  /** The object before and after as canonical YAML, Secret values masked ('' when absent). */
+  before: string;
+  after: string;
+  /** A changed HelmRelease: dotted paths of its values that differ. */
+  values?: string[];
+}
+
+export const MASK = '***';
+export const MASK_CHANGED = '*** (changed)';
+
+/** Top-level folder of a branch path. */
+export function addonOfPath(path: string): string {
+  return path.split('/')[0] ?? path;
+}
+
+/** Every object of a branch, keyed `<addon>\t<id>` (a later duplicate wins, as kubectl applies it). */
+export function branchObjects(files: BranchFiles): Map<string, BranchObject> {
+  const out = new Map<string, BranchObject>();
+  for (const [path, text] of [...files].sort(([a], [b]) => compareStrings(a, b))) {
+    const addon = addonOfPath(path);
+    let objects: ReturnType<typeof parseObjects> | undefined;
+    try {
+      objects = parseObjects(path, text);
+    } catch {
+      objects = undefined;
+    }
+    if (objects === undefined || objects.length === 0) {
+      const id = `file ${path}`;
+      out.set(`${addon}\t${id}`, { addon, id, value: text });
+      continue;
+    }
+    for (const o of objects) {
+      const ns = o.metadata.namespace ?? '';
+      const id = `${o.apiVersion} ${o.kind} ${ns === '' ? '' : `${ns}/`}${o.metadata.name}`;
+      out.set(`${addon}\t${id}`, { addon, id, value: o });
+    }
+  }
+  return out;
+}
+
+function isSecret(v: unknown): v is Record<string, unknown> {
+  return isRecord(v) && v.kind === 'Secret' && typeof v.apiVersion === 'string' && v.apiVersion === 'v1';
+}
+
+/**
+ * A Secret's data/stringData values replaced by MASK; with `markChanged` (the side after the
+ * change), MASK_CHANGED where `other` holds another value, so a diff shows which key changed.
+ */
+export function maskSecret(value: unknown, other: unknown, markChanged = false): unknown {
+  if (!isSecret(value)) return value;
+  const masked: Record<string, unknown> = { ...value };
+  for (const field of ['data', 'stringData']) {
+    const mine = value[field];
+    if (!isRecord(mine)) continue;
+    const theirs = isSecret(other) && isRecord(other[field]) ? other[field] : {};
+    masked[field] = Object.fromEntries(
+      Object.entries(mine).map(([k, v]) => [
+        k,
+        markChanged && theirs[k] !== undefined && theirs[k] !== v ? MASK_CHANGED : MASK,
+      ]),
+    );
+  }
+  return masked;
+}
+
+function shown(value: unknown, other: unknown, after: boolean): string {
+  if (value === undefined) return '';
+  if (typeof value === 'string') return value;
+  return canonicalYaml(maskSecret(value, other, after));
+}
+
+/** The objects added, changed and removed between two versions of a branch, sorted. */
+export function diffBranchObjects(before: BranchFiles, after: BranchFiles): ObjectChange[] {
+  const a = branchObjects(before);
+  const b = branchObjects(after);
+  const out: ObjectChange[] = [];
+  for (const key of [...new Set([...a.keys(), ...b.keys()])].sort(compareStrings)) {
+    const was = a.get(key);
+    const now = b.get(key);
+    const ref = (now ?? was) as BranchObject;
+    if (was !== undefined && now !== undefined && canonicalYaml(was.value) === canonicalYaml(now.value))
+      continue;
+    const values =
+      was !== undefined && now !== undefined ? helmValuesChanged(was.value, now.value) : undefined;
+    out.push({
+      addon: ref.addon,
+      id: ref.id,
+      change: was === undefined ? 'added' : now === undefined ? 'removed' : 'changed',
+      before: shown(was?.value, now?.value, false),
+      after: shown(now?.value, was?.value, true),
+      ...(values !== undefined ? { values } : {}),
+    });
+  }
+  return out;
+}
+
+/** Addon folders of a branch. */
+export function addonsOf(files: BranchFiles): Set<string> {
+  return new Set([...files.keys()].map(addonOfPath));
+}
+
+/** Dotted paths of the leaves that differ between two values (arrays compared whole). */
+export function changedPaths(a: unknown, b: unknown, prefix = ''): string[] {
+  if (isRecord(a) && isRecord(b)) {
+    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort(compareStrings);
+    return keys.flatMap((k) => changedPaths(a[k], b[k], prefix === '' ? k : `${prefix}.${k}`));
+  }
+  if (a === b || (a !== undefined && b !== undefined && canonicalYaml(a) === canonicalYaml(b))) return [];
+  return [prefix === '' ? '(all)' : prefix];
+}
+
+function helmValues(v: unknown): unknown {
+  return isRecord(v) && v.kind === 'HelmRelease' && isRecord(v.spec) ? (v.spec.values ?? {}) : undefined;
+}
+
+/** The values paths that differ between two versions of a HelmRelease (undefined: not one). */
+function helmValuesChanged(a: unknown, b: unknown): string[] | undefined {
+  const before = helmValues(a);
+  const after = helmValues(b);
+  if (before === undefined || after === undefined) return undefined;
+  return changedPaths(before, after);
+}
