@@ -58,7 +58,7 @@ describe('stackflux CLI', () => {
     }
   });
 
-  it('run, diff and render check the source flags alike (a usage error naming the flag)', async () => {
+  it('run, diff, preview and render check the source flags alike (a usage error naming the flag)', async () => {
     const cases: Array<[string[], RegExp]> = [
       [
         ['run', '--github-api-url=ftp://ghe.example/api'],
@@ -74,6 +74,16 @@ describe('stackflux CLI', () => {
       ],
       [['run', '--git-timeout=10ms'], /--git-timeout "10ms" is not a duration of at least 1s/],
       [['diff', '--git-timeout=soon'], /--git-timeout "soon"/],
+      [
+        [
+          'preview',
+          'clusterstack',
+          'ferrol',
+          '--fleet-url=https://git.example.com/fleet.git',
+          '--github-api-url=ftp://x',
+        ],
+        /--github-api-url "ftp:\/\/x"/,
+      ],
     ];
     for (const [args, message] of cases) {
       const c = capture();
