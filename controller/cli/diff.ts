@@ -17,6 +17,7 @@ import { type Command, type CommandIO, type FlagValues, UsageError } from './com
 import { fleetFlags } from './render.ts';
 import { renderSnapshotBounded } from './renderlimits.ts';
 import { defaultCacheDir } from './run.ts';
+import { sourceFlags, sourceOptions } from './sourceflags.ts';
 import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 function str(v: string | boolean | undefined): string {
@@ -37,7 +38,10 @@ function shown(obj: SnapshotObject | undefined): string {
   return canonicalYaml({ ...obj, metadata });
 }
 
-/** Flags of where a live snapshot takes release sources and the fleet repository from. */
+/**
+ * Flags of where a live snapshot takes release sources and the fleet repository from, and how it
+ * reads the sources (sourceFlags: as `stackflux run` does).
+ */
 export const liveSnapshotFlags: Command['flags'] = {
   'sources-dir': {
     type: 'string',
@@ -50,14 +54,18 @@ export const liveSnapshotFlags: Command['flags'] = {
     description: 'Secret Flux reads the fleet repository with (per namespace)',
   },
   ...fleetFlags,
+  ...sourceFlags,
 };
 
-/** The live snapshot `stackflux diff` and `stackflux preview` read (flags: liveSnapshotFlags). */
+/**
+ * The live snapshot `stackflux diff` and `stackflux preview` read (flags: liveSnapshotFlags);
+ * `githubApiUrl` from sourceOptions(flags), which the render of the snapshot takes too.
+ */
 export async function liveSnapshotOf(
   client: KubeClient,
   flags: FlagValues,
   io: CommandIO,
-  opts: Pick<LiveOptions, 'namespace' | 'tenancy' | 'extraTags'>,
+  opts: Pick<LiveOptions, 'namespace' | 'tenancy' | 'extraTags' | 'githubApiUrl'>,
 ): Promise<Snapshot> {
   const sourcesDir = str(flags['sources-dir']);
   const fleetUrl = str(flags['fleet-url']);
@@ -113,6 +121,7 @@ export const diffCommand: Command = {
       throw new UsageError(err instanceof RenderError ? err.message : String(err));
     }
     const tenancy = tenancyPolicy(flags);
+    const { githubApiUrl } = sourceOptions(flags);
     const kubeconfig = str(flags.kubeconfig);
     const context = str(flags.context);
     const client = new KubeClient(
@@ -124,12 +133,13 @@ export const diffCommand: Command = {
       const snapshot = await liveSnapshotOf(client, flags, io, {
         ...(namespace ? { namespace } : {}),
         tenancy,
+        githubApiUrl,
       });
       const exportDir = str(flags['export-snapshot']);
       if (exportDir !== '') writeFiles(exportDir, snapshotFiles(snapshot, canonicalYaml));
       const output = await renderSnapshotBounded(
         snapshot,
-        { now, controllers, tenancy, templates: loadFluxTemplates() },
+        { now, controllers, tenancy, githubApiUrl, templates: loadFluxTemplates() },
         {},
       );
       const keys = [...new Set(output.mutations.map(mutationPath))].sort(compareStrings);

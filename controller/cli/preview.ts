@@ -13,6 +13,7 @@ import { type Command, UsageError } from './command.ts';
 import { liveSnapshotFlags, liveSnapshotOf } from './diff.ts';
 import { clientFromFlags, kubeFlags, namespaceFlag } from './kube.ts';
 import { renderLimitFlags, renderPoolOptions, withBoundedRendering } from './renderlimits.ts';
+import { sourceOptions } from './sourceflags.ts';
 import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 function str(v: string | boolean | undefined): string {
@@ -81,12 +82,14 @@ export const previewCommand: Command = {
     const release = str(flags.release);
     const wave = str(flags.wave);
     const tenancy = tenancyPolicy(flags);
+    const { githubApiUrl } = sourceOptions(flags);
     const limits = renderPoolOptions(flags);
     const client = clientFromFlags(flags, 'stackflux-preview');
     try {
       const snapshot = await liveSnapshotOf(client, flags, io, {
         namespace,
         tenancy,
+        githubApiUrl,
         ...(release !== '' ? { extraTags: [release] } : {}),
       });
       const input = previewInputOf(
@@ -98,7 +101,7 @@ export const previewCommand: Command = {
           ...(selector !== undefined ? { selector } : {}),
           ...(wave !== '' ? { wave } : {}),
         },
-        { now, templates: loadFluxTemplates(), tenancy },
+        { now, templates: loadFluxTemplates(), tenancy, githubApiUrl },
       );
       // Renders run bounded in child processes, as in the controller.
       const result = await withBoundedRendering(limits, (render, goEngine) =>

@@ -12,6 +12,7 @@ import {
   renderSnapshotBounded,
   withBoundedRendering,
 } from './renderlimits.ts';
+import { githubApiUrlFlag, githubApiUrlOf } from './sourceflags.ts';
 import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 function str(v: string | boolean | undefined): string {
@@ -71,6 +72,7 @@ export const renderCommand: Command = {
     ...fleetFlags,
     ...renderLimitFlags,
     ...tenancyFlags,
+    ...githubApiUrlFlag,
   },
   run: async (flags, _positionals, io) => {
     const input = str(flags['input-dir']);
@@ -80,6 +82,7 @@ export const renderCommand: Command = {
     const now = parseNow(str(flags.now));
     const limits = renderPoolOptions(flags);
     const tenancy = tenancyPolicy(flags);
+    const githubApiUrl = githubApiUrlOf(flags);
     let controllers: ReturnType<typeof parseControllers>;
     try {
       controllers = parseControllers(str(flags.controllers));
@@ -93,6 +96,7 @@ export const renderCommand: Command = {
       now,
       controllers,
       tenancy,
+      githubApiUrl,
       templates: dir ? loadFluxTemplates(dir) : loadFluxTemplates(),
     };
     // Addon renders run bounded in child processes, as in the controller.
@@ -106,7 +110,14 @@ export const renderCommand: Command = {
     // preview.yaml: the release preview over the snapshot, rendered bounded as well.
     if (snapshot.preview !== undefined) {
       const preview = await withBoundedRendering(limits, (render, goEngine) =>
-        previewFiles(snapshot, { now, templates: options.templates, tenancy, render, goEngine }),
+        previewFiles(snapshot, {
+          now,
+          templates: options.templates,
+          tenancy,
+          githubApiUrl,
+          render,
+          goEngine,
+        }),
       );
       for (const [path, text] of preview) files.set(path, text);
     }

@@ -19,10 +19,10 @@ import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { errorFields, newLogger } from '../runtime/logging.ts';
 import { Manager } from '../runtime/manager.ts';
-import { configureGitNetwork } from '../sources/git.ts';
 import { serveWebhook, type WebhookServer } from '../sources/webhook.ts';
 import { type Command, UsageError } from './command.ts';
 import { renderLimitFlags, renderPoolOptions } from './renderlimits.ts';
+import { sourceFlags, sourceOptions } from './sourceflags.ts';
 import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 export function defaultCacheDir(env: Readonly<Record<string, string | undefined>>): string {
@@ -162,18 +162,7 @@ export const runCommand: Command = {
       description: 'how often a source is listed when its ClusterStack sets no interval',
       default: '5m',
     },
-    'git-timeout': {
-      type: 'string',
-      description:
-        'a git network operation (listing, fetch, push) that transfers nothing for this long fails (SourceTimeout, FleetTimeout); a fleet push must finish within 5 times it',
-      default: '1m',
-    },
-    'github-api-url': {
-      type: 'string',
-      description:
-        'GitHub REST API root where spec.source.github releases are listed and their csctl assets downloaded; trees are cloned from its host (https://github.com for api.github.com)',
-      default: 'https://api.github.com',
-    },
+    ...sourceFlags,
     'leader-elect': {
       type: 'boolean',
       description: 'elect a leader on a Lease before reconciling',
@@ -256,14 +245,7 @@ export const runCommand: Command = {
     if (pollMs === undefined)
       throw new UsageError(`--poll-interval "${str(flags['poll-interval'])}" is not a duration like 5m`);
     const concurrency = positiveInt('concurrency', str(flags.concurrency) || '4');
-    const gitTimeoutText = str(flags['git-timeout']) || '1m';
-    const gitTimeoutMs = parseDuration(gitTimeoutText);
-    if (gitTimeoutMs === undefined || gitTimeoutMs < 1000)
-      throw new UsageError(`--git-timeout "${gitTimeoutText}" is not a duration of at least 1s, like 1m`);
-    configureGitNetwork({ stallTimeoutMs: gitTimeoutMs });
-    const githubApiUrl = str(flags['github-api-url']) || 'https://api.github.com';
-    if (!/^https?:\/\/[^/@\s]+(\/\S*)?$/.test(githubApiUrl))
-      throw new UsageError(`--github-api-url "${githubApiUrl}" must be an http(s) URL without credentials`);
+    const { githubApiUrl } = sourceOptions(flags);
     // Fleet flags are checked before anything connects.
     for (const [flag, why] of Object.entries(REMOVED_FLEET_FLAGS))
       if (str(flags[flag]) !== '') throw new UsageError(`--${flag} was removed: ${why}`);

@@ -209,19 +209,6 @@ export function csoReleaseSource(
   return { problems: [`CSO's -source is "${source}": CSO knows only github and oci`] };
 }
 
-/**
- * spec.source of the output. `oci` is spec.source.oci of the OCI source (issue 24), written here
- * in its agreed shape; the CRD check of that field is the API's.
- */
-export type ConvertedSource =
-  | ClusterStackSource
-  | { oci: { url: string; secretRef?: { name: string } }; path?: string };
-
-/** A stackflux ClusterStack as convert prints it (its source may be OCI). */
-export type ConvertedClusterStack = Omit<ClusterStack, 'spec'> & {
-  spec: Omit<ClusterStack['spec'], 'source'> & { source: ConvertedSource };
-};
-
 export interface ConvertOptions {
   /** The release source CSO reads (csoReleaseSource); overridden by `git`. */
   source?: CsoReleaseSource;
@@ -236,7 +223,7 @@ export interface ConvertOptions {
 }
 
 export interface Conversion {
-  objects: ConvertedClusterStack[];
+  objects: ClusterStack[];
   /** Not expressible: the CLI prints them on stderr and exits 2. */
   problems: string[];
   /** Steps for the user (e.g. a Secret to create); not errors. */
@@ -264,7 +251,7 @@ function convertSource(
   namespace: string,
   problems: string[],
   notes: string[],
-): ConvertedSource | undefined {
+): ClusterStackSource | undefined {
   const path = options.path !== undefined && options.path !== '' ? { path: options.path } : {};
   if (options.git !== undefined) return { git: { url: options.git.url }, ...path };
   const src = options.source;
@@ -346,7 +333,7 @@ function convertOne(
   cso: Obj,
   options: ConvertOptions,
   notes: string[],
-): { object?: ConvertedClusterStack; problems: string[] } {
+): { object?: ClusterStack; problems: string[] } {
   const meta = rec(cso.metadata);
   const spec = rec(cso.spec);
   const name = str(meta.name) ?? '';
@@ -439,7 +426,7 @@ function convertOne(
 
 /** Converts every CSO ClusterStack of `docs`; sorted by namespace and name. */
 export function convertClusterStacks(docs: readonly unknown[], options: ConvertOptions): Conversion {
-  const objects: ConvertedClusterStack[] = [];
+  const objects: ClusterStack[] = [];
   const problems: string[] = [];
   const notes = new Set<string>();
   const stacks = csoClusterStacks(docs);
@@ -452,7 +439,7 @@ export function convertClusterStacks(docs: readonly unknown[], options: ConvertO
     problems.push(...one.problems.map((p) => `ClusterStack ${id}: ${p}`));
     if (one.object !== undefined) objects.push(one.object);
   }
-  const key = (o: ConvertedClusterStack) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+  const key = (o: ClusterStack) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
   objects.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
   return { objects, problems, notes: [...notes] };
 }

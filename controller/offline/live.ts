@@ -21,8 +21,9 @@ import { mapTreePaths } from '../releases/tree.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import { releaseTreeKey, withReleaseChartDependencies } from '../sources/chartrepo.ts';
 import { type GitCredentials, gitEnv, scrub } from '../sources/git.ts';
+import { GitHubReleases } from '../sources/github.ts';
 import { OciClient } from '../sources/oci.ts';
-import { releaseTreeFetcher, sourceTagLister } from '../sources/releasetree.ts';
+import { type ReleaseSources, releaseTreeFetcher, sourceTagLister } from '../sources/releasetree.ts';
 import { emptySnapshot, objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
 import { isRecord } from './yaml.ts';
 
@@ -35,6 +36,8 @@ export interface LiveOptions {
   extraTags?: readonly string[];
   /** Sources from a snapshot directory instead of the network. */
   sources?: SourceData[];
+  /** --github-api-url: where spec.source.github releases are listed and their csctl assets read (default api.github.com). */
+  githubApiUrl?: string;
   fleet?: {
     url: string;
     /** Each Cluster's branch is `<branchPrefix><namespace>/<cluster>`. */
@@ -133,7 +136,7 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
   if (opts.sources !== undefined) {
     snapshot.sources = opts.sources;
   } else {
-    await listSources(client, snapshot, opts.cacheDir, opts.tenancy, opts.extraTags ?? []);
+    await listSources(client, snapshot, opts);
   }
   if (opts.fleet !== undefined) {
     const { url, branchPrefix, secretRef } = opts.fleet;
@@ -187,24 +190,23 @@ function lastListedTime(cs: ClusterStack): string | undefined {
 }
 
 /** Lists every ClusterStack source and fetches the trees of the releases that exist or would be created. */
-async function listSources(
-  client: KubeClient,
-  snapshot: Snapshot,
-  cacheDir: string,
-  tenancy: TenancyPolicy | undefined,
-  extraTags: readonly string[],
-): Promise<void> {
+async function listSources(client: KubeClient, snapshot: Snapshot, opts: LiveOptions): Promise<void> {
+  const { cacheDir, tenancy, githubApiUrl } = opts;
+  const extraTags = opts.extraTags ?? [];
   const stacks = [...snapshot.objects.values()].filter(
     (o) => o.kind === 'ClusterStack',
   ) as unknown as ClusterStack[];
   const releases = [...snapshot.objects.values()].filter((o) => o.kind === 'ClusterStackRelease');
   const byUrl = new Map<string, SourceData>();
-  // Read as the controller reads: one dispatch for Git, GitHub assets and OCI sources.
-  const sources = { oci: new OciClient() };
+  // Read as the controller reads (controllers/releasepipeline.ts): one dispatch for Git, GitHub
+  // assets and OCI sources; a GitHub source listed through the Releases API of --github-api-url.
+  const sources: ReleaseSources = { oci: new OciClient(), ...(githubApiUrl ? { githubApiUrl } : {}) };
   const listTags = sourceTagLister(sources);
+  const listGitHubReleases = new GitHubReleases(githubApiUrl ? { baseUrl: githubApiUrl } : {}).lister();
   const fetchTree = releaseTreeFetcher(sources);
   for (const cs of stacks) {
-    const url = sourceUrl(cs);
+    const url = sourceUrl(cs, githubApiUrl);
+    const github = cs.spec.source.github;
     const insecure = cs.spec.source.oci?.insecure === true;
     const ns = cs.metadata.namespace ?? 'default';
     const secret =
@@ -214,7 +216,10 @@ async function listSources(
     try {
       if (secret !== undefined) creds = await sourceSecretCredentials(client, ns, secret.name);
       if (source === undefined) {
-        const tags = await listTags(url, creds, insecure ? { insecure: true } : {});
+        const tags =
+          github !== undefined
+            ? await listGitHubReleases({ owner: github.owner, repo: github.repo }, creds?.password)
+            : await listTags(url, creds, insecure ? { insecure: true } : {});
         // The listing diff just did stands in for the controller's last one, and so does its time:
         // otherwise every ClusterStack's status.source.lastListedTime would show up as a change.
         const listedAt = lastListedTime(cs);

@@ -146,6 +146,8 @@ export interface RenderOptions {
    * process (renderSnapshotBounded passes the render processes, as the controller renders).
    */
   goEngine?: SyncGoEngine;
+  /** --github-api-url of the controller: the GitHub a spec.source.github names (default api.github.com). */
+  githubApiUrl?: string;
 }
 
 export class RenderError extends Error {
@@ -359,7 +361,7 @@ class Renderer {
       const cs = obj as unknown as ClusterStack;
       const namespace = cs.metadata.namespace ?? 'default';
       const active = cs.metadata.deletionTimestamp === undefined && cs.spec.suspend !== true;
-      const source = active ? this.sourceFor(sourceUrl(cs)) : undefined;
+      const source = active ? this.sourceFor(sourceUrl(cs, this.options.githubApiUrl)) : undefined;
       let listing: SourceListing | undefined;
       if (source !== undefined) {
         listing = source.listing.ok
@@ -406,6 +408,7 @@ class Renderer {
         ...(provider.mode === 'ref'
           ? { providerTemplate: snapshotTemplate(w, provider.ref, namespace) }
           : {}),
+        ...(this.options.githubApiUrl !== undefined ? { githubApiUrl: this.options.githubApiUrl } : {}),
         now: this.options.now,
       });
       const r = 'clusterstack';

@@ -109,6 +109,11 @@ export class SnapshotError extends Error {
 
 const NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 const COMMIT = /^[0-9a-f]{40}$/;
+/**
+ * A release's identity in its source's listing (RemoteTag.commit): a Git commit, an OCI manifest
+ * digest, or the identity of a GitHub release's csctl assets (sources/githubassets.ts).
+ */
+const RELEASE_IDENTITY = /^([0-9a-f]{40}|sha256:[0-9a-f]{64}|github-assets:sha256:[0-9a-f]{64})$/;
 
 /** group directory name: "core" for the core group. */
 export function groupDir(group: string): string {
@@ -298,8 +303,11 @@ function readTags(rel: string, value: unknown): { url: string; listing: SourceLi
   const tags: SourceTag[] = value.tags.map((t: unknown, i: number) => {
     if (!isRecord(t) || typeof t.tag !== 'string' || typeof t.commit !== 'string')
       throw new SnapshotError(rel, `tags[${i}] must be a mapping with tag and commit (strings)`);
-    if (!COMMIT.test(t.commit))
-      throw new SnapshotError(rel, `tags[${i}] (${t.tag}): commit "${t.commit}" is not a 40-character sha1`);
+    if (!RELEASE_IDENTITY.test(t.commit))
+      throw new SnapshotError(
+        rel,
+        `tags[${i}] (${t.tag}): commit "${t.commit}" is not a 40-character sha1, an OCI manifest digest sha256:<hex> or github-assets:sha256:<hex>`,
+      );
     if (seen.has(t.tag)) throw new SnapshotError(rel, `tags[${i}]: tag "${t.tag}" is listed twice`);
     seen.add(t.tag);
     return { tag: t.tag, commit: t.commit };

@@ -49,6 +49,8 @@ export interface PreviewOptions {
   tenancy?: TenancyPolicy;
   render?: AddonRenderer;
   goEngine?: SyncGoEngine;
+  /** --github-api-url: the GitHub a spec.source.github names (its clone URL keys the snapshot's source). */
+  githubApiUrl?: string;
 }
 
 /**
@@ -105,7 +107,7 @@ export function previewInputOf(
     | ClusterStack
     | undefined;
   if (cs === undefined) throw new PreviewError(`ClusterStack ${ns}/${request.clusterStack} not found`);
-  const url = sourceUrl(cs);
+  const url = sourceUrl(cs, options.githubApiUrl);
   const source = snapshot.sources.find((s) => s.url === url);
   const path = cs.spec.source.path ?? '';
   const owned = (w.list(GROUP, 'ClusterStackRelease', ns) as unknown as ClusterStackRelease[]).filter((r) =>

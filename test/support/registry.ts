@@ -251,6 +251,31 @@ export function pushCsctlRelease(opts: PushCsctlReleaseOptions): Promise<PushedM
   });
 }
 
+/** Pushes csctl's release assets (file name → bytes, as packageCsctlRelease makes them) to `registry` as csctl does. */
+export async function pushCsctlAssets(
+  registry: TestRegistry,
+  repository: string,
+  tag: string,
+  assets: ReadonlyMap<string, Uint8Array>,
+  creds?: { user: string; password: string },
+): Promise<PushedManifest> {
+  const dir = mkdtempSync(join(tmpdir(), 'stackflux-csctl-release-'));
+  try {
+    for (const [name, bytes] of assets) writeFileSync(join(dir, name), bytes);
+    return await pushCsctlRelease({
+      registry: registry.host,
+      repository,
+      tag,
+      dir,
+      ...(registry.plainHttp ? { plainHttp: true } : {}),
+      ...(creds !== undefined ? { creds } : {}),
+      ...(registry.ca !== undefined ? { ca: registry.ca } : {}),
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 // --- Docker token auth ----------------------------------------------------------------------------
 
 export interface TokenRequest {

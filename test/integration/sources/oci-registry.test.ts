@@ -35,6 +35,7 @@ import { serveWebhook, type WebhookServer } from '../../../controller/sources/we
 import { readStackDir } from '../../../hack/lib/stack-dir.ts';
 import { packageCsctlRelease } from '../../support/csctl-assets.ts';
 import {
+  pushCsctlAssets,
   pushCsctlRelease,
   registryBinDir,
   startRegistry as startTestRegistry,
@@ -668,16 +669,7 @@ describe('OCI source, a release pushed by csctl (its oras-go calls, hack/tools/c
   after(() => registry.stop());
 
   it('reads the release as the same assets from GitHub read, and describes it as its Git-tag folder', async () => {
-    const dir = join(work, 'csctl-release');
-    mkdirSync(dir, { recursive: true });
-    for (const [name, bytes] of packaged) writeFileSync(join(dir, name), bytes);
-    const pushed = await pushCsctlRelease({
-      registry: registry.host,
-      repository: 'scs/stacks',
-      tag: TAG,
-      dir,
-      ...(registry.ca !== undefined ? { ca: registry.ca } : {}),
-    });
+    const pushed = await pushCsctlAssets(registry, 'scs/stacks', TAG, packaged);
     const url = `oci://${registry.host}/scs/stacks`;
     const oci = new OciClient();
     const [listed] = await sourceTagLister({ oci })(url, undefined);

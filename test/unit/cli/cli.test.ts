@@ -58,6 +58,40 @@ describe('stackflux CLI', () => {
     }
   });
 
+  it('run, diff, preview and render check the source flags alike (a usage error naming the flag)', async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [
+        ['run', '--github-api-url=ftp://ghe.example/api'],
+        /--github-api-url "ftp:\/\/ghe.example\/api" must be an http\(s\) URL/,
+      ],
+      [
+        ['diff', '--github-api-url=https://user:pw@ghe.example/api'],
+        /--github-api-url .* must be an http\(s\) URL without credentials/,
+      ],
+      [
+        ['render', '--input-dir=in', '--output-dir=out', '--github-api-url=ghe.example'],
+        /--github-api-url "ghe.example"/,
+      ],
+      [['run', '--git-timeout=10ms'], /--git-timeout "10ms" is not a duration of at least 1s/],
+      [['diff', '--git-timeout=soon'], /--git-timeout "soon"/],
+      [
+        [
+          'preview',
+          'clusterstack',
+          'ferrol',
+          '--fleet-url=https://git.example.com/fleet.git',
+          '--github-api-url=ftp://x',
+        ],
+        /--github-api-url "ftp:\/\/x"/,
+      ],
+    ];
+    for (const [args, message] of cases) {
+      const c = capture();
+      assert.equal(await main(args, c.io), 2, args.join(' '));
+      assert.match(c.err(), message);
+    }
+  });
+
   it('an unknown command or flag is a usage error (exit 2) that says what is wrong', async () => {
     const c = capture();
     assert.equal(await main(['frobnicate'], c.io), 2);

@@ -68,6 +68,30 @@ describe('snapshot reading', () => {
     d = copy();
     put(d, 'sources/ferrol/tags.yaml', 'url: https://x/y.git\ntags:\n  - tag: a\n    commit: nope\n');
     rejects(d, 'sources/ferrol/tags.yaml', /not a 40-character sha1/);
+    d = copy();
+    put(
+      d,
+      'sources/ferrol/tags.yaml',
+      `url: https://x/y.git\ntags:\n  - tag: a\n    commit: sha256:${'a'.repeat(63)}\n`,
+    );
+    rejects(d, 'sources/ferrol/tags.yaml', /not a 40-character sha1, an OCI manifest digest/);
+  });
+
+  it('takes an OCI manifest digest and a GitHub assets identity as a release identity', () => {
+    const digest = `sha256:${'a'.repeat(64)}`;
+    const assets = `github-assets:sha256:${'b'.repeat(64)}`;
+    const d = copy();
+    put(
+      d,
+      'sources/ferrol/tags.yaml',
+      `url: oci://r.example.com/scs/stacks\ntags:\n  - tag: a\n    commit: ${digest}\n  - tag: b\n    commit: ${assets}\n`,
+    );
+    const source = readSnapshot(d).sources.find((s) => s.key === 'ferrol');
+    assert.ok(source?.listing.ok);
+    assert.deepEqual(
+      source.listing.tags.map((t) => t.commit),
+      [digest, assets],
+    );
   });
 });
 
