@@ -24,7 +24,7 @@ import { API_VERSION } from '../../controller/api/meta.ts';
 import { listTags } from '../../controller/sources/git.ts';
 import { OciClient } from '../../controller/sources/oci.ts';
 import { signBody } from '../../controller/sources/webhook.ts';
-import { createRepo, down } from '../../hack/lib/testenv.ts';
+import { createRepo, down, isStopped } from '../../hack/lib/testenv.ts';
 import {
   csoferrolClusterStack,
   csoferrolTag,
@@ -53,6 +53,10 @@ import { type Env, environment, table, waitUntil } from './fleet.ts';
 const STACK = join(ROOT, 'stacks', 'docker-csoferrol-1-30');
 const REPOSITORY = 'bench/csoferrol';
 const WEBHOOK_SECRET = 'stackflux-bench-oci-webhook';
+/** The Flux controllers a release's Ready waits on (its ClusterClass applied from the fleet). */
+const FLUX = ['source-controller', 'kustomize-controller'];
+/** How long the control waits for a release published without its notification. */
+const CONTROL_MS = 30_000;
 const log = (m: string): void => {
   process.stderr.write(`bench oci ${new Date().toISOString().slice(11, 19)}: ${m}\n`);
 };
@@ -222,8 +226,13 @@ async function listing(env: Env, o: Options, work: string): Promise<Record<strin
 // --- 2. push → Ready through the notification ----------------------------------------------------
 interface Kind {
   name: 'oci' | 'git';
-  /** Publishes release `version` (one tag push, and for Git its webhook call). */
-  publish(version: string): Promise<void>;
+  /**
+   * Publishes release `version`: one tag push and its notification (Git: the webhook call; OCI:
+   * the registry's, through a relay); `notify: false` publishes it with the notification withheld.
+   */
+  publish(version: string, notify?: boolean): Promise<void>;
+  /** Notifications that reached the webhook (OCI: the registry's events through the relay). */
+  notifications(): number;
   source: ClusterStack['spec']['source'];
   stop(): Promise<void>;
 }
@@ -253,24 +262,50 @@ async function notifyRun(
     kind = which === 'oci' ? await ociKind(work, hook) : await gitKind(env, work, ns, hook);
     const release = (v: string) => client.get<CSKR>(API_VERSION, 'ClusterStackRelease', csoferrolTag(v), ns);
     const ready = async (v: string): Promise<boolean> => cond(await release(v), 'Ready')?.status === 'True';
+    // A timeout names the release's Ready condition: what it waited on (Flux stopped by another
+    // bench in a shared environment shows as the fleet's Kustomization not applied).
+    const untilReady = (v: string, everyMs: number) =>
+      controller.step(() =>
+        waitUntil(`${which} ${v} Ready`, o.timeoutMs, () => ready(v), everyMs).catch(async (err: unknown) => {
+          const c = cond(await release(v), 'Ready');
+          throw new Error(
+            `${String(err)}; Ready: ${c ? `${c.status} ${c.reason}: ${c.message}` : 'no condition'}`,
+          );
+        }),
+      );
     // v1 Ready before the clock runs: the render processes and Flux's objects exist.
     await kind.publish('v1');
     await client.create(
       csoferrolClusterStack(ns, '', [], { autoSubscribe: true, interval: '1h', source: kind.source }),
     );
     log(`${which}: waiting for v1 Ready (untimed warm-up)…`);
-    await controller.step(() => waitUntil(`${which} v1 Ready`, o.timeoutMs, () => ready('v1'), 200));
+    await untilReady('v1', 200);
     const samples: Array<{ version: string; pushMs: number; readyMs: number }> = [];
     for (let i = 2; i <= o.pushes + 1; i++) {
       const v = `v${i}`;
       const t0 = now();
       await kind.publish(v);
       const pushed = now();
-      await controller.step(() => waitUntil(`${which} ${v} Ready`, o.timeoutMs, () => ready(v), 50));
+      await untilReady(v, 50);
       samples.push({ version: v, pushMs: ms(pushed - t0), readyMs: ms(now() - t0) });
       log(`${which}: ${v} Ready ${ms(now() - t0)} ms after the push began (push ${ms(pushed - t0)} ms)`);
     }
-    return { namespace: ns, samples, ...summary(samples.map((s) => s.readyMs)) };
+    // The control: a release published with its notification withheld does not appear within
+    // CONTROL_MS (the interval is an hour), so the notification is what made the others appear.
+    const control = `v${o.pushes + 2}`;
+    await kind.publish(control, false);
+    await sleep(CONTROL_MS);
+    const appeared = (await release(control)) !== undefined;
+    log(
+      `${which}: control ${control} without its notification: ${appeared ? 'APPEARED' : 'absent'} after ${CONTROL_MS / 1000} s`,
+    );
+    return {
+      namespace: ns,
+      samples,
+      ...summary(samples.map((s) => s.readyMs)),
+      notificationsReceived: kind.notifications(),
+      control: { version: control, waitedMs: CONTROL_MS, appeared },
+    };
   } finally {
     await controller.stop();
     await releaseControllerHolds(client, ns);
@@ -280,14 +315,23 @@ async function notifyRun(
 }
 
 async function ociKind(work: string, hook: string): Promise<Kind> {
+  // The registry notifies through a relay (the OCI fault proxy used as a plain forwarder), so the
+  // control can withhold a notification: 503 to the registry, nothing forwarded.
+  const target = new URL(hook);
+  const relay = await OciFaultProxy.start(target.origin);
   const registry = await startRegistry({
     tls: false,
-    notifications: { url: hook, headers: { Authorization: `Bearer ${WEBHOOK_SECRET}` } },
+    notifications: {
+      url: `${relay.url}${target.pathname}`,
+      headers: { Authorization: `Bearer ${WEBHOOK_SECRET}` },
+    },
   });
   return {
     name: 'oci',
     source: { oci: { url: `oci://${registry.host}/${REPOSITORY}`, insecure: true } },
-    async publish(version) {
+    notifications: () => relay.requests((r) => r.fault === 'pass' && r.status === 202).length,
+    async publish(version, notify = true) {
+      relay.set(notify ? 'pass' : 'unavailable');
       await pushCsctlRelease({
         registry: registry.host,
         repository: REPOSITORY,
@@ -296,7 +340,10 @@ async function ociKind(work: string, hook: string): Promise<Kind> {
         plainHttp: true,
       });
     },
-    stop: () => registry.stop(),
+    async stop() {
+      await registry.stop();
+      await relay.stop();
+    },
   };
 }
 
@@ -304,12 +351,15 @@ async function gitKind(env: Env, work: string, ns: string, hook: string): Promis
   const repoUrl = await createRepo(env.e, `${ns}-release`);
   const repoDir = join(work, 'notify-git');
   initRepo(repoDir);
+  let sent = 0;
   return {
     name: 'git',
     source: { git: { url: repoUrl }, path: 'stack' },
-    async publish(version) {
+    notifications: () => sent,
+    async publish(version, notify = true) {
       const tag = cutCsctlRelease(repoDir, 'docker-csoferrol-1-30', version, servedClusterClass);
       push(repoDir, repoUrl, tag);
+      if (!notify) return;
       // What a Git host sends after the push: a signed GitHub push event.
       const body = JSON.stringify({ ref: `refs/tags/${tag}`, repository: { clone_url: repoUrl } });
       const res = await fetch(hook, {
@@ -323,6 +373,7 @@ async function gitKind(env: Env, work: string, ns: string, hook: string): Promis
       });
       if (res.status !== 202)
         throw new Error(`push webhook answered HTTP ${res.status}: ${await res.text()}`);
+      sent++;
     },
     stop: async () => undefined,
   };
@@ -400,6 +451,15 @@ function report(results: Record<string, unknown>): string {
         ratio(n.oci.p50Ms, n.git?.p50Ms),
         ratio(n.oci.maxMs, n.git?.maxMs),
       ]);
+    for (const k of ['git', 'oci'] as const) {
+      const r = n[k] as
+        | { notificationsReceived?: number; control?: { version: string; appeared: boolean } }
+        | undefined;
+      if (r?.control === undefined) continue;
+      lines.push(
+        `${k}: ${r.notificationsReceived} notifications accepted by the webhook; control ${r.control.version} published without its notification: ${r.control.appeared ? 'APPEARED (something else listed the source)' : `not there after ${CONTROL_MS / 1000} s`}`,
+      );
+    }
     lines.push(
       'tag push → ClusterStackRelease Ready (ClusterStack interval 1h: only the notification explains it)',
       table(rows),
@@ -431,6 +491,10 @@ export async function runOciBench(argv: string[]): Promise<number> {
       save();
     }
     if (o.scenarios.has('notify')) {
+      // Ready needs Flux: a shared environment's Flux may be stopped by another bench for a while.
+      const fluxStopped = () => FLUX.filter((c) => isStopped(env.e.stateDir, c));
+      if (fluxStopped().length > 0) log(`${fluxStopped().join(', ')} stopped (another run?); waiting…`);
+      await waitUntil('Flux running', o.timeoutMs, () => fluxStopped().length === 0, 1_000);
       const notify: Record<string, unknown> = {};
       results.notify = notify;
       for (const which of ['git', 'oci'] as const) {
