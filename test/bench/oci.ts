@@ -33,8 +33,8 @@ import {
 } from '../support/csctl.ts';
 import { packageCsctlRelease } from '../support/csctl-assets.ts';
 import {
-  type CSKR,
   ControllerProcess,
+  type CSKR,
   cond,
   createTestNamespace,
   deleteTestNamespace,
