@@ -16,7 +16,7 @@
 //           ClusterClass in the fleet and Flux applying it, as in test/e2e/csctl-class.test.ts.
 // The figures are p50/max and ratios OCI/Git; nothing is asserted (a bench, not a test).
 import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
@@ -48,7 +48,7 @@ import {
 import { FaultProxy } from '../support/git-fault-proxy.ts';
 import { OciFaultProxy } from '../support/oci-fault-proxy.ts';
 import { pushCsctlRelease, startRegistry, type TestRegistry } from '../support/registry.ts';
-import { type Env, environment, table, waitUntil } from './fleet.ts';
+import { benchResults, type Env, environment, table, waitUntil } from './fleet.ts';
 
 const STACK = join(ROOT, 'stacks', 'docker-csoferrol-1-30');
 const REPOSITORY = 'bench/csoferrol';
@@ -476,15 +476,7 @@ export async function runOciBench(argv: string[]): Promise<number> {
   }
   const env = await environment();
   const work = mkdtempSync(join(tmpdir(), 'stackflux-bench-oci-'));
-  const results: Record<string, unknown> = {
-    date: new Date().toISOString(),
-    machine: { cpus: cpus().length, node: process.version },
-    options: { ...o, scenarios: [...o.scenarios] },
-  };
-  const save = (): void => {
-    mkdirSync(join(o.out, '..'), { recursive: true });
-    writeFileSync(o.out, `${JSON.stringify(results, null, 2)}\n`);
-  };
+  const { results, save } = benchResults(o.out, { options: { ...o, scenarios: [...o.scenarios] } });
   try {
     if (o.scenarios.has('listing')) {
       results.listing = await listing(env, o, work);
