@@ -1489,6 +1489,23 @@ function report(
   return lines.join('\n');
 }
 
+/** A bench's results (date and machine first, then `fields`) and `save`, which writes them as JSON to `out`. */
+export function benchResults(
+  out: string,
+  fields: Record<string, unknown>,
+): { results: Record<string, unknown>; save: () => void } {
+  const results: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    machine: { cpus: cpus().length, node: process.version },
+    ...fields,
+  };
+  const save = (): void => {
+    mkdirSync(join(out, '..'), { recursive: true });
+    writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
+  };
+  return { results, save };
+}
+
 export async function runFleetBench(argv: string[]): Promise<number> {
   const o = options(argv);
   if (o === undefined) {
@@ -1502,18 +1519,12 @@ export async function runFleetBench(argv: string[]): Promise<number> {
   // Without the flags stackflux runs at its built-in client limit (20 qps / burst 30 before
   // issue 10): the baseline then gets that limit too, so the ratio compares like with like.
   const [qps, burst] = qpsFlags ? [o.qps, o.burst] : [20, 30];
-  const results: Record<string, unknown> = {
-    date: new Date().toISOString(),
-    machine: { cpus: cpus().length, node: process.version },
+  const { results, save } = benchResults(o.out, {
     stackflux: o.stackflux,
     options: { ...o, scenarios: [...o.scenarios], clientLimit: { qps, burst, flags: qpsFlags } },
-  };
+  });
   const runs: Array<Record<string, Scenario | number | string>> = [];
   results.runs = runs;
-  const save = (): void => {
-    mkdirSync(join(o.out, '..'), { recursive: true });
-    writeFileSync(o.out, `${JSON.stringify(results, null, 2)}\n`);
-  };
   try {
     // The short scenarios first: a large fleet size that runs out of time leaves their figures.
     if (o.fluxClusters > 0) {

@@ -5,6 +5,7 @@
 //   soak               stackflux under churn for --minutes (default 30), RSS slope (soak.ts; --help)
 //   heap               the informer caches' heap per Cluster, no API server (heap.ts; --help)
 //   render             render per Cluster, native stack against csctl stack, no API server (render.ts)
+//   oci                the OCI release source against Git: one poll of 200 tags, push → Ready by notification (oci.ts; --help)
 //   hostile            issue 22's hostile inputs at once while a benign tenant changes values (hostile.ts; --help)
 const [scenario = 'runtime', ...args] = process.argv.slice(2);
 if (scenario === 'runtime') {
@@ -24,9 +25,12 @@ if (scenario === 'runtime') {
 } else if (scenario === 'hostile') {
   const { runHostileBench } = await import('./hostile.ts');
   process.exitCode = await runHostileBench(args);
+} else if (scenario === 'oci') {
+  const { runOciBench } = await import('./oci.ts');
+  process.exitCode = await runOciBench(args);
 } else {
   process.stderr.write(
-    `unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, render, hostile)\n`,
+    `unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, render, hostile, oci)\n`,
   );
   process.exitCode = 2;
 }

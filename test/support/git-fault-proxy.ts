@@ -10,10 +10,12 @@
 //  - `reject-push`: forwards everything except the receive-pack POST, which gets `status` with a
 //    body naming the policy (as a hosting service refusing a push would);
 //  - `fail`: answers every request with `status` (an HTTP error from the server side).
-// Every request that reaches the proxy is logged (time, method, path) so a test can count
-// attempts over a window (back-off, not a hot loop).
+// Every request that reaches the proxy is logged (time, method, path, response body bytes sent) so
+// a test can count attempts over a window (back-off, not a hot loop); wireBytes counts every byte
+// sent (headers too), so a bench can compare what a listing costs on the wire.
 import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { countBodyBytes } from './oci-fault-proxy.ts';
 
 export type FaultMode = 'pass' | 'refuse' | 'stall' | 'reject-push' | 'fail';
 
@@ -24,6 +26,8 @@ export interface ProxyRequest {
   userAgent: string;
   /** What the proxy did with it. */
   mode: FaultMode;
+  /** Response body bytes sent to the client so far. */
+  bytes: number;
 }
 
 export class FaultProxy {
@@ -36,6 +40,8 @@ export class FaultProxy {
   #port = 0;
   readonly #upstream: URL;
   readonly #sockets = new Set<Socket>();
+  /** Bytes written to connections that have closed. */
+  #closedBytes = 0;
   readonly #stalled = new Set<ServerResponse>();
 
   private constructor(upstream: string) {
@@ -73,6 +79,13 @@ export class FaultProxy {
     }
   }
 
+  /** Every byte sent to clients so far (status lines, headers, framing and bodies). */
+  get wireBytes(): number {
+    let sum = this.#closedBytes;
+    for (const s of this.#sockets) sum += s.bytesWritten;
+    return sum;
+  }
+
   /** Requests logged in [from, to) (epoch ms) that `keep` accepts. */
   requests(from: number, to: number, keep: (r: ProxyRequest) => boolean = () => true): ProxyRequest[] {
     return this.log.filter((r) => r.at >= from && r.at < to && keep(r));
@@ -87,7 +100,10 @@ export class FaultProxy {
     const server = createServer((req, res) => this.#handle(req, res));
     server.on('connection', (s) => {
       this.#sockets.add(s);
-      s.on('close', () => this.#sockets.delete(s));
+      s.on('close', () => {
+        this.#closedBytes += s.bytesWritten;
+        this.#sockets.delete(s);
+      });
     });
     this.#server = server;
     return new Promise((resolve, reject) => {
@@ -112,13 +128,16 @@ export class FaultProxy {
   #handle(req: IncomingMessage, res: ServerResponse): void {
     const mode = this.#mode;
     const path = req.url ?? '/';
-    this.log.push({
+    const entry: ProxyRequest = {
       at: Date.now(),
       method: req.method ?? '',
       path,
       userAgent: req.headers['user-agent'] ?? '',
       mode,
-    });
+      bytes: 0,
+    };
+    this.log.push(entry);
+    countBodyBytes(res, entry);
     const isPush = req.method === 'POST' && /\/git-receive-pack$/.test(path.split('?')[0] ?? '');
     if (mode === 'fail' || (mode === 'reject-push' && isPush)) {
       req.resume();

@@ -53,6 +53,15 @@ export interface OciProxyRequest {
   fault: OciFault;
 }
 
+/** Adds the body bytes written to `res` to `entry.bytes` as they are written, whatever writes them (pipe included). */
+export function countBodyBytes(res: ServerResponse, entry: { bytes: number }): void {
+  const write = res.write.bind(res);
+  res.write = ((chunk: unknown, ...rest: unknown[]) => {
+    if (typeof chunk === 'string' || chunk instanceof Uint8Array) entry.bytes += Buffer.byteLength(chunk);
+    return (write as (c: unknown, ...r: unknown[]) => boolean)(chunk, ...rest);
+  }) as typeof res.write;
+}
+
 const blobGet = /^\/v2\/.+\/blobs\/[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$/;
 
 export class OciFaultProxy {
@@ -68,6 +77,8 @@ export class OciFaultProxy {
   readonly #upstream: URL;
   readonly #ca: string | undefined;
   readonly #sockets = new Set<Socket>();
+  /** Bytes written to connections that have closed. */
+  #closedBytes = 0;
   readonly #hanging = new Set<ServerResponse>();
 
   private constructor(upstream: string, ca?: string) {
@@ -81,7 +92,10 @@ export class OciFaultProxy {
     const server = createServer((req, res) => p.#handle(req, res));
     server.on('connection', (s) => {
       p.#sockets.add(s);
-      s.on('close', () => p.#sockets.delete(s));
+      s.on('close', () => {
+        p.#closedBytes += s.bytesWritten;
+        p.#sockets.delete(s);
+      });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const addr = server.address();
@@ -111,6 +125,13 @@ export class OciFaultProxy {
   /** Logged requests that `keep` accepts. */
   requests(keep: (r: OciProxyRequest) => boolean = () => true): OciProxyRequest[] {
     return this.log.filter(keep);
+  }
+
+  /** Every byte sent to clients so far (status lines, headers, framing and bodies). */
+  get wireBytes(): number {
+    let sum = this.#closedBytes;
+    for (const s of this.#sockets) sum += s.bytesWritten;
+    return sum;
   }
 
   /** Response body bytes sent for the logged requests `keep` accepts. */
@@ -146,12 +167,7 @@ export class OciFaultProxy {
     const path = req.url ?? '/';
     const fault = this.#faultFor(method, path);
     const entry: OciProxyRequest = { at: Date.now(), method, path, status: 0, bytes: 0, fault };
-    const write = res.write.bind(res);
-    // Count body bytes as they are written, whatever writes them.
-    res.write = ((chunk: unknown, ...rest: unknown[]) => {
-      if (typeof chunk === 'string' || chunk instanceof Uint8Array) entry.bytes += Buffer.byteLength(chunk);
-      return (write as (c: unknown, ...r: unknown[]) => boolean)(chunk, ...rest);
-    }) as typeof res.write;
+    countBodyBytes(res, entry);
     res.on('close', () => {
       entry.status = res.headersSent ? res.statusCode : 0;
       this.log.push(entry);
