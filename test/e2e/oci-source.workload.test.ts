@@ -18,7 +18,7 @@
 // (hack/lib/capi.ts, as csctl-upgrade.workload.test.ts): it writes v1beta2 Available and
 // TopologyReconciled for each new generation of the Cluster.
 import assert from 'node:assert/strict';
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
@@ -42,6 +42,7 @@ import {
   controllerSteps,
   createAddonCluster,
   createTestNamespace,
+  fleetBranchFiles,
   freePort,
   git,
   gone,
@@ -114,22 +115,8 @@ function assetsDir(name: string, assets: ReadonlyMap<string, Uint8Array>): strin
   return dir;
 }
 
-/** The files of a fleet branch at its tip: path → content. */
-function branchFiles(branch: string, label: string): Map<string, string> {
-  const dir = join(work, `fleet-${label}`);
-  rmSync(dir, { recursive: true, force: true });
-  git(work, 'clone', '-q', '--depth=1', '--branch', branch, fleetUrl, dir);
-  const files = new Map<string, string>();
-  for (const p of readdirSync(dir, { recursive: true, encoding: 'utf8' }).sort()) {
-    if (p === '.git' || p.startsWith('.git/')) continue;
-    try {
-      files.set(p, readFileSync(join(dir, p), 'utf8'));
-    } catch {
-      // a folder
-    }
-  }
-  return files;
-}
+const branchFiles = (branch: string, label: string): Map<string, string> =>
+  fleetBranchFiles(fleetUrl, branch, join(work, `fleet-${label}`));
 
 /** An applied object without what the API server writes (uid, resourceVersion, times, managedFields). */
 function asApplied(o: Obj | undefined): unknown {
