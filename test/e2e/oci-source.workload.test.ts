@@ -47,6 +47,7 @@ import {
   git,
   gone,
   initRepo,
+  installFixtureCrds,
   push,
   releaseAddonNamespace,
   waitFor,
@@ -222,6 +223,8 @@ describe('one csctl release from a Git tag, GitHub release assets and an OCI reg
 }, () => {
   before(async () => {
     await createTestNamespace(client, ns);
+    // The ClusterClass's templates (DockerMachineTemplate, …): their CRDs, for Flux's dry run.
+    await installFixtureCrds(client, 'capi-template-crds.yaml');
     repoUrl = await createRepo(env as Endpoints, `${ns}-release`);
     fleetUrl = await createRepo(env as Endpoints, `${ns}-fleet`);
     initRepo(repoDir);
