@@ -7,7 +7,7 @@
 // token reaches the API only, never the storage host. Then an asset is replaced on the release:
 // the release reports TagMoved and keeps what was validated.
 import assert from 'node:assert/strict';
-import { cpSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
@@ -28,7 +28,7 @@ import {
   createTestNamespace,
   deleteTestNamespace,
   e2eSuite,
-  git,
+  fleetBranchFiles,
   gone,
   initRepo,
   installFixtureCrds,
@@ -50,21 +50,8 @@ let repoUrl = '';
 const release = () => client.get<CSKR>(API_VERSION, 'ClusterStackRelease', tag('v1'), ns);
 
 /** The files of the release's fleet branch at its tip. */
-function fleetFiles(name: string): Map<string, string> {
-  const dir = join(work, `fleet-${name}`);
-  rmSync(dir, { recursive: true, force: true });
-  git(work, 'clone', '-q', '--depth=1', '--branch', `stackflux/_releases/${ns}/${tag('v1')}`, fleetUrl, dir);
-  const files = new Map<string, string>();
-  for (const p of readdirSync(dir, { recursive: true, encoding: 'utf8' }).sort()) {
-    if (p === '.git' || p.startsWith('.git/')) continue;
-    try {
-      files.set(p, readFileSync(join(dir, p), 'utf8'));
-    } catch {
-      // a folder
-    }
-  }
-  return files;
-}
+const fleetFiles = (name: string): Map<string, string> =>
+  fleetBranchFiles(fleetUrl, `stackflux/_releases/${ns}/${tag('v1')}`, join(work, `fleet-${name}`));
 
 async function readyRelease(what: string): Promise<CSKR> {
   return eventually(

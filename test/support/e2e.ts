@@ -2,7 +2,7 @@
 // cut from stacks/<example>, and polling with room for a busy shared test environment.
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -406,6 +406,22 @@ export function watchPresence(
       return { violations: [...new Set(violations)], samples };
     },
   };
+}
+
+/** The files (path → content) of `branch` of the fleet repository at its tip, cloned into `dir`. */
+export function fleetBranchFiles(fleetUrl: string, branch: string, dir: string): Map<string, string> {
+  rmSync(dir, { recursive: true, force: true });
+  git(tmpdir(), 'clone', '-q', '--depth=1', '--branch', branch, fleetUrl, dir);
+  const files = new Map<string, string>();
+  for (const p of readdirSync(dir, { recursive: true, encoding: 'utf8' }).sort()) {
+    if (p === '.git' || p.startsWith('.git/')) continue;
+    try {
+      files.set(p, readFileSync(join(dir, p), 'utf8'));
+    } catch {
+      // a folder
+    }
+  }
+  return files;
 }
 
 /** Waits until get() returns undefined. */
