@@ -11,7 +11,6 @@ import assert from 'node:assert/strict';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
@@ -21,16 +20,18 @@ import { impactSummary } from '../../controller/preview/impact.ts';
 import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
+  addonCluster,
   CAPI,
   ControllerProcess,
   createTestNamespace,
-  cutRelease,
+  deleteClustersAndAddons,
   deleteTestNamespace,
   e2eSuite,
   ferrolClusterStack,
   ferrolTag,
+  fleetCommitsAt,
   initRepo,
-  push,
+  releaseFerrol130,
   stackflux,
   waitFor,
 } from '../support/e2e.ts';
@@ -51,21 +52,13 @@ describe('impact of a new rollout target and the approval gate', { timeout: 20 *
     const repoUrl = await createRepo(env as Endpoints, ns);
     fleetUrl = await createRepo(env as Endpoints, `${ns}-fleet`);
     initRepo(repoDir);
-    const cut = (version: string, edit?: (dir: string) => void) =>
-      cutRelease(repoDir, 'ferrol-1-30', {
-        example: 'docker-ferrol-1-30',
-        k8s: '1-30',
-        version,
-        ...(edit ? { edit } : {}),
-      });
-    const tags = [
-      cut('v1'),
-      cut('v2', (dir) => {
+    releaseFerrol130(repoDir, repoUrl, 'v1', {
+      version: 'v2',
+      edit: (dir) => {
         const schema = join(dir, 'cluster-addon', 'cni', 'values.schema.json');
         writeFileSync(schema, readFileSync(schema, 'utf8').replace('"maximum": 9000', '"maximum": 1500'));
-      }),
-    ];
-    push(repoDir, repoUrl, ...tags);
+      },
+    });
     controller = await ControllerProcess.start({
       kubeconfig: env.kubeconfig,
       namespace: ns,
@@ -82,36 +75,16 @@ describe('impact of a new rollout target and the approval gate', { timeout: 20 *
         }),
       );
       for (const [i, name] of CLUSTERS.entries())
-        await client.create({
-          apiVersion: CAPI,
-          kind: 'Cluster',
-          metadata: { name, namespace: ns },
-          spec: {
-            clusterNetwork: { pods: { cidrBlocks: [`10.${i + 1}.0.0/16`] } },
-            controlPlaneEndpoint: { host: `${name}.example.internal`, port: 6443 },
-            topology: {
-              classRef: { name: ferrolTag('v1') },
-              version: 'v1.30.4',
-              ...(name === 'c4'
-                ? { variables: [{ name: 'stackfluxAddonValues', value: { cni: { mtu: 9000 } } }] }
-                : {}),
-            },
-          },
-        });
+        await client.create(
+          addonCluster(ns, name, {
+            podCidr: `10.${i + 1}.0.0/16`,
+            className: ferrolTag('v1'),
+            version: 'v1.30.4',
+            ...(name === 'c4' ? { values: { cni: { mtu: 9000 } } } : {}),
+          }),
+        );
       // The fleet branches hold v1 before v2 is announced: the impact compares with them.
-      await waitFor(
-        '4 ClusterAddons rendered from v1',
-        async () => {
-          const list = await client.list<ClusterAddon & KubeObject>(API_VERSION, 'ClusterAddon', {
-            namespace: ns,
-          });
-          const done = list.items.filter(
-            (ca) => ca.status?.release === ferrolTag('v1') && ca.status.fleetCommit !== undefined,
-          );
-          return done.length === CLUSTERS.length ? true : undefined;
-        },
-        { timeoutMs: 600_000 },
-      );
+      await fleetCommitsAt(client, ns, ferrolTag('v1'), CLUSTERS.length);
     });
   });
 
@@ -119,12 +92,7 @@ describe('impact of a new rollout target and the approval gate', { timeout: 20 *
     await client
       .mergePatch(API_VERSION, 'ClusterStack', 'ferrol', ns, { spec: { rollout: { strategy: 'Manual' } } })
       .catch(() => undefined);
-    for (const name of CLUSTERS) await client.delete(CAPI, 'Cluster', name, ns).catch(() => undefined);
-    await waitFor('ClusterAddons gone', async () =>
-      (await client.list(API_VERSION, 'ClusterAddon', { namespace: ns })).items.length === 0
-        ? true
-        : undefined,
-    ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
+    await deleteClustersAndAddons(client, ns, CLUSTERS);
     await controller?.stop();
     await deleteTestNamespace(client, ns);
     client.close();
