@@ -6,6 +6,7 @@
 // the same live snapshot (objects of the namespace, release trees, the fleet branches' files read
 // from the fleet repository), the same previewRelease, renders in a bounded render pool that lives
 // only while the preview runs.
+import { join } from 'node:path';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import {
   type ClusterStackRelease,
@@ -71,7 +72,8 @@ export async function setupImpactController(
         : undefined;
     const snapshot = await liveSnapshot(client, {
       namespace,
-      cacheDir: opts.cacheDir,
+      // A cache of its own: the release pipeline's git caches are not shared across code paths.
+      cacheDir: join(opts.cacheDir, 'impact'),
       ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
       extraTags: [release.metadata.name],
       fleet: {
