@@ -113,7 +113,7 @@ describe('impact of a new rollout target and the approval gate', { timeout: 20 *
           const r = cs?.status?.rollout;
           return r?.targetRelease === ferrolTag('v2') && r.reason === 'WaitingForApproval' ? r : undefined;
         },
-        { timeoutMs: 600_000 },
+        { timeoutMs: 360_000 },
       );
       assert.equal(waiting.phase, 'Waiting');
       assert.match(waiting.message ?? '', /1 > maxClustersFailing 0/);
@@ -164,7 +164,7 @@ describe('impact of a new rollout target and the approval gate', { timeout: 20 *
           }
           return undefined;
         },
-        { timeoutMs: 300_000 },
+        { timeoutMs: 120_000 },
       );
       assert.equal(moved, 'c1');
       writeFileSync(
