@@ -53,6 +53,46 @@ export const clusterStackReleaseSpecSchema = schema({
 });
 export type ClusterStackReleaseSpec = FromSchema<typeof clusterStackReleaseSpecSchema>;
 
+/** Most Clusters named in status.impact.failing (the count is always whole). */
+export const MAX_IMPACT_LISTED = 20;
+
+export const releaseImpactSchema = schema({
+  type: 'object',
+  description:
+    'What moving the Clusters of a Progressive ClusterStack to this release changes on their fleet ' +
+    'branches (stackflux preview, computed once when the release becomes the rollout target).',
+  required: ['commit', 'computedAt'],
+  properties: {
+    commit: { type: 'string', description: 'status.commit of the release the impact was computed for.' },
+    computedAt: { type: 'string', format: 'date-time' },
+    clusters: { type: 'integer', minimum: 0, description: 'Clusters that would move to this release.' },
+    clustersAffected: {
+      type: 'integer',
+      minimum: 0,
+      description: 'Clusters whose fleet branch would change.',
+    },
+    objectsAdded: { type: 'integer', minimum: 0 },
+    objectsChanged: { type: 'integer', minimum: 0 },
+    objectsRemoved: { type: 'integer', minimum: 0 },
+    clustersFailing: {
+      type: 'integer',
+      minimum: 0,
+      description: 'Clusters that would fail to render this release.',
+    },
+    failing: {
+      type: 'array',
+      maxItems: MAX_IMPACT_LISTED,
+      items: { type: 'string' },
+      description: '<namespace>/<name>: <reason> of the first Clusters that would fail to render.',
+    },
+    error: {
+      type: 'string',
+      description: 'Why the impact could not be computed (the counts are then absent).',
+    },
+  },
+});
+export type ReleaseImpact = FromSchema<typeof releaseImpactSchema>;
+
 export const clusterStackReleaseStatusSchema = schema({
   type: 'object',
   properties: {
@@ -88,10 +128,20 @@ export const clusterStackReleaseStatusSchema = schema({
         ready: { type: 'boolean' },
       },
     },
+    impact: releaseImpactSchema,
     conditions: conditionsSchema,
   },
 });
 export type ClusterStackReleaseStatus = FromSchema<typeof clusterStackReleaseStatusSchema>;
+
+/** The field manager of status.impact (the release controller owns the rest of the status). */
+export const IMPACT_FIELD_MANAGER = 'stackflux-impact';
+
+/** A release status without status.impact (what the release controller writes and compares). */
+export function withoutImpact(status: ClusterStackReleaseStatus | undefined): ClusterStackReleaseStatus {
+  const { impact: _i, ...rest } = status ?? {};
+  return rest;
+}
 
 export interface ClusterStackRelease {
   apiVersion: typeof API_VERSION;

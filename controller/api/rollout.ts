@@ -128,6 +128,29 @@ export const rolloutSpecSchema = schema({
       items: maintenanceWindowSchema,
       maxItems: 20,
     },
+    requireApproval: {
+      type: 'object',
+      description:
+        "Hold a new target release until a person approves it (annotation rollout.stackflux.io/approved: <release> on the ClusterStackRelease, or `stackflux rollout approve`) when its impact (the release's status.impact) crosses any threshold set here. No threshold set: every new release waits for approval. A release whose impact is not computed yet waits.",
+      properties: {
+        maxClustersFailing: {
+          type: 'integer',
+          minimum: 0,
+          description: 'More Clusters that would fail to render than this need approval (0: any).',
+        },
+        maxClustersAffected: {
+          type: 'integer',
+          minimum: 0,
+          description: 'More Clusters whose fleet branch would change than this need approval.',
+        },
+        maxObjectsChanged: {
+          type: 'integer',
+          minimum: 0,
+          description:
+            'More objects added, changed and removed (summed over every Cluster) than this need approval.',
+        },
+      },
+    },
     healthCheck: {
       type: 'object',
       description:
@@ -211,6 +234,9 @@ export const ROLLOUT_ANNOTATIONS = {
    */
   phase: 'rollout.stackflux.io/phase',
 } as const;
+
+/** On a ClusterStackRelease: its name, when a person approved the rollout to it (spec.rollout.requireApproval). */
+export const APPROVED_ANNOTATION = 'rollout.stackflux.io/approved';
 
 /** The value of ROLLOUT_ANNOTATIONS.phase before the move. */
 export const PREPARING_PHASE = 'Preparing';

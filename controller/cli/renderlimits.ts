@@ -6,21 +6,17 @@ import { type RenderOptions, type RenderOutput, renderSnapshot } from '../offlin
 import type { Snapshot } from '../offline/snapshot.ts';
 import { reconcileClusterAddon } from '../reconcilers/clusteraddon.ts';
 import type { SyncGoEngine } from '../rendering/clusterclass.ts';
-import type { GoEngineResult } from '../rendering/goengine/index.ts';
 import {
   type AddonRenderer,
-  answerGoEngineCalls,
   DEFAULT_COOL_DOWN_AFTER,
   DEFAULT_COOL_DOWN_MS,
   DEFAULT_RENDER_LIMITS,
   formatBytes,
   formatMs,
-  goEngineMemo,
   RenderPool,
   type RenderPoolOptions,
-  withBoundedRenders,
+  withPooledRendering,
 } from '../rendering/index.ts';
-import type { RenderFailure } from '../rendering/types.ts';
 import { type Command, type FlagValues, UsageError } from './command.ts';
 
 export const DEFAULT_RENDER_WORKERS = 2;
@@ -119,31 +115,18 @@ export function renderPoolOptions(flags: FlagValues): RenderPoolOptions {
   return options;
 }
 
-/** Passes of the offline render before every Go engine call it makes is answered. */
-const MAX_ENGINE_PASSES = 16;
-
 /**
  * Runs `run` (pure and synchronous) with every addon render and every Go engine call (a csctl
- * cluster-class) answered by a bounded pool of render processes, as the controller renders:
- * unknown ones are answered between passes until a pass knows them all. `settled()` says, inside
- * a pass, whether every Go engine call of it so far was known.
+ * cluster-class) answered by a bounded pool of render processes, as the controller renders
+ * (rendering/bounded.ts withPooledRendering, in a pool of its own).
  */
 export async function withBoundedRendering<T>(
   limits: RenderPoolOptions,
   run: (render: AddonRenderer, engine: SyncGoEngine, settled: () => boolean) => T,
 ): Promise<T> {
   const pool = new RenderPool(limits);
-  const engineDone = new Map<string, GoEngineResult | RenderFailure>();
   try {
-    for (let pass = 0; ; pass++) {
-      const { engine, missing } = goEngineMemo(engineDone);
-      const output = await withBoundedRenders(pool, (render) =>
-        run(render, engine, () => missing.size === 0),
-      );
-      if (missing.size === 0) return output;
-      if (pass >= MAX_ENGINE_PASSES) throw new Error('Go engine calls did not settle');
-      await answerGoEngineCalls(pool, missing, engineDone);
-    }
+    return await withPooledRendering(pool, run);
   } finally {
     await pool.close();
   }

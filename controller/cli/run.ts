@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { crashAfterCommitHook, setupClusterAddonController } from '../controllers/clusteraddon.ts';
 import { parseDuration } from '../controllers/duration.ts';
+import { setupImpactController } from '../controllers/impact.ts';
 import { setupReleasePipeline } from '../controllers/releasepipeline.ts';
 import { setupRolloutController } from '../controllers/rollout.ts';
 import {
@@ -413,6 +414,23 @@ export const runCommand: Command = {
       });
       // Progressive rollouts gate on ClusterAddons, so they run where the addon controller runs.
       await setupRolloutController(manager, { ...(namespace ? { namespace } : {}), concurrency });
+      // The impact a rollout may wait on is computed where the fleet it compares with is written.
+      await setupImpactController(manager, {
+        ...(namespace ? { namespace } : {}),
+        cacheDir,
+        fleet: {
+          url: fleetUrl,
+          branchPrefix,
+          ...(secretNs && secretName ? { secretRef: secretName } : {}),
+          ...(fleetInterval !== undefined ? { interval: fleetInterval } : {}),
+          ...(addonInterval !== undefined ? { addonInterval } : {}),
+          ...(fluxShards >= 1 ? { fluxShards } : {}),
+        },
+        ...(secretNs && secretName ? { fleetSecret: { namespace: secretNs, name: secretName } } : {}),
+        templates,
+        ...(tenancy !== undefined ? { tenancy } : {}),
+        render,
+      });
     }
     await manager.start();
     log.info(

@@ -7,7 +7,7 @@
 // A release whose cluster-class is a Helm chart (csctl) is rendered and written to the fleet
 // repository first (./releaseclass.ts); the reconcile is fed where it was written.
 import type { ClusterStack } from '../api/clusterstack.ts';
-import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
+import { type ClusterStackRelease, withoutImpact } from '../api/clusterstackrelease.ts';
 import type { GitRepository, Kustomization } from '../api/flux.ts';
 import { API_VERSION, FINALIZER_RELEASE_IN_USE } from '../api/meta.ts';
 import {
@@ -336,7 +336,8 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
         });
       }
     }
-    if (!sameJson(result.status, release.status ?? {})) {
+    // status.impact is the impact controller's (its own field manager): not compared, not written.
+    if (!sameJson(result.status, withoutImpact(release.status))) {
       try {
         await client.applyStatus(
           {

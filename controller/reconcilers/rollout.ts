@@ -21,6 +21,7 @@ import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import { parseDurationOrZero } from '../api/duration.ts';
 import type { Condition } from '../api/meta.ts';
 import {
+  APPROVED_ANNOTATION,
   type MaintenanceWindow,
   PREPARING_PHASE,
   ROLLOUT_ANNOTATIONS,
@@ -651,6 +652,44 @@ function targetOf(
   return r !== undefined && releaseReady(r) ? r : undefined;
 }
 
+/** Why the rollout to `target` must wait for a person (spec.rollout.requireApproval), or undefined. */
+export function approvalGate(
+  spec: RolloutSpec,
+  target: ClusterStackRelease,
+  clusterStack: string,
+): { reason: 'WaitingForApproval' | 'ImpactPending'; message: string } | undefined {
+  const limits = spec.requireApproval;
+  const name = target.metadata.name;
+  if (limits === undefined || target.metadata.annotations?.[APPROVED_ANNOTATION] === name) return undefined;
+  const ask = `approve with \`stackflux rollout approve ${clusterStack} -n ${target.metadata.namespace ?? 'default'}\` (annotation ${APPROVED_ANNOTATION}: ${name} on the ClusterStackRelease)`;
+  const impact = target.status?.impact;
+  if (impact === undefined || impact.commit !== target.status?.commit)
+    return { reason: 'ImpactPending', message: `computing the impact of ${name} before the rollout starts` };
+  if (impact.error !== undefined)
+    return {
+      reason: 'WaitingForApproval',
+      message: `waiting for approval of ${name}: its impact could not be computed (${impact.error}); ${ask}`,
+    };
+  const objects = (impact.objectsAdded ?? 0) + (impact.objectsChanged ?? 0) + (impact.objectsRemoved ?? 0);
+  const crossed = [
+    { field: 'maxClustersFailing', limit: limits.maxClustersFailing, value: impact.clustersFailing ?? 0 },
+    { field: 'maxClustersAffected', limit: limits.maxClustersAffected, value: impact.clustersAffected ?? 0 },
+    { field: 'maxObjectsChanged', limit: limits.maxObjectsChanged, value: objects },
+  ].filter((t) => t.limit !== undefined && t.value > t.limit);
+  const none = [limits.maxClustersFailing, limits.maxClustersAffected, limits.maxObjectsChanged].every(
+    (l) => l === undefined,
+  );
+  if (!none && crossed.length === 0) return undefined;
+  const why = none
+    ? 'spec.rollout.requireApproval sets no threshold: every release waits for approval'
+    : crossed.map((t) => `${t.value} > ${t.field} ${t.limit}`).join(', ');
+  const failing = (impact.failing ?? []).length > 0 ? `; failing: ${(impact.failing ?? []).join(', ')}` : '';
+  return {
+    reason: 'WaitingForApproval',
+    message: `waiting for approval of ${name} (${why}): ${impact.clustersAffected ?? 0} of ${impact.clusters ?? 0} Cluster(s) affected, ${impact.clustersFailing ?? 0} failing to render, objects +${impact.objectsAdded ?? 0} ~${impact.objectsChanged ?? 0} -${impact.objectsRemoved ?? 0}${failing}; ${ask}`,
+  };
+}
+
 // ---- the decision -------------------------------------------------------------------------------
 
 export function reconcileRollout(input: RolloutInput): RolloutResult {
@@ -708,12 +747,15 @@ export function reconcileRollout(input: RolloutInput): RolloutResult {
       .map((e) => e.cluster.metadata.name)
       .slice(0, MAX_LISTED);
 
+  const approval = approvalGate(spec, target, cs.metadata.name);
   let gate:
     | { phase: RolloutStatus['phase']; reason: string; message: string; nextWindow?: string }
     | undefined;
   if (failed.length > budget) {
     const message = `${failed.length} Cluster(s) failed at ${target.metadata.name} (maxFailures ${budget}): ${failed.slice(0, 10).join(', ')}${spec.rollbackOnFailure === true ? '; moved back to their previous release' : ''}`;
     gate = { phase: 'Stalled', reason: 'Stalled', message };
+  } else if (pending > 0 && approval !== undefined) {
+    gate = { phase: 'Waiting', ...approval };
   } else if (pending > 0 && spec.paused === true) {
     gate = {
       phase: 'Paused',

@@ -979,3 +979,35 @@ export async function withBoundedGoEngine<T>(
     'Go engine calls',
   );
 }
+
+/** Passes before every Go engine call a run makes is answered. */
+const MAX_ENGINE_PASSES = 16;
+
+/**
+ * Runs `run` (pure and synchronous) with every addon render and every Go engine call answered by
+ * `pool`: unknown Go engine calls are answered between passes until a pass knows them all.
+ * `settled()` says, inside a pass, whether every Go engine call of it so far was known.
+ */
+export async function withPooledRendering<T>(
+  pool: RenderPool,
+  run: (
+    render: AddonRenderer,
+    engine: (call: GoEngineCall) => GoEngineResult | RenderFailure,
+    settled: () => boolean,
+  ) => T,
+  request: RenderRequestOptions = {},
+): Promise<T> {
+  const engineDone = new Map<string, GoEngineResult | RenderFailure>();
+  for (let pass = 0; ; pass++) {
+    const { engine, missing } = goEngineMemo(engineDone);
+    const output = await withBoundedRenders(
+      pool,
+      (render) => run(render, engine, () => missing.size === 0),
+      new Map(),
+      request,
+    );
+    if (missing.size === 0) return output;
+    if (pass >= MAX_ENGINE_PASSES) throw new Error('Go engine calls did not settle');
+    await answerGoEngineCalls(pool, missing, engineDone, request);
+  }
+}

@@ -17,6 +17,7 @@ export {
   slimInput,
   withBoundedGoEngine,
   withBoundedRenders,
+  withPooledRendering,
 } from './bounded.ts';
 export { cidrHost, cidrNetmask, cidrNetwork, cidrPrefix } from './cidr.ts';
 export { CSO_ADDON_NAMESPACE, CSO_ADDON_RELEASE_NAME, csctlAddonValues, renderCsctlAddon } from './csctl.ts';

@@ -12,26 +12,25 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
-import { API_VERSION } from '../../controller/api/meta.ts';
 import type { PreviewResult } from '../../controller/preview/core.ts';
 import { diffBranchObjects } from '../../controller/preview/objects.ts';
 import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import {
+  addonCluster,
   CAPI,
   ControllerProcess,
   createTestNamespace,
-  cutRelease,
+  deleteClustersAndAddons,
   deleteTestNamespace,
   e2eSuite,
   ferrolClusterStack,
   ferrolTag,
+  fleetCommitsAt,
   git,
   initRepo,
-  push,
+  releaseFerrol130,
   stackflux,
-  waitFor,
 } from '../support/e2e.ts';
 
 const { env, client, ns, work, repoDir } = e2eSuite('preview');
@@ -43,7 +42,11 @@ const CLUSTERS = Array.from({ length: 20 }, (_, i) => `c${String(i + 1).padStart
 /** Value groups: c01–c10 MTU default (1450), c11–c17 1500, c18–c20 9000. */
 const mtuOf = (i: number): number | undefined => (i < 10 ? undefined : i < 17 ? 1500 : 9000);
 
-type CA = ClusterAddon & KubeObject;
+/** The Cluster with these labels. */
+const labelled = (c: KubeObject, labels: Record<string, string>): KubeObject => ({
+  ...c,
+  metadata: { ...c.metadata, labels },
+});
 
 /** Every Cluster's fleet branch as it is now: `<addon>/<path>` → content, by Cluster name. */
 function fleetBranches(): Map<string, Map<string, string>> {
@@ -77,27 +80,8 @@ function preview(release: string | undefined, ...extra: string[]) {
   ]);
 }
 
-async function addonsAt(release: string, commits?: Map<string, string>): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
-  await waitFor(
-    `20 ClusterAddons rendered from ${release}`,
-    async () => {
-      const list = await client.list<CA>(API_VERSION, 'ClusterAddon', { namespace: ns });
-      for (const ca of list.items) {
-        const commit = ca.status?.fleetCommit;
-        if (
-          ca.status?.release === release &&
-          commit !== undefined &&
-          commit !== commits?.get(ca.metadata.name)
-        )
-          out.set(ca.metadata.name, commit);
-      }
-      return out.size === CLUSTERS.length ? true : undefined;
-    },
-    { timeoutMs: 600_000 },
-  );
-  return out;
-}
+const addonsAt = (release: string, previous?: Map<string, string>) =>
+  fleetCommitsAt(client, ns, release, CLUSTERS.length, previous);
 
 describe('stackflux preview: the predicted change is the change the move makes', {
   timeout: 30 * 60_000,
@@ -112,33 +96,33 @@ describe('stackflux preview: the predicted change is the change the move makes',
     fleetUrl = await createRepo(env as Endpoints, `${ns}-fleet`);
     git(work, 'init', '-q', '--bare', fleetDir);
     initRepo(repoDir);
-    const cut = (version: string, edit?: (dir: string) => void) =>
-      cutRelease(repoDir, 'ferrol-1-30', {
-        example: 'docker-ferrol-1-30',
-        k8s: '1-30',
-        version,
-        ...(edit ? { edit } : {}),
-      });
-    const tags = [
-      cut('v1'),
-      cut('v2', (dir) => {
-        const cni = join(dir, 'cluster-addon', 'cni', 'config.yaml.hbs');
-        writeFileSync(
-          cni,
-          readFileSync(cni, 'utf8').replace('  LOG_LEVEL:', '  FEATURE_GATES: "fast-path"\n  LOG_LEVEL:'),
-        );
-        const stack = join(dir, 'stack.yaml');
-        writeFileSync(
-          stack,
-          readFileSync(stack, 'utf8').replace(/ {2}- name: cloud-config\n(( {4}.*|\s*#.*)\n)*/, ''),
-        );
-      }),
-      cut('v3', (dir) => {
-        const schema = join(dir, 'cluster-addon', 'cni', 'values.schema.json');
-        writeFileSync(schema, readFileSync(schema, 'utf8').replace('"maximum": 9000', '"maximum": 1500'));
-      }),
-    ];
-    push(repoDir, repoUrl, ...tags);
+    releaseFerrol130(
+      repoDir,
+      repoUrl,
+      'v1',
+      {
+        version: 'v2',
+        edit: (dir) => {
+          const cni = join(dir, 'cluster-addon', 'cni', 'config.yaml.hbs');
+          writeFileSync(
+            cni,
+            readFileSync(cni, 'utf8').replace('  LOG_LEVEL:', '  FEATURE_GATES: "fast-path"\n  LOG_LEVEL:'),
+          );
+          const stack = join(dir, 'stack.yaml');
+          writeFileSync(
+            stack,
+            readFileSync(stack, 'utf8').replace(/ {2}- name: cloud-config\n(( {4}.*|\s*#.*)\n)*/, ''),
+          );
+        },
+      },
+      {
+        version: 'v3',
+        edit: (dir) => {
+          const schema = join(dir, 'cluster-addon', 'cni', 'values.schema.json');
+          writeFileSync(schema, readFileSync(schema, 'utf8').replace('"maximum": 9000', '"maximum": 1500'));
+        },
+      },
+    );
     controller = await ControllerProcess.start({
       kubeconfig: env.kubeconfig,
       namespace: ns,
@@ -156,34 +140,24 @@ describe('stackflux preview: the predicted change is the change the move makes',
       );
       for (const [i, name] of CLUSTERS.entries()) {
         const mtu = mtuOf(i);
-        await client.create({
-          apiVersion: CAPI,
-          kind: 'Cluster',
-          metadata: { name, namespace: ns, ...(i < 2 ? { labels: { tier: 'canary' } } : {}) },
-          spec: {
-            clusterNetwork: { pods: { cidrBlocks: [`10.${i + 1}.0.0/16`] } },
-            controlPlaneEndpoint: { host: `${name}.example.internal`, port: 6443 },
-            topology: {
-              classRef: { name: ferrolTag('v1') },
+        await client.create(
+          labelled(
+            addonCluster(ns, name, {
+              podCidr: `10.${i + 1}.0.0/16`,
+              className: ferrolTag('v1'),
               version: 'v1.30.4',
-              ...(mtu !== undefined
-                ? { variables: [{ name: 'stackfluxAddonValues', value: { cni: { mtu } } }] }
-                : {}),
-            },
-          },
-        });
+              ...(mtu !== undefined ? { values: { cni: { mtu } } } : {}),
+            }),
+            i < 2 ? { tier: 'canary' } : {},
+          ),
+        );
       }
       v1Commits = await addonsAt(ferrolTag('v1'));
     });
   });
 
   after(async () => {
-    for (const name of CLUSTERS) await client.delete(CAPI, 'Cluster', name, ns).catch(() => undefined);
-    await waitFor('ClusterAddons gone', async () =>
-      (await client.list(API_VERSION, 'ClusterAddon', { namespace: ns })).items.length === 0
-        ? true
-        : undefined,
-    ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
+    await deleteClustersAndAddons(client, ns, CLUSTERS);
     await controller?.stop();
     await deleteTestNamespace(client, ns);
     client.close();

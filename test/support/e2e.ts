@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import { API_VERSION } from '../../controller/api/meta.ts';
@@ -350,6 +351,48 @@ export function addonCluster(
   };
 }
 
+/**
+ * Waits until `count` ClusterAddons of `ns` are rendered from `release` with a fleet commit other
+ * than the one in `previous`; their fleet commits by ClusterAddon name.
+ */
+export async function fleetCommitsAt(
+  client: KubeClient,
+  ns: string,
+  release: string,
+  count: number,
+  previous?: ReadonlyMap<string, string>,
+): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  await waitFor(
+    `${count} ClusterAddons rendered from ${release}`,
+    async () => {
+      const list = await client.list<ClusterAddon & KubeObject>(API_VERSION, 'ClusterAddon', {
+        namespace: ns,
+      });
+      for (const ca of list.items) {
+        const commit = ca.status?.fleetCommit;
+        if (
+          ca.status?.release === release &&
+          commit !== undefined &&
+          commit !== previous?.get(ca.metadata.name)
+        )
+          out.set(ca.metadata.name, commit);
+      }
+      return out.size === count ? true : undefined;
+    },
+    { timeoutMs: 600_000 },
+  );
+  return out;
+}
+
+/** Deletes the Clusters and waits (reporting, not failing) until their ClusterAddons are gone. */
+export async function deleteClustersAndAddons(client: KubeClient, ns: string, names: readonly string[]) {
+  for (const name of names) await client.delete(CAPI, 'Cluster', name, ns).catch(() => undefined);
+  await waitFor('ClusterAddons gone', async () =>
+    (await client.list(API_VERSION, 'ClusterAddon', { namespace: ns })).items.length === 0 ? true : undefined,
+  ).catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
+}
+
 /** Creates a Cluster's `<name>-kubeconfig` Secret (the workload cluster's kubeconfig), then the Cluster. */
 export async function createAddonCluster(
   client: KubeClient,
@@ -492,9 +535,17 @@ export function push(dir: string, url: string, ...tags: string[]): void {
 }
 
 /** Cuts releases `versions` of stacks/docker-ferrol-1-30 into folder ferrol-1-30, then pushes their tags. */
-export function releaseFerrol130(dir: string, url: string, ...versions: string[]): void {
-  const tags = versions.map((version) =>
-    cutRelease(dir, 'ferrol-1-30', { example: 'docker-ferrol-1-30', k8s: '1-30', version }),
+export function releaseFerrol130(
+  dir: string,
+  url: string,
+  ...versions: (string | { version: string; edit: (dir: string) => void })[]
+): void {
+  const tags = versions.map((v) =>
+    cutRelease(dir, 'ferrol-1-30', {
+      example: 'docker-ferrol-1-30',
+      k8s: '1-30',
+      ...(typeof v === 'string' ? { version: v } : v),
+    }),
   );
   push(dir, url, ...tags);
 }

@@ -13,6 +13,7 @@ import {
   type PreviewRelease,
   previewRelease,
 } from '../../../controller/preview/core.ts';
+import { impactSummary, impactWanted } from '../../../controller/preview/impact.ts';
 import { diffBranchObjects, MASK, MASK_CHANGED, maskSecret } from '../../../controller/preview/objects.ts';
 import { diffText, summaryText } from '../../../controller/preview/report.ts';
 import { parseLabelSelector } from '../../../controller/preview/selector.ts';
@@ -385,6 +386,75 @@ describe('previewRelease: stackflux format, manifest and Helm addons', () => {
       () => previewRelease(input(cs, trees, 'docker-ferrol-1-31-v1', clusters)),
       /not a release of ClusterStack ferrol/,
     );
+  });
+});
+
+describe('impactSummary: the counts status.impact carries', () => {
+  const cs = clusterStack('ferrol', 'ferrol', waves);
+  const clusters = fleet(ferrol('v1'));
+  const sum = (r: ReturnType<typeof previewRelease>, k: 'added' | 'changed' | 'removed') =>
+    r.clusters.reduce((n, c) => n + c.objects.filter((o) => o.change === k).length, 0);
+
+  it('counts the Clusters affected and the objects of every Cluster of the preview', () => {
+    const r = previewRelease(input(cs, { [ferrol('v1')]: V1, [ferrol('v2')]: V2 }, ferrol('v2'), clusters));
+    const i = impactSummary(r, 'abc', now);
+    assert.deepEqual(i, {
+      commit: 'abc',
+      computedAt: now.toISOString(),
+      clusters: 6,
+      clustersAffected: 6,
+      objectsAdded: sum(r, 'added'),
+      objectsChanged: sum(r, 'changed'),
+      objectsRemoved: sum(r, 'removed'),
+      clustersFailing: 0,
+    });
+    assert.ok((i.objectsChanged ?? 0) >= 18 && (i.objectsRemoved ?? 0) >= 6, JSON.stringify(i));
+  });
+
+  it('names the Clusters failing to render with their reason; they count as not affected', () => {
+    const r = previewRelease(input(cs, { [ferrol('v1')]: V1, [ferrol('v3')]: V3 }, ferrol('v3'), clusters));
+    const i = impactSummary(r, 'abc', now);
+    assert.equal(i.clustersFailing, 2);
+    assert.deepEqual(i.failing, ['team/c3: ValuesInvalid', 'team/c6: ValuesInvalid']);
+    assert.equal(i.clustersAffected, 4);
+  });
+
+  it('lists at most 20 failing Clusters; the count is whole', () => {
+    const r = previewRelease(input(cs, { [ferrol('v1')]: V1, [ferrol('v3')]: V3 }, ferrol('v3'), clusters));
+    const failed = r.clusters.find((c) => c.outcome === 'failed');
+    assert.ok(failed);
+    const many = { ...r, clusters: Array.from({ length: 25 }, (_, k) => ({ ...failed, name: `f${k}` })) };
+    const i = impactSummary(many, 'abc', now);
+    assert.equal(i.clustersFailing, 25);
+    assert.equal(i.failing?.length, 20);
+    assert.equal(i.failing?.[19], 'team/f19: ValuesInvalid');
+  });
+
+  it('impactWanted: the Ready target of a Progressive stack, once per release commit', () => {
+    const progressive = { ...cs, status: { latestRelease: ferrol('v2') } };
+    const tag = parseReleaseTag(ferrol('v2'));
+    assert.ok(tag.ok);
+    const v2 = desiredRelease(progressive, tag.value);
+    const ready = {
+      ...v2,
+      status: {
+        commit: 'c2',
+        conditions: [
+          { type: 'Ready', status: 'True' as const, reason: 'X', message: '', lastTransitionTime: 'x' },
+        ],
+      },
+    };
+    assert.equal(impactWanted(progressive, ready), true);
+    const computed = { ...ready, status: { ...ready.status, impact: { commit: 'c2', computedAt: 'x' } } };
+    assert.equal(impactWanted(progressive, computed), false, 'computed for this commit');
+    const moved = { ...computed, status: { ...computed.status, commit: 'c3' } };
+    assert.equal(impactWanted(progressive, moved), true, 'the tag moved: computed again');
+    assert.equal(
+      impactWanted({ ...progressive, spec: { ...cs.spec, rollout: { strategy: 'Manual' } } }, ready),
+      false,
+    );
+    assert.equal(impactWanted({ ...progressive, status: { latestRelease: ferrol('v3') } }, ready), false);
+    assert.equal(impactWanted(progressive, { ...ready, status: { ...ready.status, conditions: [] } }), false);
   });
 });
 

@@ -7,8 +7,13 @@ import { describe, it } from 'node:test';
 import type { ClusterAddon } from '../../../controller/api/clusteraddon.ts';
 import type { ClusterStack } from '../../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../../controller/api/clusterstackrelease.ts';
-import { ROLLOUT_ANNOTATIONS, type RolloutSpec } from '../../../controller/api/rollout.ts';
 import {
+  APPROVED_ANNOTATION,
+  ROLLOUT_ANNOTATIONS,
+  type RolloutSpec,
+} from '../../../controller/api/rollout.ts';
+import {
+  approvalGate,
   clusterApiReady,
   clusterApplyBody,
   type RolloutCluster,
@@ -518,6 +523,126 @@ describe('rollout helpers', () => {
         }),
       ).ok,
       false,
+    );
+  });
+});
+
+describe('approval gate (spec.rollout.requireApproval)', () => {
+  const V2 = 'docker-ferrol-1-30-v2';
+  /** v1 and v2, v2 at commit c2 with the given status.impact. */
+  function withImpact(
+    spec: RolloutSpec,
+    impact?: NonNullable<ClusterStackRelease['status']>['impact'],
+  ): Fleet {
+    const v2 = release('v2');
+    v2.status = { ...v2.status, commit: 'c2', ...(impact !== undefined ? { impact } : {}) };
+    return twelve({ ...WAVES, ...spec }, [release('v1'), v2]);
+  }
+  const impact = (n: {
+    failing?: number;
+    affected?: number;
+    added?: number;
+    changed?: number;
+    removed?: number;
+  }) => ({
+    commit: 'c2',
+    computedAt: '2026-11-23T09:00:00Z',
+    clusters: 12,
+    clustersAffected: n.affected ?? 0,
+    objectsAdded: n.added ?? 0,
+    objectsChanged: n.changed ?? 0,
+    objectsRemoved: n.removed ?? 0,
+    clustersFailing: n.failing ?? 0,
+    ...(n.failing
+      ? { failing: Array.from({ length: n.failing }, (_, i) => `fleet/r0${i + 1}: RenderFailed`) }
+      : {}),
+  });
+  const approve = (f: Fleet, value = V2) => {
+    const v2 = f.releases.find((r) => r.metadata.name === V2);
+    assert.ok(v2);
+    v2.metadata.annotations = { [APPROVED_ANNOTATION]: value };
+  };
+
+  it('holds a release whose impact crosses a threshold until it is approved, and says why', () => {
+    const f = withImpact(
+      { requireApproval: { maxClustersFailing: 0 } },
+      impact({ failing: 3, affected: 9, changed: 9 }),
+    );
+    const held = f.step();
+    assert.deepEqual(held.changes, []);
+    assert.equal(held.status?.phase, 'Waiting');
+    assert.equal(held.status?.reason, 'WaitingForApproval');
+    assert.equal(held.condition?.reason, 'WaitingForApproval');
+    const message = held.status?.message ?? '';
+    assert.match(message, /3 > maxClustersFailing 0/);
+    assert.match(message, /9 of 12 Cluster\(s\) affected, 3 failing to render, objects \+0 ~9 -0/);
+    assert.match(message, /fleet\/r01: RenderFailed, fleet\/r02: RenderFailed, fleet\/r03: RenderFailed/);
+    assert.match(message, /stackflux rollout approve ferrol -n fleet/);
+    f.now += 3_600_000;
+    assert.deepEqual(f.step().changes, [], 'time alone does not approve');
+    approve(f, 'docker-ferrol-1-30-v1');
+    assert.deepEqual(f.step().changes, [], 'an approval of another release does not count');
+    approve(f);
+    const moved = f.step();
+    assert.deepEqual(
+      moved.changes.map((c) => [c.name, c.action]),
+      [['c00', 'Move']],
+    );
+    assert.equal(moved.status?.phase, 'Progressing');
+  });
+
+  it('an impact within every threshold starts at once', () => {
+    const f = withImpact(
+      { requireApproval: { maxClustersFailing: 0, maxObjectsChanged: 12, maxClustersAffected: 12 } },
+      impact({ affected: 12, added: 4, changed: 4, removed: 4 }),
+    );
+    assert.deepEqual(
+      f.step().changes.map((c) => c.name),
+      ['c00'],
+    );
+  });
+
+  it('maxObjectsChanged counts objects added, changed and removed together', () => {
+    const f = withImpact(
+      { requireApproval: { maxObjectsChanged: 11 } },
+      impact({ added: 4, changed: 4, removed: 4 }),
+    );
+    const r = f.step();
+    assert.deepEqual(r.changes, []);
+    assert.match(r.status?.message ?? '', /12 > maxObjectsChanged 11/);
+  });
+
+  it('waits while the impact is not computed, or is of another commit', () => {
+    for (const f of [
+      withImpact({ requireApproval: { maxClustersFailing: 0 } }),
+      withImpact({ requireApproval: { maxClustersFailing: 0 } }, { ...impact({}), commit: 'c1' }),
+    ]) {
+      const r = f.step();
+      assert.deepEqual(r.changes, []);
+      assert.equal(r.status?.reason, 'ImpactPending');
+    }
+  });
+
+  it('an impact that could not be computed waits for approval, naming the error', () => {
+    const f = withImpact(
+      { requireApproval: { maxClustersFailing: 0 } },
+      { commit: 'c2', computedAt: '2026-11-23T09:00:00Z', error: 'release x is not a tag' },
+    );
+    const r = f.step();
+    assert.equal(r.status?.reason, 'WaitingForApproval');
+    assert.match(r.status?.message ?? '', /could not be computed \(release x is not a tag\)/);
+  });
+
+  it('requireApproval without thresholds asks for every release; without requireApproval nothing waits', () => {
+    const gated = withImpact({ requireApproval: {} }, impact({}));
+    assert.equal(gated.step().status?.reason, 'WaitingForApproval');
+    const v2 = release('v2');
+    assert.equal(approvalGate(WAVES, v2, 'ferrol'), undefined);
+    assert.deepEqual(
+      withImpact({})
+        .step()
+        .changes.map((c) => c.name),
+      ['c00'],
     );
   });
 });

@@ -1,0 +1,152 @@
+// The impact of a new rollout target: when a release becomes the target of a Progressive
+// ClusterStack (status.latestRelease, Ready), the preview of moving the stack's Clusters to it is
+// made once (per release commit) and its counts written to the release's status.impact with their
+// own field manager; the rollout holds on them when spec.rollout.requireApproval asks
+// (reconcilers/rollout.ts approvalGate). The preview is the one `stackflux preview -n NS` makes:
+// the same live snapshot (objects of the namespace, release trees, the fleet branches' files read
+// from the fleet repository), the same previewRelease, renders in a bounded render pool that lives
+// only while the preview runs.
+import { join } from 'node:path';
+import type { ClusterStack } from '../api/clusterstack.ts';
+import {
+  type ClusterStackRelease,
+  IMPACT_FIELD_MANAGER,
+  type ReleaseImpact,
+} from '../api/clusterstackrelease.ts';
+import { API_VERSION } from '../api/meta.ts';
+import { liveSnapshot } from '../offline/live.ts';
+import { PreviewError, previewRelease } from '../preview/core.ts';
+import { impactError, impactSummary, impactWanted } from '../preview/impact.ts';
+import { previewInputOf } from '../preview/snapshot.ts';
+import type { FleetSettings } from '../reconcilers/clusteraddon.ts';
+import type { FluxTemplates } from '../releases/flux.ts';
+import type { TenancyPolicy } from '../releases/tenancy.ts';
+import { RenderPool, type RenderPoolOptions, withPooledRendering } from '../rendering/index.ts';
+import type { KubeObject } from '../runtime/client.ts';
+import { type Clock, realClock } from '../runtime/clock.ts';
+import type { Controller, ReconcileContext } from '../runtime/controller.ts';
+import { errorFields } from '../runtime/logging.ts';
+import type { Manager } from '../runtime/manager.ts';
+import { secretCredentials } from './common.ts';
+
+export interface ImpactControllerOptions {
+  namespace?: string;
+  cacheDir: string;
+  /** The ClusterAddon controller's fleet: the branches to compare with, rendered as it renders. */
+  fleet: FleetSettings;
+  /** Secret with the fleet repository's credentials (as the ClusterAddon controller reads it). */
+  fleetSecret?: { namespace: string; name: string };
+  templates: FluxTemplates;
+  tenancy?: TenancyPolicy;
+  render?: RenderPoolOptions;
+  clock?: Clock;
+}
+
+type Obj = KubeObject;
+
+export async function setupImpactController(
+  manager: Manager,
+  opts: ImpactControllerOptions,
+): Promise<Controller> {
+  const clock = opts.clock ?? realClock;
+  const client = manager.client;
+  const scope = opts.namespace ? { namespace: opts.namespace } : {};
+  const clusterStacks = manager.shardedInformer<ClusterStack & Obj>(API_VERSION, 'ClusterStack', scope);
+  const releases = manager.shardedInformer<ClusterStackRelease & Obj>(
+    API_VERSION,
+    'ClusterStackRelease',
+    scope,
+  );
+
+  /** The preview of `release` as `stackflux preview clusterstack CS -n NS --release R` makes it. */
+  const compute = async (
+    cs: ClusterStack,
+    release: ClusterStackRelease,
+    now: Date,
+  ): Promise<ReleaseImpact> => {
+    const namespace = release.metadata.namespace ?? 'default';
+    const commit = release.status?.commit ?? '';
+    const credentials =
+      opts.fleetSecret !== undefined
+        ? await secretCredentials(client, opts.fleetSecret.namespace, opts.fleetSecret.name)
+        : undefined;
+    const snapshot = await liveSnapshot(client, {
+      namespace,
+      // A cache of its own: the release pipeline's git caches are not shared across code paths.
+      cacheDir: join(opts.cacheDir, 'impact'),
+      ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
+      extraTags: [release.metadata.name],
+      fleet: {
+        url: opts.fleet.url,
+        branchPrefix: opts.fleet.branchPrefix,
+        ...(credentials !== undefined ? { credentials } : {}),
+      },
+    });
+    snapshot.settings.fleet = { ...snapshot.settings.fleet, ...opts.fleet };
+    try {
+      const input = previewInputOf(
+        snapshot,
+        { namespace, clusterStack: cs.metadata.name, release: release.metadata.name },
+        { now, templates: opts.templates, ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}) },
+      );
+      const pool = new RenderPool(opts.render);
+      try {
+        const result = await withPooledRendering(pool, (render, goEngine) =>
+          previewRelease({ ...input, render, goEngine }),
+        );
+        return impactSummary(result, commit, now);
+      } finally {
+        await pool.close();
+      }
+    } catch (err) {
+      // A preview that cannot be made of these objects is an answer (the rollout asks a person);
+      // anything else (the API server, the fleet host) is retried with backoff.
+      if (err instanceof PreviewError) return impactError(commit, now, err.message);
+      throw err;
+    }
+  };
+
+  const reconcile = async (key: string, ctx: ReconcileContext): Promise<undefined> => {
+    const release = releases.get(key);
+    if (release === undefined) return undefined;
+    const cs = clusterStacks.get(`${release.metadata.namespace ?? ''}/${release.spec.clusterStack}`);
+    if (cs === undefined || !impactWanted(cs, release)) return undefined;
+    const started = clock.now();
+    let impact: ReleaseImpact;
+    try {
+      impact = await compute(cs, release, new Date(started));
+    } catch (err) {
+      ctx.log.warn(errorFields(err), 'computing the impact of the release failed; retrying');
+      throw err;
+    }
+    ctx.log.info(
+      { release: release.metadata.name, ...impact, ms: clock.now() - started },
+      'impact of the new rollout target',
+    );
+    await client.applyStatus(
+      {
+        apiVersion: API_VERSION,
+        kind: 'ClusterStackRelease',
+        metadata: { name: release.metadata.name, namespace: release.metadata.namespace },
+        status: { impact },
+      },
+      { fieldManager: IMPACT_FIELD_MANAGER, force: true, signal: ctx.signal },
+    );
+    return undefined;
+  };
+
+  // One preview at a time: each lists a namespace, reads the fleet and renders every Cluster.
+  const controller = manager.addController({
+    name: 'impact',
+    kind: 'ClusterStackRelease',
+    maxConcurrentReconciles: 1,
+    reconcile,
+  });
+  manager.watch(controller, releases);
+  manager.watch(controller, clusterStacks, (cs) =>
+    cs.status?.latestRelease !== undefined
+      ? [`${cs.metadata.namespace ?? ''}/${cs.status.latestRelease}`]
+      : [],
+  );
+  return controller;
+}
