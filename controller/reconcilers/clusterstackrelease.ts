@@ -60,6 +60,11 @@ export interface ClusterStackReleaseInput {
    * helm-chart): where the rendered objects are, or why they are not (undefined: not yet).
    */
   renderedClass?: RenderedClass;
+  /**
+   * Why the release tree could not be read this time (unreachable, refused, rate limited, bytes not
+   * matching their digest): no verdict, it is read again with back-off; the condition names it.
+   */
+  fetchFailure?: { reason: string; message: string };
   /** The commit `stack` is the validation of (the release's pinned commit, or the listed one before a pin). */
   commit?: string;
   /** The commit the tag points at in the latest listing, if known (to detect a moved tag). */
@@ -235,9 +240,18 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
       : undefined;
 
   if (stack === undefined) {
+    const failure = input.fetchFailure;
     conditions = markReconciling(
       conditions,
-      mark(Reason.ArtifactNotReady, `waiting for the release tree of tag ${tag} to be fetched and validated`),
+      failure !== undefined
+        ? mark(
+            failure.reason,
+            `reading the release tree of tag ${tag} failed, nothing of it is applied; tried again with back-off: ${failure.message}`,
+          )
+        : mark(
+            Reason.ArtifactNotReady,
+            `waiting for the release tree of tag ${tag} to be fetched and validated`,
+          ),
       now,
     );
   } else if (!stack.ok) {

@@ -144,6 +144,18 @@ describe('reconcileClusterStackRelease', () => {
     assert.equal(cond(r, 'Reconciling')?.reason, 'ArtifactNotReady');
   });
 
+  it('a failed read names its reason and message (no verdict: Ready Unknown), nothing applied', () => {
+    const message = 'layer clusteraddon.yaml (sha256:aa): content has digest sha256:bb, not sha256:aa';
+    const r = run({ stack: undefined, fetchFailure: { reason: 'DigestMismatch', message } });
+    assert.equal(r.kustomization, undefined);
+    for (const type of ['Ready', 'Reconciling']) {
+      const c = cond(r, type);
+      assert.equal(c?.reason, 'DigestMismatch', type);
+      assert.ok(c?.message?.includes(message), `${type} names the failure: ${c?.message}`);
+    }
+    assert.equal(cond(r, 'Ready')?.status, 'Unknown');
+  });
+
   it('acceptance 7: an invalid stack.yaml → Ready=False with the reason, no Kustomization', () => {
     const r = run({
       stack: {
