@@ -21,6 +21,8 @@ import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
+import { csoferrolClusterStack, csoferrolTag, servedClusterClass } from '../support/csctl.ts';
+import { packageCsctlRelease } from '../support/csctl-assets.ts';
 import {
   addonCluster,
   ControllerProcess,
@@ -37,8 +39,6 @@ import {
   waitFor,
 } from '../support/e2e.ts';
 import { uniqueName } from '../support/env.ts';
-import { csoferrolClusterStack, servedClusterClass, csoferrolTag } from '../support/csctl.ts';
-import { packageCsctlRelease } from '../support/csctl-assets.ts';
 import { fakeAssets, GitHubFake } from '../support/githubfake.ts';
 import { pushCsctlRelease, startRegistry, type TestRegistry } from '../support/registry.ts';
 
