@@ -283,7 +283,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       ...(renderedClass !== undefined ? { renderedClass } : {}),
       ...(commit !== undefined ? { commit } : {}),
       ...(listed !== undefined ? { listedCommit: listed } : {}),
-      ...(fetchError !== undefined ? { fetchFailure: fetchFailureOf(fetchError) } : {}),
+      ...(fetchError !== undefined ? { fetchFailure: { reason: fetchFailureOf(fetchError).reason } } : {}),
       clusters: clusters ?? [],
       ...(gap !== undefined ? { clustersUnknown: gap } : {}),
       ...(deps.tenancy !== undefined ? { tenancy: deps.tenancy } : {}),

@@ -13,7 +13,7 @@
 // applies nothing anywhere and reports the failure in the Kustomizations' status.)
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -21,8 +21,7 @@ import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
-import { csoferrolClusterStack, csoferrolTag, servedClusterClass } from '../support/csctl.ts';
-import { packageCsctlRelease } from '../support/csctl-assets.ts';
+import { csoferrolClusterStack, csoferrolTag, packageCsoferrolRelease } from '../support/csctl.ts';
 import {
   addonCluster,
   ControllerProcess,
@@ -59,7 +58,6 @@ const OCI_PASSWORD = secretValue('ocipw-');
 const OCI_WRONG_PASSWORD = secretValue('ociwrong-');
 const OCI_TOKEN_PASSWORD = secretValue('ocitokenpw-');
 const OCI_REGISTRY_TOKEN = secretValue('ociregtoken-');
-const ROOT = join(import.meta.dirname, '..', '..');
 
 let controller: ControllerProcess | undefined;
 let gh: GitHubFake;
@@ -153,13 +151,7 @@ function dockerConfigJson(): string {
   return JSON.stringify({ auths: { [tokenRegistry.host]: { auth } } });
 }
 
-/** The csctl example stack packaged as `csctl create` does, written to a folder for csctl-push. */
-function csctlAssets(version: string): Map<string, Uint8Array> {
-  const stackCopy = join(work, `stack-${version}`);
-  cpSync(join(ROOT, 'stacks', 'docker-csoferrol-1-30'), stackCopy, { recursive: true });
-  servedClusterClass(stackCopy);
-  return packageCsctlRelease(stackCopy, version);
-}
+const csctlAssets = (version: string) => packageCsoferrolRelease(work, version);
 
 async function pushTo(registry: TestRegistry, password: string, version: string): Promise<void> {
   const dir = join(work, `oci-${registry.host.replace(':', '-')}`);

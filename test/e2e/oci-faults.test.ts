@@ -13,7 +13,7 @@
 // recovery once the fault is gone, with the same controller process.
 // (Flux applying the fleet branch is not needed here: what Flux is told to apply is checked.)
 import assert from 'node:assert/strict';
-import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
@@ -21,8 +21,7 @@ import type { ClusterStackRelease } from '../../controller/api/clusterstackrelea
 import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
-import { csoferrolClusterStack, servedClusterClass, csoferrolTag as tag } from '../support/csctl.ts';
-import { packageCsctlRelease } from '../support/csctl-assets.ts';
+import { csoferrolClusterStack, packageCsoferrolRelease, csoferrolTag as tag } from '../support/csctl.ts';
 import {
   CAPI,
   ControllerProcess,
@@ -46,7 +45,6 @@ import {
 } from '../support/registry.ts';
 
 const { env, client, ns, work } = e2eSuite('oci-faults');
-const ROOT = join(import.meta.dirname, '..', '..');
 const USER = 'stacker';
 const PASSWORD = 'oci-faults-right-password';
 const WRONG = 'oci-faults-wrong-password';
@@ -88,12 +86,9 @@ function fleetTip(version: string): string | undefined {
 function assets(version: string): string {
   const known = assetDirs.get(version);
   if (known !== undefined) return known;
-  const stackCopy = join(work, `stack-${version}`);
-  cpSync(join(ROOT, 'stacks', 'docker-csoferrol-1-30'), stackCopy, { recursive: true });
-  servedClusterClass(stackCopy);
   const dir = join(work, `assets-${version}`);
   mkdirSync(dir, { recursive: true });
-  for (const [name, bytes] of packageCsctlRelease(stackCopy, version)) writeFileSync(join(dir, name), bytes);
+  for (const [name, bytes] of packageCsoferrolRelease(work, version)) writeFileSync(join(dir, name), bytes);
   assetDirs.set(version, dir);
   return dir;
 }
@@ -290,9 +285,18 @@ describe('OCI source faults: registry down, 401, 429, corrupt blob, moved tag', 
       const ready = cond(r2, 'Ready');
       // Not a verdict on the release (its bytes never arrived): Unknown, read again with back-off.
       assert.equal(ready?.status, 'Unknown');
+      assert.match(ready?.message ?? '', new RegExp(`at ${v2.digest} failed \\(DigestMismatch\\)`));
+      // The details (which layer, which digests) are in the Warning event of that reason.
+      const event = await waitFor('a DigestMismatch event for v2', async () =>
+        (await client.list('v1', 'Event', { namespace: ns })).items.find(
+          (e) =>
+            (e as { reason?: string }).reason === 'DigestMismatch' &&
+            (e as { involvedObject?: { name?: string } }).involvedObject?.name === tag('v2'),
+        ),
+      );
       assert.match(
-        ready?.message ?? '',
-        new RegExp(`${v2.digest}.*content has digest sha256:[0-9a-f]{64}, not sha256:`),
+        (event as { message?: string }).message ?? '',
+        /layer \S+ \(sha256:[0-9a-f]{64}\): content has digest sha256:[0-9a-f]{64}, not sha256:/,
       );
       assert.equal(r2.status?.commit, undefined, 'v2 is not pinned to anything');
       assert.ok(proxy.requests((r) => r.fault === 'corrupt-blob').length > 0, 'blobs were corrupted');
