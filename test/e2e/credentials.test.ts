@@ -394,6 +394,8 @@ describe('credentials appear in no log line, Event, status, Flux object or fleet
         ['git-auth', 'git password (base64)'],
         ['github-token', 'GitHub token (base64)'],
         ['c1-kubeconfig', 'Cluster kubeconfig token'],
+        ['oci-basic', 'OCI password (base64)'],
+        ['oci-docker', 'dockerconfigjson'],
       ] as const) {
         const obj = await client.get<KubeObject & { data?: Record<string, string> }>(
           'v1',
