@@ -116,6 +116,14 @@ function servedUsers(
 
 const MAX_CACHED_VALIDATIONS = 1000;
 
+/** The reason and message a failed read of a release tree shows in its condition. */
+function fetchFailureOf(err: unknown): { reason: string; message: string } {
+  return {
+    reason: err instanceof SourceError ? err.reason : 'SourceUnavailable',
+    message: err instanceof Error ? err.message : String(err),
+  };
+}
+
 export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
   const validations = new Map<string, ValidationResult<StackDescription>>();
 
@@ -275,6 +283,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       ...(renderedClass !== undefined ? { renderedClass } : {}),
       ...(commit !== undefined ? { commit } : {}),
       ...(listed !== undefined ? { listedCommit: listed } : {}),
+      ...(fetchError !== undefined ? { fetchFailure: { reason: fetchFailureOf(fetchError).reason } } : {}),
       clusters: clusters ?? [],
       ...(gap !== undefined ? { clustersUnknown: gap } : {}),
       ...(deps.tenancy !== undefined ? { tenancy: deps.tenancy } : {}),
@@ -366,8 +375,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       void recorder.event(release, 'Warning', 'InvalidRelease', 'Validate', stack.errors.join('; '));
     }
     if (fetchError !== undefined) {
-      const message = fetchError instanceof Error ? fetchError.message : String(fetchError);
-      const reason = fetchError instanceof SourceError ? fetchError.reason : 'SourceUnavailable';
+      const { reason, message } = fetchFailureOf(fetchError);
       void recorder.event(release, 'Warning', reason, 'Fetch', `reading tag ${tag} failed: ${message}`);
     }
     const wasReady = readyCondition(release.status)?.status === 'True';

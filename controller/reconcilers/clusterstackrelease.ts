@@ -60,6 +60,12 @@ export interface ClusterStackReleaseInput {
    * helm-chart): where the rendered objects are, or why they are not (undefined: not yet).
    */
   renderedClass?: RenderedClass;
+  /**
+   * Why the release tree could not be read this time (unreachable, refused, rate limited, bytes not
+   * matching their digest): no verdict, it is read again with back-off; the condition names the
+   * reason, the Warning event of that reason has the details.
+   */
+  fetchFailure?: { reason: string };
   /** The commit `stack` is the validation of (the release's pinned commit, or the listed one before a pin). */
   commit?: string;
   /** The commit the tag points at in the latest listing, if known (to detect a moved tag). */
@@ -235,9 +241,20 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
       : undefined;
 
   if (stack === undefined) {
+    const failure = input.fetchFailure;
     conditions = markReconciling(
       conditions,
-      mark(Reason.ArtifactNotReady, `waiting for the release tree of tag ${tag} to be fetched and validated`),
+      failure !== undefined
+        ? mark(
+            failure.reason,
+            // No error text here: it can differ on every try (paths, addresses), and each status
+            // write triggers the next reconcile at once, past the back-off. The event has it.
+            `reading the release tree of tag ${tag}${input.commit !== undefined ? ` at ${input.commit}` : ''} failed (${failure.reason}), nothing of it is applied; tried again with back-off (the ${failure.reason} event has the details)`,
+          )
+        : mark(
+            Reason.ArtifactNotReady,
+            `waiting for the release tree of tag ${tag} to be fetched and validated`,
+          ),
       now,
     );
   } else if (!stack.ok) {

@@ -199,7 +199,12 @@ const SHA256_DIGEST = /^sha256:[a-f0-9]{64}$/;
 /** Tags as the distribution spec defines them (so a tag from a listing is one path segment, never ".."). */
 const OCI_TAG = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 
-/** Throws InvalidRelease naming `what` unless bytes have the digest (and size, when given). */
+/**
+ * Throws DigestMismatch naming `what` unless bytes have the digest (and size, when given). Not
+ * InvalidRelease: the release IS its digest, so bytes that do not match are not the release (a
+ * proxy, a broken cache or disk on the way): no verdict on it, the read is tried again with
+ * back-off. A digest that is not sha256:<hex> is a verdict (InvalidRelease).
+ */
 export function checkDigest(bytes: Uint8Array, digest: string, what: string, size?: number): void {
   if (!SHA256_DIGEST.test(digest))
     throw new SourceError(
@@ -208,12 +213,12 @@ export function checkDigest(bytes: Uint8Array, digest: string, what: string, siz
     );
   if (size !== undefined && bytes.byteLength !== size)
     throw new SourceError(
-      'InvalidRelease',
+      'DigestMismatch',
       `${what}: ${bytes.byteLength} bytes received, the descriptor says ${size}`,
     );
   const got = sha256Digest(bytes);
   if (got !== digest)
-    throw new SourceError('InvalidRelease', `${what}: content has digest ${got}, not ${digest}`);
+    throw new SourceError('DigestMismatch', `${what}: content has digest ${got}, not ${digest}`);
 }
 
 export interface OciLimits {
@@ -474,7 +479,7 @@ export class OciClient {
     const bytes = await readCapped(res, this.limits.maxManifestBytes, `the manifest ${digest}`);
     const header = res.headers.get('docker-content-digest');
     if (header !== null && header !== digest)
-      throw new SourceError('InvalidRelease', `the manifest ${digest}: the registry names it ${header}`);
+      throw new SourceError('DigestMismatch', `the manifest ${digest}: the registry names it ${header}`);
     checkDigest(bytes, digest, `the manifest ${digest}`);
     const layers = this.releaseLayers(bytes, digest);
     const assets = new Map<string, Uint8Array>();
@@ -585,7 +590,8 @@ export class OciClient {
       ).catch((err: unknown) => {
         if (err instanceof SourceError && err.reason === 'InvalidRelease')
           throw new SourceError(
-            'InvalidRelease',
+            // Over the release limit is a verdict; merely longer than its descriptor is not the blob.
+            layer.size < this.limits.maxReleaseBytes ? 'DigestMismatch' : 'InvalidRelease',
             `layer ${layer.title} (${layer.digest}): more bytes than the descriptor's ${layer.size}`,
           );
         throw err;
@@ -878,8 +884,8 @@ export function fetchOciReleaseTree(
       const assets = await o.client.fetchAssets(url, digest, ociCredentialsOf(creds, ref.registry), o);
       return o.assetsToTree(assets);
     } catch (err) {
-      if (err instanceof SourceError && err.reason === 'InvalidRelease')
-        throw new SourceError('InvalidRelease', `release ${tag} (${digest}): ${err.message}`);
+      if (err instanceof SourceError && (err.reason === 'InvalidRelease' || err.reason === 'DigestMismatch'))
+        throw new SourceError(err.reason, `release ${tag} (${digest}): ${err.message}`);
       throw err;
     }
   });

@@ -2,7 +2,10 @@
 // a release repository behind basic auth (Secret username/password) and one with a wrong
 // password, the fleet repository behind basic auth (--fleet-secret), a GitHub token and a wrong
 // one (the local GitHub fake answers 401), a Cluster kubeconfig Secret, and the controller's own
-// kubeconfig — then everything the run produced is searched for the secret values, raw and in
+// kubeconfig; issue 24's release sources: two private OCI registries (htpasswd with a
+// username/password Secret and a wrong one; Docker token auth with a kubernetes.io/dockerconfigjson
+// Secret, whose release is read blob by blob, and a `token` Secret the registry refuses) and a
+// csctl release read from GitHub release assets with the token — then everything the run produced is searched for the secret values, raw and in
 // base64 (alone and as a basic-auth `user:password`): the controller's stdout/stderr, every Event
 // of the namespace, the whole of every stackflux object and of every Flux object it emitted, and
 // every commit of the fleet repository (messages and contents).
@@ -10,13 +13,15 @@
 // applies nothing anywhere and reports the failure in the Kustomizations' status.)
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
+import { csoferrolClusterStack, csoferrolTag, packageCsoferrolRelease } from '../support/csctl.ts';
 import {
   addonCluster,
   ControllerProcess,
@@ -33,7 +38,8 @@ import {
   waitFor,
 } from '../support/e2e.ts';
 import { uniqueName } from '../support/env.ts';
-import { GitHubFake } from '../support/githubfake.ts';
+import { fakeAssets, GitHubFake } from '../support/githubfake.ts';
+import { pushCsctlRelease, startRegistry, type TestRegistry } from '../support/registry.ts';
 
 const env = e2eEnv();
 const client = new KubeClient(loadKubeConfig({ kubeconfig: env.kubeconfig }));
@@ -47,10 +53,17 @@ const WRONG_PASSWORD = secretValue('wrongpw-');
 const GITHUB_TOKEN = secretValue('ghp_');
 const BAD_GITHUB_TOKEN = secretValue('ghp_bad');
 const KUBE_TOKEN = secretValue('kubetoken-');
+const OCI_USER = 'stacker';
+const OCI_PASSWORD = secretValue('ocipw-');
+const OCI_WRONG_PASSWORD = secretValue('ociwrong-');
+const OCI_TOKEN_PASSWORD = secretValue('ocitokenpw-');
+const OCI_REGISTRY_TOKEN = secretValue('ociregtoken-');
 
 let controller: ControllerProcess | undefined;
 let gh: GitHubFake;
 let fleetRepo = '';
+let basicRegistry: TestRegistry;
+let tokenRegistry: TestRegistry;
 
 type Obj = KubeObject & {
   status?: { conditions?: Array<{ type: string; status: string; reason?: string }> };
@@ -105,6 +118,14 @@ function secretForms(): Map<string, string> {
   add('GitHub token', GITHUB_TOKEN);
   add('wrong GitHub token', BAD_GITHUB_TOKEN);
   add('Cluster kubeconfig token', KUBE_TOKEN);
+  add('OCI password', OCI_PASSWORD);
+  add('wrong OCI password', OCI_WRONG_PASSWORD);
+  add('OCI token registry password', OCI_TOKEN_PASSWORD);
+  add('OCI registry token', OCI_REGISTRY_TOKEN);
+  forms.set('OCI basic auth', b64(`${OCI_USER}:${OCI_PASSWORD}`));
+  forms.set('OCI basic auth (wrong password)', b64(`${OCI_USER}:${OCI_WRONG_PASSWORD}`));
+  forms.set('OCI basic auth (token registry)', b64(`${OCI_USER}:${OCI_TOKEN_PASSWORD}`));
+  forms.set('dockerconfigjson', b64(dockerConfigJson()));
   forms.set('basic auth', b64(`${env.gitServerUser}:${env.gitServerPassword}`));
   forms.set('basic auth (wrong password)', b64(`${env.gitServerUser}:${WRONG_PASSWORD}`));
   forms.set('basic auth (GitHub token)', b64(`x-access-token:${GITHUB_TOKEN}`));
@@ -122,6 +143,38 @@ function secretForms(): Map<string, string> {
     }
   }
   return forms;
+}
+
+/** The docker login file of the token registry: its `auth` is base64 user:password. */
+function dockerConfigJson(): string {
+  const auth = Buffer.from(`${OCI_USER}:${OCI_TOKEN_PASSWORD}`).toString('base64');
+  return JSON.stringify({ auths: { [tokenRegistry.host]: { auth } } });
+}
+
+const csctlAssets = (version: string) => packageCsoferrolRelease(work, version);
+
+async function pushTo(registry: TestRegistry, password: string, version: string): Promise<void> {
+  const dir = join(work, `oci-${registry.host.replace(':', '-')}`);
+  mkdirSync(dir, { recursive: true });
+  for (const [name, bytes] of csctlAssets(version)) writeFileSync(join(dir, name), bytes);
+  await pushCsctlRelease({
+    registry: registry.host,
+    repository: 'scs/csoferrol',
+    tag: csoferrolTag(version),
+    dir,
+    creds: { user: OCI_USER, password },
+    plainHttp: true,
+  });
+}
+
+/** A ClusterStack of the csctl example stack named `name`, at `versions` of `source`. */
+function csctlStack(
+  name: string,
+  versions: string[],
+  source: ClusterStack['spec']['source'],
+): ClusterStack & KubeObject {
+  const cs = csoferrolClusterStack(ns, '', versions, { interval: '3s', source });
+  return { ...cs, metadata: { name, namespace: ns } };
 }
 
 /** Everything the run produced, as named texts. */
@@ -160,15 +213,39 @@ describe('credentials appear in no log line, Event, status, Flux object or fleet
     releaseFerrol130(repoDir, repoUrl, 'v1');
     gh = await GitHubFake.start();
     gh.token = GITHUB_TOKEN;
-    gh.releases = [{ tag: 'docker-ghstack-1-30-v1', commit: 'a'.repeat(40) }];
+    gh.releases = [
+      { tag: 'docker-ghstack-1-30-v1', commit: 'a'.repeat(40) },
+      // Read from its assets with the token (issue 24).
+      { tag: csoferrolTag('v2'), commit: 'b'.repeat(40), assets: fakeAssets(csctlAssets('v2')) },
+    ];
+    basicRegistry = await startRegistry({
+      auth: { kind: 'htpasswd', user: OCI_USER, password: OCI_PASSWORD },
+      tls: false,
+    });
+    tokenRegistry = await startRegistry({
+      auth: { kind: 'token', user: OCI_USER, password: OCI_TOKEN_PASSWORD },
+      tls: false,
+    });
+    await pushTo(basicRegistry, OCI_PASSWORD, 'v1');
+    await pushTo(tokenRegistry, OCI_TOKEN_PASSWORD, 'v1');
     for (const s of [
       secret('git-auth', { username: env.gitServerUser, password: env.gitServerPassword }, true),
       secret('git-wrong', { username: env.gitServerUser, password: WRONG_PASSWORD }, true),
       secret('fleet-auth', { username: env.gitServerUser, password: env.gitServerPassword }),
       secret('github-token', { token: GITHUB_TOKEN }, true),
       secret('github-bad', { token: BAD_GITHUB_TOKEN }, true),
+      secret('oci-basic', { username: OCI_USER, password: OCI_PASSWORD }, true),
+      secret('oci-wrong', { username: OCI_USER, password: OCI_WRONG_PASSWORD }, true),
+      secret('oci-regtoken', { token: OCI_REGISTRY_TOKEN }, true),
     ])
       await client.create(s);
+    await client.create({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type: 'kubernetes.io/dockerconfigjson',
+      metadata: { name: 'oci-docker', namespace: ns, labels: { [LABEL_SOURCE_CREDENTIALS]: 'true' } },
+      stringData: { '.dockerconfigjson': dockerConfigJson() },
+    } as KubeObject);
     controller = await ControllerProcess.start({
       kubeconfig: env.kubeconfig,
       namespace: ns,
@@ -204,6 +281,20 @@ describe('credentials appear in no log line, Event, status, Flux object or fleet
         source: { github: { owner: 'acme', repo: 'stacks', secretRef: { name: 'github-bad' } } },
       }),
     ];
+    const oci = (registry: TestRegistry, secretName: string) => ({
+      oci: { url: `oci://${registry.host}/scs/csoferrol`, secretRef: { name: secretName }, insecure: true },
+    });
+    stacks.push(
+      csctlStack('oci-basic', [], oci(basicRegistry, 'oci-basic')),
+      csctlStack('oci-wrong', [], oci(basicRegistry, 'oci-wrong')),
+      csctlStack('oci-regtoken', [], oci(tokenRegistry, 'oci-regtoken')),
+      // The one OCI stack with a release: v1 read blob by blob with a token from the realm.
+      csctlStack('oci-docker', ['v1'], oci(tokenRegistry, 'oci-docker')),
+      // v2 of the same stack, from its GitHub release assets.
+      csctlStack('gh-assets', ['v2'], {
+        github: { owner: 'acme', repo: 'stacks', secretRef: { name: 'github-token' } },
+      }),
+    );
     for (const s of stacks) await client.create(s);
     const closed = await freePort();
     await client.create(workloadKubeconfigSecret(ns, 'c1', fakeKubeconfig(closed)) as KubeObject);
@@ -218,6 +309,8 @@ describe('credentials appear in no log line, Event, status, Flux object or fleet
   after(async () => {
     await controller?.stop();
     await gh?.stop();
+    await basicRegistry?.stop();
+    await tokenRegistry?.stop();
     await releaseAddonNamespace(client, ns);
     client.close();
     rmSync(work, { recursive: true, force: true });
@@ -239,6 +332,39 @@ describe('credentials appear in no log line, Event, status, Flux object or fleet
       assert.ok(
         gh.log.some((r) => r.authorization.includes(GITHUB_TOKEN) && r.status === 200),
         'the token was sent to the GitHub API',
+      );
+      await waitFor('the basic-auth registry lists', async () =>
+        (await stackCondition('oci-basic', 'SourceReady'))?.status === 'True' ? true : undefined,
+      );
+      await waitFor('the wrong registry password: AuthenticationFailed', async () =>
+        (await stackCondition('oci-wrong', 'SourceReady'))?.reason === 'AuthenticationFailed'
+          ? true
+          : undefined,
+      );
+      await waitFor('the refused registry token: AuthenticationFailed', async () =>
+        (await stackCondition('oci-regtoken', 'SourceReady'))?.reason === 'AuthenticationFailed'
+          ? true
+          : undefined,
+      );
+      const pinned = async (version: string, pattern: RegExp) =>
+        waitFor(`${csoferrolTag(version)} read and pinned`, async () => {
+          const r = await client.get<KubeObject & { status?: { commit?: string } }>(
+            API_VERSION,
+            'ClusterStackRelease',
+            csoferrolTag(version),
+            ns,
+          );
+          return pattern.test(r?.status?.commit ?? '') ? true : undefined;
+        });
+      await pinned('v1', /^sha256:[0-9a-f]{64}$/);
+      assert.ok(
+        tokenRegistry.tokenServer?.requests.some((r) => r.user === OCI_USER && r.status === 200),
+        'the dockerconfigjson credentials got a token at the realm',
+      );
+      await pinned('v2', /^github-assets:sha256:[0-9a-f]{64}$/);
+      assert.ok(
+        gh.log.some((r) => r.path.includes('/releases/assets/') && r.authorization.includes(GITHUB_TOKEN)),
+        'the release assets were read with the token',
       );
       await waitFor('the fleet commit pushed with the fleet Secret', async () => {
         const a = await client.get<Obj & { status?: { fleetCommit?: string } }>(
@@ -268,6 +394,8 @@ describe('credentials appear in no log line, Event, status, Flux object or fleet
         ['git-auth', 'git password (base64)'],
         ['github-token', 'GitHub token (base64)'],
         ['c1-kubeconfig', 'Cluster kubeconfig token'],
+        ['oci-basic', 'OCI password (base64)'],
+        ['oci-docker', 'dockerconfigjson'],
       ] as const) {
         const obj = await client.get<KubeObject & { data?: Record<string, string> }>(
           'v1',

@@ -25,6 +25,7 @@ import {
   releaseAddonNamespace,
   releaseReaders,
   sleep,
+  sourceReadiness,
   waitFor,
 } from '../support/e2e.ts';
 import { uniqueName } from '../support/env.ts';
@@ -53,18 +54,7 @@ async function step(fn: () => Promise<void>): Promise<void> {
 const stack = (): Promise<CS | undefined> => client.get<CS>(API_VERSION, 'ClusterStack', 'ferrol', ns);
 const releasesPath = (r: GitHubRequest): boolean => /\/releases/.test(r.path);
 
-async function sourceFalse(reason: string): Promise<string> {
-  return waitFor(`SourceReady=False ${reason}`, async () => {
-    const c = cond(await stack(), 'SourceReady');
-    return c?.status === 'False' && c.reason === reason ? (c.message ?? '') : undefined;
-  });
-}
-
-async function sourceRecovered(): Promise<void> {
-  await waitFor('SourceReady=True again', async () =>
-    cond(await stack(), 'SourceReady')?.status === 'True' ? true : undefined,
-  );
-}
+const { failed: sourceFalse, recovered: sourceRecovered } = sourceReadiness(stack);
 
 /** Both releases exist and neither is being deleted. */
 async function bothKept(): Promise<void> {

@@ -11,6 +11,7 @@ import { parseReleaseTag } from '../../controller/releases/tags.ts';
 import { binaryFilesOf } from '../../controller/releases/tree.ts';
 import type { KubeObject } from '../../controller/runtime/client.ts';
 import { readStackDir } from '../../hack/lib/stack-dir.ts';
+import { packageCsctlRelease } from './csctl-assets.ts';
 import { CAPI, git, ROOT } from './e2e.ts';
 import { csoAddonReference } from './goengine.ts';
 
@@ -61,6 +62,18 @@ export function servedClusterClass(dir: string): void {
   writeFileSync(join(dir, 'cluster-class', 'templates', 'cluster-class.yaml'), V1BETA2_CLASS);
   const helpers = join(dir, 'cluster-class', 'templates', '_helpers.tpl');
   writeFileSync(helpers, readFileSync(helpers, 'utf8') + TEMPLATE_REF_HELPER);
+}
+
+/**
+ * The csctl example stack docker-csoferrol-1-30 (its ClusterClass as the test environment serves
+ * it) packaged as `csctl create` does, for tests that publish it as assets (GitHub, OCI); the
+ * stack is copied to <work>/stack-<version>.
+ */
+export function packageCsoferrolRelease(work: string, version: string): Map<string, Uint8Array> {
+  const stackCopy = join(work, `stack-${version}`);
+  cpSync(join(ROOT, 'stacks', 'docker-csoferrol-1-30'), stackCopy, { recursive: true });
+  servedClusterClass(stackCopy);
+  return packageCsctlRelease(stackCopy, version);
 }
 
 /**

@@ -283,6 +283,23 @@ export function releaseReaders(client: KubeClient, ns: string) {
   };
 }
 
+/** Waits on a ClusterStack's SourceReady condition (the fault tests: a fault named, then gone). */
+export function sourceReadiness(get: () => Promise<{ status?: { conditions?: Cond[] } } | undefined>) {
+  return {
+    /** Resolves with the message once SourceReady is False with `reason`. */
+    failed: (reason: string): Promise<string> =>
+      waitFor(`SourceReady=False ${reason}`, async () => {
+        const c = cond(await get(), 'SourceReady');
+        return c?.status === 'False' && c.reason === reason ? (c.message ?? '') : undefined;
+      }),
+    recovered: async (): Promise<void> => {
+      await waitFor('SourceReady=True again', async () =>
+        cond(await get(), 'SourceReady')?.status === 'True' ? true : undefined,
+      );
+    },
+  };
+}
+
 /**
  * Waits until the ClusterStack's status records a reconcile that saw `latest` Ready and kept
  * `inUse` because a Cluster uses it (the same reconcile would have deleted it otherwise), then

@@ -86,8 +86,12 @@ export class OciFaultProxy {
     this.#ca = ca;
   }
 
-  /** A proxy forwarding to `upstream` (https:// or http:// base URL); `ca`: PEM the upstream's certificate chains to. */
-  static async start(upstream: string, ca?: string): Promise<OciFaultProxy> {
+  /**
+   * A proxy forwarding to `upstream` (https:// or http:// base URL); `ca`: PEM the upstream's
+   * certificate chains to; `port`: listen there (a stopped proxy started again on its port is a
+   * registry that was down and is back at the same address), default any free port.
+   */
+  static async start(upstream: string, ca?: string, port = 0): Promise<OciFaultProxy> {
     const p = new OciFaultProxy(upstream, ca);
     const server = createServer((req, res) => p.#handle(req, res));
     server.on('connection', (s) => {
@@ -97,7 +101,7 @@ export class OciFaultProxy {
         p.#sockets.delete(s);
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     const addr = server.address();
     p.#server = server;
     p.host = `127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;

@@ -286,7 +286,7 @@ describe('OCI source, anonymous registry over HTTPS', () => {
     assert.equal(tree.get('metadata.yaml'), 'first\n');
   });
 
-  it('a flipped byte in a blob is InvalidRelease naming the asset and its digest', async () => {
+  it('a flipped byte in a blob is DigestMismatch (not a verdict: read again) naming the asset and its digest', async () => {
     const digest = await pushRelease(registry.url, repo, 'docker-ferrol-1-30-v40', ASSETS);
     flipDigest = sha256Digest(TGZ);
     try {
@@ -300,7 +300,7 @@ describe('OCI source, anonymous registry over HTTPS', () => {
         o,
       ).catch((e: unknown) => e);
       assert.ok(err instanceof SourceError, String(err));
-      assert.equal(err.reason, 'InvalidRelease');
+      assert.equal(err.reason, 'DigestMismatch');
       assert.match(
         err.message,
         new RegExp(`layer docker-ferrol-1-30-cluster-class-v1\\.tgz \\(${flipDigest}\\): content has digest`),

@@ -144,6 +144,18 @@ describe('reconcileClusterStackRelease', () => {
     assert.equal(cond(r, 'Reconciling')?.reason, 'ArtifactNotReady');
   });
 
+  it('a failed read names its reason and the commit (no verdict: Ready Unknown), nothing applied', () => {
+    const digest = `sha256:${'a'.repeat(64)}`;
+    const r = run({ stack: undefined, commit: digest, fetchFailure: { reason: 'DigestMismatch' } });
+    assert.equal(r.kustomization, undefined);
+    for (const type of ['Ready', 'Reconciling']) {
+      const c = cond(r, type);
+      assert.equal(c?.reason, 'DigestMismatch', type);
+      assert.ok(c?.message?.includes(`at ${digest} failed (DigestMismatch)`), `${type}: ${c?.message}`);
+    }
+    assert.equal(cond(r, 'Ready')?.status, 'Unknown');
+  });
+
   it('acceptance 7: an invalid stack.yaml → Ready=False with the reason, no Kustomization', () => {
     const r = run({
       stack: {
