@@ -5,6 +5,7 @@
 //   soak               stackflux under churn for --minutes (default 30), RSS slope (soak.ts; --help)
 //   heap               the informer caches' heap per Cluster, no API server (heap.ts; --help)
 //   render             render per Cluster, native stack against csctl stack, no API server (render.ts)
+//   preview            `stackflux preview` of a fleet against the fan-out's render, per Cluster (preview.ts; --help)
 //   hostile            issue 22's hostile inputs at once while a benign tenant changes values (hostile.ts; --help)
 const [scenario = 'runtime', ...args] = process.argv.slice(2);
 if (scenario === 'runtime') {
@@ -21,12 +22,15 @@ if (scenario === 'runtime') {
 } else if (scenario === 'render') {
   const { runRenderBench } = await import('./render.ts');
   process.exitCode = await runRenderBench(args);
+} else if (scenario === 'preview') {
+  const { runPreviewBench } = await import('./preview.ts');
+  process.exitCode = await runPreviewBench(args);
 } else if (scenario === 'hostile') {
   const { runHostileBench } = await import('./hostile.ts');
   process.exitCode = await runHostileBench(args);
 } else {
   process.stderr.write(
-    `unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, render, hostile)\n`,
+    `unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, render, preview, hostile)\n`,
   );
   process.exitCode = 2;
 }
