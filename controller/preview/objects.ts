@@ -91,10 +91,25 @@ function shown(value: unknown, other: unknown, after: boolean): string {
   return canonicalYaml(maskSecret(value, other, after));
 }
 
+/** Addons whose files are the same, path for path and byte for byte, in both versions of a branch. */
+function sameAddons(before: BranchFiles, after: BranchFiles): Set<string> {
+  const differ = new Set<string>();
+  for (const [path, text] of before) if (after.get(path) !== text) differ.add(addonOfPath(path));
+  for (const path of after.keys()) if (!before.has(path)) differ.add(addonOfPath(path));
+  return new Set([...addonsOf(before)].filter((a) => !differ.has(a)));
+}
+
+function withoutAddons(files: BranchFiles, addons: ReadonlySet<string>): BranchFiles {
+  return new Map([...files].filter(([path]) => !addons.has(addonOfPath(path))));
+}
+
 /** The objects added, changed and removed between two versions of a branch, sorted. */
 export function diffBranchObjects(before: BranchFiles, after: BranchFiles): ObjectChange[] {
-  const a = branchObjects(before);
-  const b = branchObjects(after);
+  // Objects are keyed by addon: an addon whose files did not change has no changed object, and
+  // its files need no parsing (most of a branch, when a release changes one addon).
+  const same = sameAddons(before, after);
+  const a = branchObjects(withoutAddons(before, same));
+  const b = branchObjects(withoutAddons(after, same));
   const out: ObjectChange[] = [];
   for (const key of [...new Set([...a.keys(), ...b.keys()])].sort(compareStrings)) {
     const was = a.get(key);

@@ -1,0 +1,49 @@
+// diffBranchObjects leaves out addons whose files did not change (controller/preview/objects.ts):
+// the objects it reports must be those of a diff of every object, which the cases below spell out.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { diffBranchObjects } from '../../../controller/preview/objects.ts';
+
+const cm = (name: string, v: string) =>
+  `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\n  namespace: kube-system\ndata:\n  v: "${v}"\n`;
+
+describe('preview object diff: unchanged addons left out', () => {
+  it('reports only the changed addon when another addon is the same byte for byte', () => {
+    const before = new Map([
+      ['cni/cm.yaml', cm('cni', '1')],
+      ['metrics/cm.yaml', cm('metrics', '1')],
+    ]);
+    const after = new Map([
+      ['cni/cm.yaml', cm('cni', '2')],
+      ['metrics/cm.yaml', cm('metrics', '1')],
+    ]);
+    assert.deepEqual(
+      diffBranchObjects(before, after).map((c) => [c.addon, c.id, c.change]),
+      [['cni', 'v1 ConfigMap kube-system/cni', 'changed']],
+    );
+  });
+
+  it('an object moved to another file of its addon is no change; a file added to an unchanged-looking addon is seen', () => {
+    const before = new Map([
+      ['cni/a.yaml', cm('cni', '1')],
+      ['metrics/cm.yaml', cm('metrics', '1')],
+    ]);
+    const moved = new Map([
+      ['cni/b.yaml', cm('cni', '1')],
+      ['metrics/cm.yaml', cm('metrics', '1')],
+    ]);
+    assert.deepEqual(diffBranchObjects(before, moved), []);
+    // The same files plus one that redefines the object (a later duplicate wins, as kubectl applies it).
+    const redefined = new Map([...before, ['metrics/z.yaml', cm('metrics', '2')]]);
+    assert.deepEqual(
+      diffBranchObjects(before, redefined).map((c) => [c.addon, c.id, c.change]),
+      [['metrics', 'v1 ConfigMap kube-system/metrics', 'changed']],
+    );
+    // An addon whose only file is gone is removed.
+    const removed = new Map([['cni/a.yaml', cm('cni', '1')]]);
+    assert.deepEqual(
+      diffBranchObjects(before, removed).map((c) => [c.addon, c.change]),
+      [['metrics', 'removed']],
+    );
+  });
+});
