@@ -43,6 +43,8 @@ const usage = `Usage: npm run bench -- preview [flags]
   --stackflux FILE      run this bin/stackflux.js as it is
   --out FILE            JSON results (default bench-results/preview-<date>.json)
   --timeout-minutes M   give up on one wait after M minutes (default 30)
+  --profile DIR         also write a V8 CPU profile of the preview process into DIR (its CPU then
+                        includes the profiler's)
 `;
 
 /** What one preview run cost, as measured from outside the process. */
@@ -116,6 +118,7 @@ async function runPreview(
   bin: string,
   args: string[],
   work: string,
+  nodeFlags: string[],
 ): Promise<{ cost: PreviewCost; report: unknown; exitCode: number | null; stderr: string }> {
   const [outFile, errFile, timeFile] = ['preview.json', 'preview.err', 'preview.time'].map((f) =>
     join(work, f),
@@ -123,7 +126,16 @@ async function runPreview(
   const engine = locateGoEngine();
   const child = spawn(
     '/usr/bin/time',
-    ['-f', 'STACKFLUX_BENCH_TIME %e %U %S', '-o', timeFile as string, process.execPath, bin, ...args],
+    [
+      '-f',
+      'STACKFLUX_BENCH_TIME %e %U %S',
+      '-o',
+      timeFile as string,
+      process.execPath,
+      ...nodeFlags,
+      bin,
+      ...args,
+    ],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, ...('path' in engine ? { STACKFLUX_GO_ENGINE: engine.path } : {}) },
@@ -209,7 +221,10 @@ export async function runPreviewBench(argv: string[]): Promise<number> {
     process.stdout.write(usage);
     return 0;
   }
-  const o = options([...argv, '--scenarios', 'fanout', '--no-baseline'], {
+  const at = argv.indexOf('--profile');
+  const profileDir = at >= 0 ? argv[at + 1] : undefined;
+  const fleetArgs = at >= 0 ? [...argv.slice(0, at), ...argv.slice(at + 2)] : argv;
+  const o = options([...fleetArgs, '--scenarios', 'fanout', '--no-baseline'], {
     clusters: '1000',
     outPrefix: 'preview',
   });
@@ -265,6 +280,7 @@ export async function runPreviewBench(argv: string[]): Promise<number> {
             'json',
           ],
           f.work,
+          profileDir !== undefined ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
         );
         const r = report as PreviewReport | undefined;
         run.preview = { ...cost, exitCode, groups: r?.groups?.length, failedClusters: r?.failed };
