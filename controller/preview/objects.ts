@@ -91,6 +91,15 @@ function shown(value: unknown, other: unknown, after: boolean): string {
   return canonicalYaml(maskSecret(value, other, after));
 }
 
+/**
+ * Whether two parsed objects are the same object. Equal JSON is equal content (the cheap test that
+ * settles most objects of a changed addon); otherwise key order may still differ, which canonical
+ * YAML (keys sorted) does not see.
+ */
+function sameValue(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b) || canonicalYaml(a) === canonicalYaml(b);
+}
+
 /** Addons whose files are the same, path for path and byte for byte, in both versions of a branch. */
 function sameAddons(before: BranchFiles, after: BranchFiles): Set<string> {
   const differ = new Set<string>();
@@ -115,8 +124,7 @@ export function diffBranchObjects(before: BranchFiles, after: BranchFiles): Obje
     const was = a.get(key);
     const now = b.get(key);
     const ref = (now ?? was) as BranchObject;
-    if (was !== undefined && now !== undefined && canonicalYaml(was.value) === canonicalYaml(now.value))
-      continue;
+    if (was !== undefined && now !== undefined && sameValue(was.value, now.value)) continue;
     const values =
       was !== undefined && now !== undefined ? helmValuesChanged(was.value, now.value) : undefined;
     out.push({

@@ -47,3 +47,21 @@ describe('preview object diff: unchanged addons left out', () => {
     );
   });
 });
+
+describe('preview object diff: the same object', () => {
+  it('is the same with its keys in another order, and changed when one value differs', () => {
+    const a = 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: "1"\n  b: "2"\n';
+    const reordered = 'kind: ConfigMap\napiVersion: v1\ndata:\n  b: "2"\n  a: "1"\nmetadata:\n  name: x\n';
+    assert.deepEqual(
+      diffBranchObjects(new Map([['cni/a.yaml', a]]), new Map([['cni/a.yaml', reordered]])),
+      [],
+    );
+    const changed = reordered.replace('b: "2"', 'b: "3"');
+    assert.deepEqual(
+      diffBranchObjects(new Map([['cni/a.yaml', a]]), new Map([['cni/a.yaml', changed]])).map(
+        (c) => c.change,
+      ),
+      ['changed'],
+    );
+  });
+});
