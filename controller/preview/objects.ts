@@ -35,17 +35,36 @@ export function addonOfPath(path: string): string {
   return path.split('/')[0] ?? path;
 }
 
+type Parsed = ReturnType<typeof parseObjects> | undefined;
+
+/**
+ * Files parsed, by path and text, shared by the diffs of one preview: the files an addon renders
+ * the same for every Cluster (and the unchanged files of a changed addon, on both sides) are parsed
+ * once. Parsed objects are only read, never changed. Emptied when it grows past MAX_PARSED.
+ */
+export type ParsedFiles = Map<string, Parsed>;
+const MAX_PARSED = 10_000;
+
+function parseFile(path: string, text: string, memo: ParsedFiles): Parsed {
+  const key = `${path}\0${text}`;
+  if (memo.has(key)) return memo.get(key);
+  let objects: Parsed;
+  try {
+    objects = parseObjects(path, text);
+  } catch {
+    objects = undefined;
+  }
+  if (memo.size >= MAX_PARSED) memo.clear();
+  memo.set(key, objects);
+  return objects;
+}
+
 /** Every object of a branch, keyed `<addon>\t<id>` (a later duplicate wins, as kubectl applies it). */
-export function branchObjects(files: BranchFiles): Map<string, BranchObject> {
+export function branchObjects(files: BranchFiles, memo: ParsedFiles = new Map()): Map<string, BranchObject> {
   const out = new Map<string, BranchObject>();
   for (const [path, text] of [...files].sort(([a], [b]) => compareStrings(a, b))) {
     const addon = addonOfPath(path);
-    let objects: ReturnType<typeof parseObjects> | undefined;
-    try {
-      objects = parseObjects(path, text);
-    } catch {
-      objects = undefined;
-    }
+    const objects = parseFile(path, text, memo);
     if (objects === undefined || objects.length === 0) {
       const id = `file ${path}`;
       out.set(`${addon}\t${id}`, { addon, id, value: text });
@@ -113,12 +132,16 @@ function withoutAddons(files: BranchFiles, addons: ReadonlySet<string>): BranchF
 }
 
 /** The objects added, changed and removed between two versions of a branch, sorted. */
-export function diffBranchObjects(before: BranchFiles, after: BranchFiles): ObjectChange[] {
+export function diffBranchObjects(
+  before: BranchFiles,
+  after: BranchFiles,
+  parsed: ParsedFiles = new Map(),
+): ObjectChange[] {
   // Objects are keyed by addon: an addon whose files did not change has no changed object, and
   // its files need no parsing (most of a branch, when a release changes one addon).
   const same = sameAddons(before, after);
-  const a = branchObjects(withoutAddons(before, same));
-  const b = branchObjects(withoutAddons(after, same));
+  const a = branchObjects(withoutAddons(before, same), parsed);
+  const b = branchObjects(withoutAddons(after, same), parsed);
   const out: ObjectChange[] = [];
   for (const key of [...new Set([...a.keys(), ...b.keys()])].sort(compareStrings)) {
     const was = a.get(key);

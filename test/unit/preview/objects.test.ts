@@ -65,3 +65,23 @@ describe('preview object diff: the same object', () => {
     );
   });
 });
+
+describe('preview object diff: files parsed once per preview', () => {
+  it('gives with a memo shared by many Clusters what it gives without one', () => {
+    const notYaml = 'a: [\n';
+    const branch = (cluster: string, v: string) =>
+      new Map([
+        ['cni/cm.yaml', cm(cluster, v)],
+        ['cni/rbac.yaml', cm('shared', '1')],
+        ['cni/broken.yaml', notYaml],
+        ['metrics/broken.yaml', notYaml],
+      ]);
+    const memo = new Map();
+    for (const cluster of ['c1', 'c2', 'c1']) {
+      const before = branch(cluster, '1');
+      const after = new Map([...branch(cluster, '2'), ['metrics/broken.yaml', 'b: 1\n']]);
+      assert.deepEqual(diffBranchObjects(before, after, memo), diffBranchObjects(before, after));
+    }
+    assert.ok(memo.size > 0);
+  });
+});
