@@ -104,10 +104,24 @@ export function maskSecret(value: unknown, other: unknown, markChanged = false):
   return masked;
 }
 
-function shown(value: unknown, other: unknown, after: boolean): string {
+function shown(value: unknown, other: unknown, after: boolean, canonical = canonicalYaml): string {
   if (value === undefined) return '';
   if (typeof value === 'string') return value;
-  return canonicalYaml(maskSecret(value, other, after));
+  return canonical(maskSecret(value, other, after));
+}
+
+/** canonicalYaml of each object once (a changed object is compared, then shown). */
+function canonicalOnce(): (v: unknown) => string {
+  const seen = new Map<unknown, string>();
+  return (v) => {
+    if (!isRecord(v)) return canonicalYaml(v);
+    let text = seen.get(v);
+    if (text === undefined) {
+      text = canonicalYaml(v);
+      seen.set(v, text);
+    }
+    return text;
+  };
 }
 
 /**
@@ -115,8 +129,8 @@ function shown(value: unknown, other: unknown, after: boolean): string {
  * settles most objects of a changed addon); otherwise key order may still differ, which canonical
  * YAML (keys sorted) does not see.
  */
-function sameValue(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b) || canonicalYaml(a) === canonicalYaml(b);
+function sameValue(a: unknown, b: unknown, canonical = canonicalYaml): boolean {
+  return JSON.stringify(a) === JSON.stringify(b) || canonical(a) === canonical(b);
 }
 
 /** Addons whose files are the same, path for path and byte for byte, in both versions of a branch. */
@@ -142,20 +156,21 @@ export function diffBranchObjects(
   const same = sameAddons(before, after);
   const a = branchObjects(withoutAddons(before, same), parsed);
   const b = branchObjects(withoutAddons(after, same), parsed);
+  const canonical = canonicalOnce();
   const out: ObjectChange[] = [];
   for (const key of [...new Set([...a.keys(), ...b.keys()])].sort(compareStrings)) {
     const was = a.get(key);
     const now = b.get(key);
     const ref = (now ?? was) as BranchObject;
-    if (was !== undefined && now !== undefined && sameValue(was.value, now.value)) continue;
+    if (was !== undefined && now !== undefined && sameValue(was.value, now.value, canonical)) continue;
     const values =
       was !== undefined && now !== undefined ? helmValuesChanged(was.value, now.value) : undefined;
     out.push({
       addon: ref.addon,
       id: ref.id,
       change: was === undefined ? 'added' : now === undefined ? 'removed' : 'changed',
-      before: shown(was?.value, now?.value, false),
-      after: shown(now?.value, was?.value, true),
+      before: shown(was?.value, now?.value, false, canonical),
+      after: shown(now?.value, was?.value, true, canonical),
       ...(values !== undefined ? { values } : {}),
     });
   }
