@@ -20,7 +20,7 @@ import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { mapTreePaths } from '../releases/tree.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import { releaseTreeKey, withReleaseChartDependencies } from '../sources/chartrepo.ts';
-import { type GitCredentials, gitEnv, scrub } from '../sources/git.ts';
+import { type GitCredentials, gitEnv, parseCatFileBatch as parseObjects, scrub } from '../sources/git.ts';
 import { GitHubReleases } from '../sources/github.ts';
 import { OciClient } from '../sources/oci.ts';
 import { type ReleaseSources, releaseTreeFetcher, sourceTagLister } from '../sources/releasetree.ts';
@@ -310,6 +310,57 @@ function parseCatFileBatch(out: Buffer): Map<string, string> {
   return blobs;
 }
 
+/** The entries of a git tree object: mode, name, and the object's id in hex. */
+export function parseTreeObject(tree: Buffer, idBytes: number): { mode: string; name: string; id: string }[] {
+  const entries: { mode: string; name: string; id: string }[] = [];
+  let at = 0;
+  while (at < tree.length) {
+    const space = tree.indexOf(0x20, at);
+    const nul = tree.indexOf(0, space);
+    if (space < 0 || nul < 0 || nul + 1 + idBytes > tree.length) throw new Error('malformed git tree object');
+    entries.push({
+      mode: tree.subarray(at, space).toString('latin1'),
+      name: tree.subarray(space + 1, nul).toString('utf8'),
+      id: tree.subarray(nul + 1, nul + 1 + idBytes).toString('hex'),
+    });
+    at = nul + 1 + idBytes;
+  }
+  return entries;
+}
+
+/**
+ * Every blob of every branch as `git ls-tree -r` lists them (`<branch>/<path>`, in its order;
+ * submodules left out), reading the trees with one `catFile` call per tree depth instead of one
+ * `git ls-tree` process per branch: a preview of 1,000 Clusters reads 1,000 branches.
+ */
+export function branchBlobs(
+  branches: readonly string[],
+  catFile: (names: string[]) => Buffer[],
+  idBytes: number,
+): { path: string; id: string }[] {
+  const trees = new Map<string, ReturnType<typeof parseTreeObject>>();
+  let wanted = [...new Set(branches.map((b) => `refs/heads/${b}^{tree}`))];
+  while (wanted.length > 0) {
+    const contents = catFile(wanted);
+    const next = new Set<string>();
+    wanted.forEach((name, i) => {
+      const entries = parseTreeObject(contents[i] ?? Buffer.alloc(0), idBytes);
+      trees.set(name, entries);
+      for (const e of entries) if (e.mode === '40000' && !trees.has(e.id)) next.add(e.id);
+    });
+    wanted = [...next];
+  }
+  const out: { path: string; id: string }[] = [];
+  const walk = (name: string, prefix: string): void => {
+    for (const e of trees.get(name) ?? []) {
+      if (e.mode === '40000') walk(e.id, `${prefix}${e.name}/`);
+      else if (e.mode !== '160000') out.push({ path: `${prefix}${e.name}`, id: e.id });
+    }
+  };
+  for (const b of branches) walk(`refs/heads/${b}^{tree}`, `${b}/`);
+  return out;
+}
+
 /**
  * Every branch under the prefix with its files, keyed `<branch>/<path on the branch>` (one shallow
  * fetch into a scratch bare repository; no checkout).
@@ -346,16 +397,17 @@ async function readFleet(
         .map((r) => r.split(' ') as [string, string])
         .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
     );
-    const entries: { path: string; id: string }[] = [];
-    for (const branch of tips.keys()) {
-      for (const line of (await git('ls-tree', '-r', '-z', `refs/heads/${branch}`)).split('\0')) {
-        const tab = line.indexOf('\t');
-        if (tab < 0) continue;
-        const [, type, id] = line.slice(0, tab).split(' ');
-        if (type === 'blob' && id !== undefined)
-          entries.push({ path: `${branch}/${line.slice(tab + 1)}`, id });
-      }
-    }
+    const idBytes = (tips.values().next().value?.length ?? 40) / 2;
+    const catFile = (names: string[]): Buffer[] =>
+      parseObjects(
+        execFileSync('git', ['--git-dir', dir, 'cat-file', '--batch'], {
+          env,
+          input: `${names.join('\n')}\n`,
+          maxBuffer: 1 << 30,
+        }),
+        names.length,
+      );
+    const entries = branchBlobs([...tips.keys()], catFile, idBytes);
     const ids = [...new Set(entries.map((e) => e.id))];
     const blobs =
       ids.length === 0

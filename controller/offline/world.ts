@@ -61,6 +61,12 @@ export class World {
   readonly now: Date;
   /** uids of objects removed here (garbage collection of their dependents). */
   private readonly removedUids = new Set<string>();
+  /**
+   * The fleet's paths, sorted, built on first use and kept by writeBranch (the only writer of
+   * `fleet`): a branch's files are one range of it, not a scan and sort of every branch's files
+   * per branch read (a preview of 1,000 Clusters reads 1,000 branches).
+   */
+  private sortedFleetPaths: string[] | undefined;
 
   constructor(
     snapshot: Pick<Snapshot, 'objects' | 'fleet'> & Partial<Pick<Snapshot, 'fleetTips'>>,
@@ -215,11 +221,30 @@ export class World {
   /** The files of one branch (path on the branch → content), sorted; empty when it does not exist. */
   branchFiles(branch: string): Map<string, string> {
     const base = `${branch}/`;
+    const paths = this.fleetPaths();
+    const [lo, hi] = this.branchRange(base);
     const files = new Map<string, string>();
-    for (const [path, text] of [...this.fleet].sort(([a], [b]) => compareStrings(a, b))) {
-      if (path.startsWith(base)) files.set(path.slice(base.length), text);
-    }
+    for (const path of paths.slice(lo, hi)) files.set(path.slice(base.length), this.fleet.get(path) ?? '');
     return files;
+  }
+
+  private fleetPaths(): string[] {
+    this.sortedFleetPaths ??= [...this.fleet.keys()].sort(compareStrings);
+    return this.sortedFleetPaths;
+  }
+
+  /** Where the paths under `base` are in fleetPaths(): a binary search for the first, then the run. */
+  private branchRange(base: string): [number, number] {
+    const paths = this.fleetPaths();
+    let [lo, hi] = [0, paths.length];
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((paths[mid] as string) < base) lo = mid + 1;
+      else hi = mid;
+    }
+    let end = lo;
+    while (end < paths.length && (paths[end] as string).startsWith(base)) end++;
+    return [lo, end];
   }
 
   /**
@@ -244,7 +269,12 @@ export class World {
   writeBranch(branch: string, files: ReadonlyMap<string, string> | null): void {
     const base = `${branch}/`;
     this.fleetTips.delete(branch);
-    for (const path of [...this.fleet.keys()]) if (path.startsWith(base)) this.fleet.delete(path);
+    const [lo, hi] = this.branchRange(base);
+    const paths = this.fleetPaths();
+    for (const path of paths.slice(lo, hi)) this.fleet.delete(path);
+    const written = files === null ? [] : [...files.keys()].map((f) => `${base}${f}`).sort(compareStrings);
     if (files !== null) for (const [f, text] of files) this.fleet.set(`${base}${f}`, text);
+    // Every path under base sorts between the neighbours of the old run: the index stays sorted.
+    paths.splice(lo, hi - lo, ...written);
   }
 }

@@ -37,7 +37,7 @@ import type { TenancyPolicy } from '../releases/tenancy.ts';
 import type { SyncGoEngine } from '../rendering/clusterclass.ts';
 import type { AddonRenderer, PlainObject } from '../rendering/index.ts';
 import { type ClassDiff, diffClusterClass } from './clusterclass.ts';
-import { addonsOf, diffBranchObjects, type ObjectChange } from './objects.ts';
+import { addonsOf, diffBranchObjects, type ObjectChange, type ParsedFiles } from './objects.ts';
 
 /** One Cluster as the controller sees it. */
 export interface PreviewClusterInput {
@@ -331,6 +331,7 @@ export function previewRelease(input: PreviewInput): PreviewResult {
   const selected = stackClusters(input, candidate).sort(
     (a, b) => compareStrings(a.namespace, b.namespace) || compareStrings(a.name, b.name),
   );
+  const parsedFiles: ParsedFiles = new Map();
   for (const s of selected) {
     const rendered = renderMoved(
       input,
@@ -339,7 +340,8 @@ export function previewRelease(input: PreviewInput): PreviewResult {
       release,
     );
     const after = rendered.files ?? s.input.branch;
-    const objects = rendered.failure === undefined ? diffBranchObjects(s.input.branch, after) : [];
+    const objects =
+      rendered.failure === undefined ? diffBranchObjects(s.input.branch, after, parsedFiles) : [];
     const before = addonsOf(s.input.branch);
     const now = addonsOf(after);
     const preview: Omit<ClusterPreview, 'group'> = {

@@ -35,17 +35,36 @@ export function addonOfPath(path: string): string {
   return path.split('/')[0] ?? path;
 }
 
+type Parsed = ReturnType<typeof parseObjects> | undefined;
+
+/**
+ * Files parsed, by path and text, shared by the diffs of one preview: the files an addon renders
+ * the same for every Cluster (and the unchanged files of a changed addon, on both sides) are parsed
+ * once. Parsed objects are only read, never changed. Emptied when it grows past MAX_PARSED.
+ */
+export type ParsedFiles = Map<string, Parsed>;
+const MAX_PARSED = 10_000;
+
+function parseFile(path: string, text: string, memo: ParsedFiles): Parsed {
+  const key = `${path}\0${text}`;
+  if (memo.has(key)) return memo.get(key);
+  let objects: Parsed;
+  try {
+    objects = parseObjects(path, text);
+  } catch {
+    objects = undefined;
+  }
+  if (memo.size >= MAX_PARSED) memo.clear();
+  memo.set(key, objects);
+  return objects;
+}
+
 /** Every object of a branch, keyed `<addon>\t<id>` (a later duplicate wins, as kubectl applies it). */
-export function branchObjects(files: BranchFiles): Map<string, BranchObject> {
+export function branchObjects(files: BranchFiles, memo: ParsedFiles = new Map()): Map<string, BranchObject> {
   const out = new Map<string, BranchObject>();
   for (const [path, text] of [...files].sort(([a], [b]) => compareStrings(a, b))) {
     const addon = addonOfPath(path);
-    let objects: ReturnType<typeof parseObjects> | undefined;
-    try {
-      objects = parseObjects(path, text);
-    } catch {
-      objects = undefined;
-    }
+    const objects = parseFile(path, text, memo);
     if (objects === undefined || objects.length === 0) {
       const id = `file ${path}`;
       out.set(`${addon}\t${id}`, { addon, id, value: text });
@@ -85,31 +104,73 @@ export function maskSecret(value: unknown, other: unknown, markChanged = false):
   return masked;
 }
 
-function shown(value: unknown, other: unknown, after: boolean): string {
+function shown(value: unknown, other: unknown, after: boolean, canonical = canonicalYaml): string {
   if (value === undefined) return '';
   if (typeof value === 'string') return value;
-  return canonicalYaml(maskSecret(value, other, after));
+  return canonical(maskSecret(value, other, after));
+}
+
+/** canonicalYaml of each object once (a changed object is compared, then shown). */
+function canonicalOnce(): (v: unknown) => string {
+  const seen = new Map<unknown, string>();
+  return (v) => {
+    if (!isRecord(v)) return canonicalYaml(v);
+    let text = seen.get(v);
+    if (text === undefined) {
+      text = canonicalYaml(v);
+      seen.set(v, text);
+    }
+    return text;
+  };
+}
+
+/**
+ * Whether two parsed objects are the same object. Equal JSON is equal content (the cheap test that
+ * settles most objects of a changed addon); otherwise key order may still differ, which canonical
+ * YAML (keys sorted) does not see.
+ */
+function sameValue(a: unknown, b: unknown, canonical = canonicalYaml): boolean {
+  return JSON.stringify(a) === JSON.stringify(b) || canonical(a) === canonical(b);
+}
+
+/** Addons whose files are the same, path for path and byte for byte, in both versions of a branch. */
+function sameAddons(before: BranchFiles, after: BranchFiles): Set<string> {
+  const differ = new Set<string>();
+  for (const [path, text] of before) if (after.get(path) !== text) differ.add(addonOfPath(path));
+  for (const path of after.keys()) if (!before.has(path)) differ.add(addonOfPath(path));
+  return new Set([...addonsOf(before)].filter((a) => !differ.has(a)));
+}
+
+function withoutAddons(files: BranchFiles, addons: ReadonlySet<string>): BranchFiles {
+  return new Map([...files].filter(([path]) => !addons.has(addonOfPath(path))));
 }
 
 /** The objects added, changed and removed between two versions of a branch, sorted. */
-export function diffBranchObjects(before: BranchFiles, after: BranchFiles): ObjectChange[] {
-  const a = branchObjects(before);
-  const b = branchObjects(after);
+export function diffBranchObjects(
+  before: BranchFiles,
+  after: BranchFiles,
+  parsed: ParsedFiles = new Map(),
+): ObjectChange[] {
+  // Objects are keyed by addon: an addon whose files did not change has no changed object, and
+  // its files need no parsing (most of a branch, when a release changes one addon).
+  const same = sameAddons(before, after);
+  const a = branchObjects(withoutAddons(before, same), parsed);
+  const b = branchObjects(withoutAddons(after, same), parsed);
+  const canonical = canonicalOnce();
   const out: ObjectChange[] = [];
   for (const key of [...new Set([...a.keys(), ...b.keys()])].sort(compareStrings)) {
     const was = a.get(key);
     const now = b.get(key);
     const ref = (now ?? was) as BranchObject;
-    if (was !== undefined && now !== undefined && canonicalYaml(was.value) === canonicalYaml(now.value))
-      continue;
+    if (was !== undefined && now !== undefined && sameValue(was.value, now.value, canonical)) continue;
     const values =
       was !== undefined && now !== undefined ? helmValuesChanged(was.value, now.value) : undefined;
     out.push({
       addon: ref.addon,
       id: ref.id,
       change: was === undefined ? 'added' : now === undefined ? 'removed' : 'changed',
-      before: shown(was?.value, now?.value, false),
-      after: shown(now?.value, was?.value, true),
+      before: shown(was?.value, now?.value, false, canonical),
+      after: shown(now?.value, was?.value, true, canonical),
       ...(values !== undefined ? { values } : {}),
     });
   }

@@ -52,6 +52,24 @@ export function readReleaseDescription(
   tree: ReleaseTree,
   tag: ReleaseTag,
 ): ValidationResult<StackDescription> {
+  // Every Cluster's reconcile reads its release: a tree (read-only once fetched) is read once per
+  // tag, and each caller gets its own copy (a preview of 1,000 Clusters parsed stack.yaml 1,000 times).
+  let byTag = descriptions.get(tree);
+  if (byTag === undefined) {
+    byTag = new Map();
+    descriptions.set(tree, byTag);
+  }
+  let read = byTag.get(tag.tag);
+  if (read === undefined) {
+    read = describe(tree, tag);
+    byTag.set(tag.tag, read);
+  }
+  return structuredClone(read);
+}
+
+const descriptions = new WeakMap<ReleaseTree, Map<string, ValidationResult<StackDescription>>>();
+
+function describe(tree: ReleaseTree, tag: ReleaseTag): ValidationResult<StackDescription> {
   const format = releaseFormatOf(tree);
   if (format !== undefined) return format.read(tree, tag);
   const native = nativeFormat.read(tree, tag);

@@ -124,7 +124,7 @@ const usage = `Usage: npm run bench -- fleet [flags]
                           another run's at the same rate limit)
 `;
 
-interface Options {
+export interface Options {
   clusters: number[];
   scenarios: Set<string>;
   fluxClusters: number;
@@ -152,11 +152,15 @@ function numbers(text: string): number[] {
     });
 }
 
-function options(argv: string[]): Options | undefined {
+/** The fleet bench's flags; another bench built on the fleet (preview.ts) gives its own defaults. */
+export function options(
+  argv: string[],
+  defaults: { clusters: string; outPrefix: string } = { clusters: '100', outPrefix: 'fleet' },
+): Options | undefined {
   const { values } = parseArgs({
     args: argv,
     options: {
-      clusters: { type: 'string', default: '100' },
+      clusters: { type: 'string', default: defaults.clusters },
       scenarios: { type: 'string', default: 'fanout,steady,change,release' },
       'flux-clusters': { type: 'string', default: '0' },
       'writer-clusters': { type: 'string', default: '' },
@@ -193,7 +197,7 @@ function options(argv: string[]): Options | undefined {
     steadySeconds: Number(values['steady-seconds']),
     stackflux: values.stackflux,
     source: values.source,
-    out: values.out || join(ROOT, 'bench-results', `fleet-${date}.json`),
+    out: values.out || join(ROOT, 'bench-results', `${defaults.outPrefix}-${date}.json`),
     timeoutMs: Number(values['timeout-minutes']) * 60_000,
     baseline: values['no-baseline'] !== true,
     stacks: stack,
@@ -742,7 +746,7 @@ function fleetComplete(watch: Watch, fleet: FleetReader): boolean {
 }
 
 // --- one fleet size ---------------------------------------------------------------------------
-interface Scenario {
+export interface Scenario {
   seconds: number;
   cpuSeconds?: number;
   gitCpuSeconds?: number;
@@ -753,7 +757,7 @@ interface Scenario {
   [k: string]: unknown;
 }
 
-interface Fleet {
+export interface Fleet {
   ns: string;
   n: number;
   work: string;
@@ -819,7 +823,13 @@ async function releaseStack(
   return tag;
 }
 
-async function setupFleet(env: Env, o: Options, n: number, label: string, stack: StackKind): Promise<Fleet> {
+export async function setupFleet(
+  env: Env,
+  o: Options,
+  n: number,
+  label: string,
+  stack: StackKind,
+): Promise<Fleet> {
   const { client, e } = env;
   const ns = `bench-${label}-${n}-${process.pid}`;
   const work = mkdtempSync(join(tmpdir(), `stackflux-bench-${label}-`));
@@ -893,7 +903,7 @@ function layoutOf(f: Fleet): string {
     : `${repos.size} GitRepository(ies) for ${f.n} Clusters`;
 }
 
-async function fanout(env: Env, o: Options, f: Fleet): Promise<Scenario> {
+export async function fanout(env: Env, o: Options, f: Fleet): Promise<Scenario> {
   const pushes0 = pushesTo(env.e, f.fleetRepo);
   const api0 = await apiserverRequests(env.e);
   await f.proc.start();
@@ -1150,7 +1160,7 @@ async function release(env: Env, o: Options, f: Fleet): Promise<Scenario> {
   };
 }
 
-async function teardown(env: Env, f: Fleet): Promise<void> {
+export async function teardown(env: Env, f: Fleet): Promise<void> {
   await f.proc.stop();
   await f.watch.stop();
   const { client } = env;

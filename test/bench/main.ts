@@ -6,6 +6,7 @@
 //   heap               the informer caches' heap per Cluster, no API server (heap.ts; --help)
 //   render             render per Cluster, native stack against csctl stack, no API server (render.ts)
 //   oci                the OCI release source against Git: one poll of 200 tags, push → Ready by notification (oci.ts; --help)
+//   preview            `stackflux preview` of a fleet against the fan-out's render, per Cluster (preview.ts; --help)
 //   hostile            issue 22's hostile inputs at once while a benign tenant changes values (hostile.ts; --help)
 const [scenario = 'runtime', ...args] = process.argv.slice(2);
 if (scenario === 'runtime') {
@@ -22,6 +23,9 @@ if (scenario === 'runtime') {
 } else if (scenario === 'render') {
   const { runRenderBench } = await import('./render.ts');
   process.exitCode = await runRenderBench(args);
+} else if (scenario === 'preview') {
+  const { runPreviewBench } = await import('./preview.ts');
+  process.exitCode = await runPreviewBench(args);
 } else if (scenario === 'hostile') {
   const { runHostileBench } = await import('./hostile.ts');
   process.exitCode = await runHostileBench(args);
@@ -30,7 +34,7 @@ if (scenario === 'runtime') {
   process.exitCode = await runOciBench(args);
 } else {
   process.stderr.write(
-    `unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, render, hostile, oci)\n`,
+    `unknown bench scenario "${scenario}" (runtime, fleet, soak, heap, render, preview, hostile, oci)\n`,
   );
   process.exitCode = 2;
 }
