@@ -2,7 +2,6 @@
 // from the API server, plus the release sources listed and fetched with the same git functions
 // the controller uses (or taken from a snapshot directory), plus the fleet repository's files.
 
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +19,7 @@ import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { mapTreePaths } from '../releases/tree.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import { releaseTreeKey, withReleaseChartDependencies } from '../sources/chartrepo.ts';
-import { type GitCredentials, gitEnv, parseCatFileBatch as parseObjects, scrub } from '../sources/git.ts';
+import { type GitCredentials, gitEnv, parseCatFileBatch, scrub } from '../sources/git.ts';
 import { GitHubReleases } from '../sources/github.ts';
 import { OciClient } from '../sources/oci.ts';
 import { type ReleaseSources, releaseTreeFetcher, sourceTagLister } from '../sources/releasetree.ts';
@@ -294,22 +293,6 @@ async function listSources(client: KubeClient, snapshot: Snapshot, opts: LiveOpt
   snapshot.sources = [...byUrl.values()];
 }
 
-/** Parses `git cat-file --batch` output: id → content (UTF-8). */
-function parseCatFileBatch(out: Buffer): Map<string, string> {
-  const blobs = new Map<string, string>();
-  let at = 0;
-  while (at < out.length) {
-    const eol = out.indexOf(10, at);
-    if (eol < 0) break;
-    const [id = '', , size = '0'] = out.subarray(at, eol).toString('utf8').split(' ');
-    const start = eol + 1;
-    const end = start + Number(size);
-    blobs.set(id, out.subarray(start, end).toString('utf8'));
-    at = end + 1; // content is followed by a newline
-  }
-  return blobs;
-}
-
 /** The entries of a git tree object: mode, name, and the object's id in hex. */
 export function parseTreeObject(tree: Buffer, idBytes: number): { mode: string; name: string; id: string }[] {
   const entries: { mode: string; name: string; id: string }[] = [];
@@ -333,15 +316,15 @@ export function parseTreeObject(tree: Buffer, idBytes: number): { mode: string; 
  * submodules left out), reading the trees with one `catFile` call per tree depth instead of one
  * `git ls-tree` process per branch: a preview of 1,000 Clusters reads 1,000 branches.
  */
-export function branchBlobs(
+export async function branchBlobs(
   branches: readonly string[],
-  catFile: (names: string[]) => Buffer[],
+  catFile: (names: string[]) => Promise<Buffer[]>,
   idBytes: number,
-): { path: string; id: string }[] {
+): Promise<{ path: string; id: string }[]> {
   const trees = new Map<string, ReturnType<typeof parseTreeObject>>();
   let wanted = [...new Set(branches.map((b) => `refs/heads/${b}^{tree}`))];
   while (wanted.length > 0) {
-    const contents = catFile(wanted);
+    const contents = await catFile(wanted);
     const next = new Set<string>();
     wanted.forEach((name, i) => {
       const entries = parseTreeObject(contents[i] ?? Buffer.alloc(0), idBytes);
@@ -398,27 +381,27 @@ async function readFleet(
         .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
     );
     const idBytes = (tips.values().next().value?.length ?? 40) / 2;
-    const catFile = (names: string[]): Buffer[] =>
-      parseObjects(
-        execFileSync('git', ['--git-dir', dir, 'cat-file', '--batch'], {
-          env,
-          input: `${names.join('\n')}\n`,
-          maxBuffer: 1 << 30,
-        }),
-        names.length,
-      );
-    const entries = branchBlobs([...tips.keys()], catFile, idBytes);
+    // Asynchronous: the impact controller reads the fleet inside the controller process, where a
+    // synchronous read of every branch would stall Lease renewal and /healthz.
+    const batch = async (names: string[]): Promise<Buffer> => {
+      const run = await runGit(['--git-dir', dir, 'cat-file', '--batch'], {
+        env,
+        input: `${names.join('\n')}\n`,
+        timeoutMs: 300_000,
+        binary: true,
+      });
+      if (run.code !== 0 || run.stdoutBuffer === undefined)
+        throw new Error(
+          `reading the fleet repository: git cat-file failed: ${scrub(run.stderr.trim(), creds)}`,
+        );
+      return run.stdoutBuffer;
+    };
+    const catFile = async (names: string[]): Promise<Buffer[]> =>
+      parseCatFileBatch(await batch(names), names.length);
+    const entries = await branchBlobs([...tips.keys()], catFile, idBytes);
     const ids = [...new Set(entries.map((e) => e.id))];
-    const blobs =
-      ids.length === 0
-        ? new Map<string, string>()
-        : parseCatFileBatch(
-            execFileSync('git', ['--git-dir', dir, 'cat-file', '--batch'], {
-              env,
-              input: `${ids.join('\n')}\n`,
-              maxBuffer: 1 << 30,
-            }),
-          );
+    const contents = ids.length === 0 ? [] : await catFile(ids);
+    const blobs = new Map(ids.map((id, i) => [id, contents[i]?.toString('utf8') ?? '']));
     return { files: new Map(entries.map((e) => [e.path, blobs.get(e.id) ?? ''])), tips };
   } finally {
     rmSync(dir, { recursive: true, force: true });

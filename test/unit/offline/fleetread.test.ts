@@ -80,18 +80,18 @@ const BRANCHES = {
 
 describe('fleet branches read by tree depth', () => {
   for (const format of ['sha1', 'sha256'] as const) {
-    it(`lists what git ls-tree -r lists, in its order (${format})`, () => {
+    it(`lists what git ls-tree -r lists, in its order (${format})`, async () => {
       const dir = repository(format, BRANCHES);
       const branches = Object.keys(BRANCHES).sort();
       let calls = 0;
-      const catFile = (names: string[]): Buffer[] => {
+      const catFile = async (names: string[]): Promise<Buffer[]> => {
         calls += 1;
         const out = execFileSync('git', ['-C', dir, 'cat-file', '--batch'], {
           input: `${names.join('\n')}\n`,
         });
         return parseCatFileBatch(out, names.length);
       };
-      const read = branchBlobs(branches, catFile, format === 'sha1' ? 20 : 32);
+      const read = await branchBlobs(branches, catFile, format === 'sha1' ? 20 : 32);
       assert.deepEqual(read, lsTreeBlobs(dir, branches));
       assert.ok(read.some((e) => e.path === 'clusters/ns/b/café ✓/ü.yaml'));
       // One read per tree depth (a/b/c/d/e.yaml: five levels of trees), not one per branch.
