@@ -12,6 +12,7 @@ import { groupOf } from '../api/resources.ts';
 import { sourceSecretCredentials } from '../controllers/common.ts';
 import { runGit } from '../gitops/plumbing.ts';
 import { clusterUse, sourceUrl } from '../reconcilers/clusterstack.ts';
+import { RELEASE_BRANCH_FOLDER } from '../reconcilers/clusterstackrelease.ts';
 import { providerConfig, providerObjectKind } from '../reconcilers/provider.ts';
 import { MANAGED_BY_LABELS } from '../releases/flux.ts';
 import { classifyTags, formatReleaseTag } from '../releases/tags.ts';
@@ -140,7 +141,14 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
   if (opts.fleet !== undefined) {
     const { url, branchPrefix, secretRef } = opts.fleet;
     snapshot.settings.fleet = { url, branchPrefix, ...(secretRef ? { secretRef } : {}) };
-    const fleet = await readFleet(url, branchPrefix, opts.fleet.credentials);
+    // A namespace's snapshot (a preview, the impact controller) reads only that namespace's
+    // branches and release branches, not every tenant's.
+    const ns = scope.namespace;
+    const folders =
+      ns !== undefined
+        ? [`${branchPrefix}${ns}/`, `${branchPrefix}${RELEASE_BRANCH_FOLDER}/${ns}/`]
+        : [branchPrefix];
+    const fleet = await readFleet(url, folders, opts.fleet.credentials);
     snapshot.fleet = fleet.files;
     snapshot.fleetTips = fleet.tips;
   }
@@ -345,12 +353,12 @@ export async function branchBlobs(
 }
 
 /**
- * Every branch under the prefix with its files, keyed `<branch>/<path on the branch>` (one shallow
- * fetch into a scratch bare repository; no checkout).
+ * Every branch under the given prefixes with its files, keyed `<branch>/<path on the branch>` (one
+ * shallow fetch into a scratch bare repository; no checkout).
  */
 async function readFleet(
   url: string,
-  prefix: string,
+  prefixes: readonly string[],
   creds?: GitCredentials,
 ): Promise<{ files: Map<string, string>; tips: Map<string, string> }> {
   const dir = mkdtempSync(join(tmpdir(), 'stackflux-fleet-'));
@@ -371,10 +379,10 @@ async function readFleet(
       '--depth=1',
       '--no-tags',
       url,
-      `+refs/heads/${prefix}*:refs/heads/${prefix}*`,
+      ...prefixes.map((p) => `+refs/heads/${p}*:refs/heads/${p}*`),
     );
     const tips = new Map(
-      (await git('for-each-ref', '--format=%(refname:strip=2) %(objectname)', `refs/heads/${prefix}`))
+      (await git('for-each-ref', '--format=%(refname:strip=2) %(objectname)', 'refs/heads/'))
         .split('\n')
         .filter((r) => r !== '')
         .map((r) => r.split(' ') as [string, string])
