@@ -12,7 +12,8 @@ const SLOW = configMap(
 );
 const GOOD = configMap('  name: {{Cluster.metadata.name}}', 'good');
 const items = (n: number) => ({ items: Array.from({ length: n }, (_, i) => i) });
-/** Four nested #each over 100 items: 10^8 iterations, far beyond a short time budget. */
+/** Four nested #each: over 1,000 items 10^12 iterations, beyond any time budget here (10^8, over 100
+ * items, finished within a 4 s budget on a fast CI machine). */
 const STUCK = configMap(
   '  x: "{{#each Values.items}}{{#each @root.Values.items}}{{#each @root.Values.items}}{{#each @root.Values.items}}{{/each}}{{/each}}{{/each}}{{/each}}"',
   'stuck',
@@ -89,7 +90,7 @@ describe('RenderPool: fair across namespaces', () => {
     await withPool({ workers: 1, spareAfterMs: 600_000, timeoutMs: 4_000 }, async (pool) => {
       const done: string[] = [];
       const stuck = pool
-        .render(input({ 'stuck.yaml.hbs': STUCK }, items(100)), { namespace: 'tenant-slow' })
+        .render(input({ 'stuck.yaml.hbs': STUCK }, items(1000)), { namespace: 'tenant-slow' })
         .then((r) => {
           done.push('stuck');
           return r;
@@ -121,7 +122,7 @@ async function reasonOf(p: Promise<RenderResult>): Promise<string> {
 describe('RenderPool: a template that keeps hitting limits cools down', () => {
   it('after K limit hits in a row it is not rendered for the back-off, naming the limit; other values, namespaces and templates still render', async () => {
     await withPool({ workers: 1, timeoutMs: 300, coolDownAfter: 2, coolDownMs: 600_000 }, async (pool) => {
-      const stuck = input({ 'stuck.yaml.hbs': STUCK }, items(100));
+      const stuck = input({ 'stuck.yaml.hbs': STUCK }, items(1000));
       const opts = { namespace: 'tenant-a' };
       for (let i = 0; i < 2; i++) {
         const r = await pool.render(stuck, opts);
@@ -156,7 +157,7 @@ describe('RenderPool: a template that keeps hitting limits cools down', () => {
     await withPool({ workers: 1, timeoutMs: 300, coolDownAfter: 2, coolDownMs: 600_000 }, async (pool) => {
       const opts = { namespace: 'tenant-a' };
       // Slow whatever its values: each Cluster's per-cluster values differ (here `n`).
-      const stuckWith = (n: number) => input({ 'stuck.yaml.hbs': STUCK }, { ...items(100), n });
+      const stuckWith = (n: number) => input({ 'stuck.yaml.hbs': STUCK }, { ...items(1000), n });
       assert.equal(await reasonOf(pool.render(stuckWith(1), opts)), 'LimitExceeded');
       // A good render of the template (other values) between two hits ends the template's streak.
       assert.equal((await pool.render(input({ 'stuck.yaml.hbs': STUCK }, items(2)), opts)).ok, true);
