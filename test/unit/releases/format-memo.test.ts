@@ -1,5 +1,6 @@
 // readReleaseDescription reads a tree once per tag (controller/releases/format.ts): each call must
-// still give what a first read gives, as a copy of its own, and another tree or tag is read anew.
+// still give what a first read gives, frozen so no caller can change it for the next, and another
+// tree or tag is read anew.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -11,22 +12,25 @@ import { releaseTag } from '../../support/release-tag.ts';
 const STACKS = join(import.meta.dirname, '..', '..', '..', 'stacks');
 
 describe('release descriptions read once per tree and tag', () => {
-  it('gives each caller its own copy of the first read', () => {
+  it('gives every caller the first read, frozen: a caller cannot change it for the next', () => {
     const tree = readStackDir(join(STACKS, 'docker-ferrol-1-30'));
     const tag = releaseTag('docker-ferrol-1-30-v1');
     const first = readReleaseDescription(tree, tag);
     assert.ok(first.ok, first.ok ? '' : first.errors.join('; '));
     const addons = first.value.addons.map((a) => a.name);
-    first.value.addons.length = 0; // a caller changing its copy
+    assert.throws(() => {
+      first.value.addons.length = 0; // a caller changing the shared read
+    }, TypeError);
+    assert.throws(() => {
+      (first.value.addons[0] as { name: string }).name = 'changed';
+    }, TypeError);
     const second = readReleaseDescription(tree, tag);
     assert.ok(second.ok);
     assert.deepEqual(
       second.value.addons.map((a) => a.name),
       addons,
     );
-    const third = readReleaseDescription(tree, tag);
-    assert.ok(third.ok);
-    assert.notEqual(second.value, third.value);
+    assert.equal(second, first, 'the one read, not a copy');
   });
 
   it('reads another tree, and the same tree under another tag, anew', () => {
