@@ -35,9 +35,15 @@ import { readReleaseDescription } from '../releases/format.ts';
 import { parseReleaseTag, type ReleaseTag, tagForClusterClassName } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import type { SyncGoEngine } from '../rendering/clusterclass.ts';
-import type { AddonRenderer, PlainObject } from '../rendering/index.ts';
+import { type AddonRenderer, type PlainObject, renderAnyAddon } from '../rendering/index.ts';
 import { type ClassDiff, diffClusterClass } from './clusterclass.ts';
-import { addonsOf, diffBranchObjects, type ObjectChange, type ParsedFiles } from './objects.ts';
+import {
+  addonsOf,
+  diffBranchObjects,
+  type ObjectChange,
+  type ParsedFiles,
+  rememberRendered,
+} from './objects.ts';
 
 /** One Cluster as the controller sees it. */
 export interface PreviewClusterInput {
@@ -190,10 +196,16 @@ function existingAddon(namespace: string, name: string, have: ClusterAddon | und
   return { ...base, metadata: { ...base.metadata, uid: base.metadata.uid ?? 'preview', finalizers } };
 }
 
+/** Tree ids of the branches, hashed once (with bounded renders a preview runs once per round of renders). */
+const branchStates = new WeakMap<BranchFiles, BranchState | undefined>();
+
 function branchStateOf(files: BranchFiles): BranchState | undefined {
   if (files.size === 0) return undefined;
+  if (branchStates.has(files)) return branchStates.get(files);
   const ids = branchTreeIds(files);
-  return { commit: 'preview', tree: ids.tree, addons: ids.addons };
+  const state = { commit: 'preview', tree: ids.tree, addons: ids.addons };
+  branchStates.set(files, state);
+  return state;
 }
 
 function readyOf(conditions: readonly { type: string; reason?: string; message?: string }[] | undefined) {
@@ -211,6 +223,7 @@ function renderMoved(
   c: PreviewClusterInput,
   moved: Record<string, unknown>,
   release: ClusterStackRelease,
+  render: AddonRenderer,
 ): Rendered {
   const meta = metadataOf(c.cluster);
   const namespace = String(meta.namespace ?? '');
@@ -236,7 +249,7 @@ function renderMoved(
     ...(input.tenancy !== undefined ? { tenancy: input.tenancy } : {}),
     templates: input.templates,
     now: input.now,
-    ...(input.render !== undefined ? { render: input.render } : {}),
+    render,
   });
   if (result === undefined)
     return { failure: { reason: Reason.NotAStackfluxClass, message: 'the Cluster is not rendered' } };
@@ -332,12 +345,19 @@ export function previewRelease(input: PreviewInput): PreviewResult {
     (a, b) => compareStrings(a.namespace, b.namespace) || compareStrings(a.name, b.name),
   );
   const parsedFiles: ParsedFiles = new Map();
+  const renderAddon = input.render ?? ((r) => renderAnyAddon(r));
+  const render: AddonRenderer = (r) => {
+    const result = renderAddon(r);
+    rememberRendered(result, parsedFiles);
+    return result;
+  };
   for (const s of selected) {
     const rendered = renderMoved(
       input,
       s.input,
       movedCluster(s.input.cluster, candidate, kubernetesVersion),
       release,
+      render,
     );
     const after = rendered.files ?? s.input.branch;
     const objects =

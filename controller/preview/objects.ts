@@ -5,6 +5,7 @@
 import type { BranchFiles } from '../gitops/branches.ts';
 import { canonicalYaml, compareStrings, isRecord } from '../offline/yaml.ts';
 import { parseObjects } from '../rendering/output.ts';
+import type { RenderResult } from '../rendering/types.ts';
 
 /** One object (or a file that holds no object, e.g. an empty kustomization.yaml) of one addon. */
 export interface BranchObject {
@@ -38,25 +39,42 @@ export function addonOfPath(path: string): string {
 type Parsed = ReturnType<typeof parseObjects> | undefined;
 
 /**
- * Files parsed, by path and text, shared by the diffs of one preview: the files an addon renders
- * the same for every Cluster (and the unchanged files of a changed addon, on both sides) are parsed
- * once. Parsed objects are only read, never changed. Emptied when it grows past MAX_PARSED.
+ * Files parsed, by text, shared by the diffs of one preview: the files an addon renders the same
+ * for every Cluster (and the unchanged files of a changed addon, on both sides) are parsed once,
+ * and a file the render just parsed is not parsed again (rememberRendered). Parsed objects are only
+ * read, never changed. Emptied when it grows past MAX_PARSED.
  */
 export type ParsedFiles = Map<string, Parsed>;
 const MAX_PARSED = 10_000;
 
+function remember(memo: ParsedFiles, text: string, objects: Parsed): void {
+  if (memo.size >= MAX_PARSED) memo.clear();
+  memo.set(text, objects);
+}
+
 function parseFile(path: string, text: string, memo: ParsedFiles): Parsed {
-  const key = `${path}\0${text}`;
-  if (memo.has(key)) return memo.get(key);
+  // The path only names the file in a parse error, which the preview does not show.
+  if (memo.has(text)) return memo.get(text);
   let objects: Parsed;
   try {
     objects = parseObjects(path, text);
   } catch {
     objects = undefined;
   }
-  if (memo.size >= MAX_PARSED) memo.clear();
-  memo.set(key, objects);
+  remember(memo, text, objects);
   return objects;
+}
+
+/**
+ * Keeps the objects a native render parsed from each of its files (parseObjects of that text, as
+ * parseFile would), so the side after the move is not parsed a second time.
+ */
+export function rememberRendered(result: RenderResult, memo: ParsedFiles): void {
+  if (!result.ok || result.fileObjects === undefined) return;
+  for (const [file, objects] of result.fileObjects) {
+    const text = result.files.get(file);
+    if (text !== undefined && !memo.has(text)) remember(memo, text, objects);
+  }
 }
 
 /** Every object of a branch, keyed `<addon>\t<id>` (a later duplicate wins, as kubectl applies it). */

@@ -186,6 +186,7 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
 
   const result = new Map<string, string>();
   const objects: KubernetesObject[] = [];
+  const fileObjects = new Map<string, KubernetesObject[]>();
   const objectsBudget = new OutputBudget(maxOutputBytes);
   const seen = new Map<string, string>();
   for (const out of [...outputs.keys()].sort(compareStrings)) {
@@ -228,8 +229,9 @@ export function renderAddon(input: RenderAddonInput, options: RenderOptions = {}
     }
     result.set(out, text);
     objects.push(...parsed);
+    fileObjects.set(out, parsed);
   }
-  return { ok: true, files: result, objects, values: mergedValues };
+  return { ok: true, files: result, objects, fileObjects, values: mergedValues };
 }
 
 /** The chart of an in-tree Helm addon: `name` and `version` of its Chart.yaml. */

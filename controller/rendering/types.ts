@@ -73,6 +73,11 @@ export interface RenderSuccess {
   files: Map<string, string>;
   /** Every object of every output file, in file order then document order. */
   objects: KubernetesObject[];
+  /**
+   * Set by the native render: each output file's objects (the same as in `objects`), as
+   * parseObjects reads the file's text, so a reader of the text (the preview) need not parse it.
+   */
+  fileObjects?: Map<string, KubernetesObject[]>;
   /** The merged values the templates saw (useful for status and debugging). */
   values: PlainObject;
   /** Set for a Helm-chart addon (then `files` and `objects` are empty): its chart and values. */

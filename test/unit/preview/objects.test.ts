@@ -2,7 +2,9 @@
 // the objects it reports must be those of a diff of every object, which the cases below spell out.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { diffBranchObjects } from '../../../controller/preview/objects.ts';
+import { diffBranchObjects, type ParsedFiles, rememberRendered } from '../../../controller/preview/objects.ts';
+import { renderAddon } from '../../../controller/rendering/index.ts';
+import { addonInput, configMap } from '../rendering/fixtures.ts';
 
 const cm = (name: string, v: string) =>
   `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\n  namespace: kube-system\ndata:\n  v: "${v}"\n`;
@@ -83,5 +85,27 @@ describe('preview object diff: files parsed once per preview', () => {
       assert.deepEqual(diffBranchObjects(before, after, memo), diffBranchObjects(before, after));
     }
     assert.ok(memo.size > 0);
+  });
+
+  it("takes a rendered file's objects from its render instead of parsing the text again, with the same diff", () => {
+    const rendered = renderAddon(addonInput({ 'cm.yaml.hbs': configMap('  name: {{Cluster.metadata.name}}') }));
+    assert.ok(rendered.ok);
+    const memo: ParsedFiles = new Map();
+    rememberRendered(rendered, memo);
+    const text = rendered.files.get('cm.yaml') ?? '';
+    assert.equal(memo.get(text), rendered.fileObjects?.get('cm.yaml'), 'the render\'s own objects');
+    const before = new Map([['a/cm.yaml', text.replace(/name: (\S+)\n$/, 'name: another\n')]]);
+    const after = new Map([['a/cm.yaml', text]]);
+    const changes = diffBranchObjects(before, after, memo);
+    assert.deepEqual(changes, diffBranchObjects(before, after));
+    assert.deepEqual(
+      changes.map((c) => [c.addon, c.id, c.change]),
+      [['a', 'v1 ConfigMap cm', 'changed']],
+    );
+    // A failed render, or one without per-file objects (csctl, Helm), leaves the memo alone.
+    const size = memo.size;
+    rememberRendered({ ok: false, reason: 'TemplateError', message: 'x' }, memo);
+    rememberRendered({ ok: true, files: new Map([['x.yaml', 'a: 1\n']]), objects: [], values: {} }, memo);
+    assert.equal(memo.size, size);
   });
 });

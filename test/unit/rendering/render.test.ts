@@ -7,6 +7,7 @@ import {
   type RenderResult,
   renderAddon,
 } from '../../../controller/rendering/index.ts';
+import { parseObjects } from '../../../controller/rendering/output.ts';
 import { configMap, sampleCluster, stackOf, treeOf } from './fixtures.ts';
 
 function input(files: Record<string, string>, extra: Partial<RenderAddonInput> = {}): RenderAddonInput {
@@ -72,6 +73,29 @@ describe('renderAddon: files', () => {
     assert.deepEqual(
       result.objects.map((o) => o.metadata.name),
       ['one', 'two'],
+    );
+  });
+  it("gives each file's objects as parseObjects reads its text, the same objects as the flat list", () => {
+    const result = ok(
+      renderAddon(
+        input({
+          'b.yaml.hbs': `${configMap('  a: {{Cluster.metadata.name}}', 'b1')}---\n${configMap('  a: b', 'b2')}`,
+          'a.yaml': configMap('  a: b', 'a'),
+          'none.yaml.hbs': '{{#if false}}x: 1{{/if}}\n',
+        }),
+      ),
+    );
+    const perFile = result.fileObjects ?? new Map();
+    assert.deepEqual([...perFile.keys()], [...result.files.keys()]);
+    for (const [file, objects] of perFile)
+      assert.deepEqual(objects, parseObjects(file, result.files.get(file) ?? ''), file);
+    assert.deepEqual([...perFile.values()].flat(), result.objects);
+    assert.deepEqual(
+      [...perFile].map(([f, os]) => [f, os.map((o: { metadata: { name: string } }) => o.metadata.name)]),
+      [
+        ['a.yaml', ['a']],
+        ['b.yaml', ['b1', 'b2']],
+      ],
     );
   });
   it('is deterministic and does not modify its inputs', () => {
