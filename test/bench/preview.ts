@@ -16,6 +16,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { locateGoEngine } from '../../controller/rendering/goengine/index.ts';
+import { down } from '../../hack/lib/testenv.ts';
 import {
   buildApp,
   cpuSeconds,
@@ -309,6 +310,8 @@ export async function runPreviewBench(argv: string[]): Promise<number> {
     return 1;
   } finally {
     env.client.close();
+    // A test environment this run started is its own to stop (the fleet bench does the same).
+    if (env.owned) await down(env.e.stateDir, log);
     if (appDir !== undefined) rmSync(appDir, { recursive: true, force: true });
   }
 }
