@@ -163,7 +163,11 @@ function limitFailure(message: string): RenderFailure {
  */
 const ownFiles = new WeakMap<ReadonlyMap<string, unknown>, { size: number; byKey: Map<string, unknown> }>();
 
-function filesOf<T>(tree: ReadonlyMap<string, T>, key: string, wanted: (path: string) => boolean): Map<string, T> {
+function filesOf<T>(
+  tree: ReadonlyMap<string, T>,
+  key: string,
+  wanted: (path: string) => boolean,
+): Map<string, T> {
   let memo = ownFiles.get(tree);
   if (memo === undefined || memo.size !== tree.size) {
     memo = { size: tree.size, byKey: new Map() };

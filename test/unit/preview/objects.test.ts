@@ -2,7 +2,11 @@
 // the objects it reports must be those of a diff of every object, which the cases below spell out.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { diffBranchObjects, type ParsedFiles, rememberRendered } from '../../../controller/preview/objects.ts';
+import {
+  diffBranchObjects,
+  type ParsedFiles,
+  rememberRendered,
+} from '../../../controller/preview/objects.ts';
 import { renderAddon } from '../../../controller/rendering/index.ts';
 import { addonInput, configMap } from '../rendering/fixtures.ts';
 
@@ -88,12 +92,14 @@ describe('preview object diff: files parsed once per preview', () => {
   });
 
   it("takes a rendered file's objects from its render instead of parsing the text again, with the same diff", () => {
-    const rendered = renderAddon(addonInput({ 'cm.yaml.hbs': configMap('  name: {{Cluster.metadata.name}}') }));
+    const rendered = renderAddon(
+      addonInput({ 'cm.yaml.hbs': configMap('  name: {{Cluster.metadata.name}}') }),
+    );
     assert.ok(rendered.ok);
     const memo: ParsedFiles = new Map();
     rememberRendered(rendered, memo);
     const text = rendered.files.get('cm.yaml') ?? '';
-    assert.equal(memo.get(text), rendered.fileObjects?.get('cm.yaml'), 'the render\'s own objects');
+    assert.equal(memo.get(text), rendered.fileObjects?.get('cm.yaml'), "the render's own objects");
     const before = new Map([['a/cm.yaml', text.replace(/name: (\S+)\n$/, 'name: another\n')]]);
     const after = new Map([['a/cm.yaml', text]]);
     const changes = diffBranchObjects(before, after, memo);
