@@ -235,6 +235,9 @@ export class OciFaultProxy {
       },
     );
     upstream.on('error', () => res.destroy());
+    // A client cut off mid-request leaves the upstream request without the rest of its body: the
+    // registry would wait for it for ever, and the open socket would keep the test process alive.
+    res.on('close', () => upstream.destroy());
     req.pipe(upstream);
   }
 }
