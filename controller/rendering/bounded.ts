@@ -156,10 +156,10 @@ function limitFailure(message: string): RenderFailure {
 }
 
 /**
- * A release tree is read-only once fetched, yet every render of it took the addon's files out of
- * it and hashed them again (6,000 times in a preview of 1,000 Clusters): per tree object, each
- * addon's files are kept, so its renders share one Map and one digest (a tree that has grown since,
- * as chart dependencies are added to it, is filtered anew).
+ * A release tree is read-only once fetched (chart dependencies make a new tree), yet every render
+ * of it took the addon's files out of it and hashed them again (6,000 times in a preview of 1,000
+ * Clusters): per tree object, each addon's files are kept, so its renders share one Map and one
+ * digest. A tree whose size changed anyway is filtered anew rather than trusted.
  */
 const ownFiles = new WeakMap<ReadonlyMap<string, unknown>, { size: number; byKey: Map<string, unknown> }>();
 
