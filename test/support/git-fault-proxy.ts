@@ -13,14 +13,7 @@
 // Every request that reaches the proxy is logged (time, method, path, response body bytes sent) so
 // a test can count attempts over a window (back-off, not a hot loop); wireBytes counts every byte
 // sent (headers too), so a bench can compare what a listing costs on the wire.
-import {
-  type ClientRequest,
-  createServer,
-  type IncomingMessage,
-  request,
-  type Server,
-  type ServerResponse,
-} from 'node:http';
+import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { countBodyBytes } from './oci-fault-proxy.ts';
 
@@ -50,8 +43,6 @@ export class FaultProxy {
   /** Bytes written to connections that have closed. */
   #closedBytes = 0;
   readonly #stalled = new Set<ServerResponse>();
-  /** Requests to the upstream still open (one whose client went away must not keep the test alive). */
-  readonly #upstreams = new Set<ClientRequest>();
 
   private constructor(upstream: string) {
     this.#upstream = new URL(upstream);
@@ -102,7 +93,6 @@ export class FaultProxy {
 
   async stop(): Promise<void> {
     for (const res of this.#stalled) res.destroy();
-    for (const up of this.#upstreams) up.destroy();
     await this.#close();
   }
 
@@ -179,8 +169,6 @@ export class FaultProxy {
         up.pipe(res);
       },
     );
-    this.#upstreams.add(upstream);
-    upstream.on('close', () => this.#upstreams.delete(upstream));
     upstream.on('error', () => res.destroy());
     // A client cut off mid-request (a fault closed its socket) leaves the upstream request without
     // the rest of its body: the Git server would wait for it for ever, and so would this process.
