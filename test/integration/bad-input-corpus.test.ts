@@ -16,6 +16,7 @@ import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import type { Condition } from '../../controller/api/meta.ts';
 import { BEFORE_CLUSTER_UPGRADE_PATH, DISCOVERY_PATH } from '../../controller/api/runtimehooks.ts';
+import { main } from '../../controller/cli/main.ts';
 import { fleetBackoffMs, refusedBranchFailure } from '../../controller/controllers/clusteraddon.ts';
 import { narrowingBudget, pushNarrowing } from '../../controller/gitops/narrow.ts';
 import { FINALIZER_FLEET_CLEANUP, reconcileClusterAddon } from '../../controller/reconcilers/clusteraddon.ts';
@@ -1092,6 +1093,23 @@ const corpus: Case[] = [
   })(),
   // ---- issue 23: a csctl cluster-class (a Helm chart) rendering what it must not ----
   ...csctlClassCases(),
+  // ---- issue 31 F8: `stackflux convert` of a tenant's terminal escapes and a Secret's credentials
+  {
+    name: 'convert: terminal escapes in a ClusterStack, credentials in an OCI_REPOSITORY from a Secret',
+    run: async () => {
+      let err = '';
+      const code = await main(
+        ['convert', '-f', join(import.meta.dirname, '../unit/convert/corpus/hostile-values/input.yaml')],
+        { stdout: () => undefined, stderr: (t) => (err += t), env: {} },
+      );
+      assert.ok(![...err].some((c) => c !== '\n' && (c < ' ' || (c >= '\u007f' && c <= '\u009f'))), err);
+      assert.ok(!err.includes('SECRETPW'), 'a credential from a Secret on stderr');
+      return { reason: `exit ${code}`, message: err };
+    },
+    reason: 'exit 2',
+    message:
+      /spec\.name "x\\u001b\[2J.*OCI_REPOSITORY \(the value of Secret cso-system\/registry-login key repository\)/s,
+  },
 ];
 
 /**
