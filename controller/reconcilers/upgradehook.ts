@@ -14,6 +14,10 @@
 // - Failure + message: the stage cannot become Ready without a change by someone (the ClusterAddon
 //   is Stalled: invalid release, render failure, ...). Cluster API reports the message on the
 //   Cluster and calls again with back-off.
+//
+// Anyone who reaches the port may ask about any Cluster (Cluster API sends no credentials), so an
+// answer names only addons and condition reasons, never a condition's message (a render error may
+// quote values or a release's files): the ClusterAddon, readable by those allowed, has the rest.
 
 import type { ClusterAddon } from '../api/clusteraddon.ts';
 import {
@@ -58,8 +62,8 @@ export type UpgradeStage =
   /** Applied (at least in part), these addons are not Ready yet ("name (reason)"). */
   | { kind: 'Applied'; notReady: readonly string[] }
   | { kind: 'Ready' }
-  /** It cannot become Ready without a change: reason and message of the failure. */
-  | { kind: 'Failed'; reason: string; message: string }
+  /** It cannot become Ready without a change: the reason of the failure (never its message). */
+  | { kind: 'Failed'; reason: string }
   /** The state could not be read (an API error): asked again later. */
   | { kind: 'Unknown'; why: string };
 
@@ -182,7 +186,7 @@ export function decideBeforeClusterUpgrade(
     case 'Failed':
       return respond(
         'Failure',
-        `${stageName} cannot become Ready in ${cluster}: ${stage.reason}: ${stage.message}`,
+        `${stageName} cannot become Ready in ${cluster}: ${stage.reason} (the ClusterAddon's Stalled condition says why)`,
       );
   }
 }
@@ -204,12 +208,12 @@ export function stageFromClusterAddon(ca: ClusterAddon | undefined, release: str
     return { kind: 'Pending', why: `${name} generation ${generation} is not reconciled yet` };
   const conditions = ca.status?.conditions ?? [];
   const stalled = conditions.find((c) => c.type === 'Stalled' && c.status === 'True');
-  if (stalled !== undefined) return { kind: 'Failed', reason: stalled.reason, message: stalled.message };
+  if (stalled !== undefined) return { kind: 'Failed', reason: stalled.reason };
   if (ca.status?.release !== release) {
     const ready = conditions.find((c) => c.type === 'Ready');
     return {
       kind: 'Pending',
-      why: `the addons of release ${release} are not committed yet${ready?.message ? ` (${ready.reason}: ${ready.message})` : ''}`,
+      why: `the addons of release ${release} are not committed yet${ready?.reason ? ` (${ready.reason})` : ''}`,
     };
   }
   const addons = ca.status?.addons ?? [];
