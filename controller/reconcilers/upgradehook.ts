@@ -62,8 +62,11 @@ export type UpgradeStage =
   /** Applied (at least in part), these addons are not Ready yet ("name (reason)"). */
   | { kind: 'Applied'; notReady: readonly string[] }
   | { kind: 'Ready' }
-  /** It cannot become Ready without a change: the reason of the failure (never its message). */
-  | { kind: 'Failed'; reason: string }
+  /**
+   * It cannot become Ready without a change: reason and message of the failure (the message is
+   * for the rollout's status in the tenant's namespace; the hook's answer never repeats it).
+   */
+  | { kind: 'Failed'; reason: string; message: string }
   /** The state could not be read (an API error): asked again later. */
   | { kind: 'Unknown'; why: string };
 
@@ -208,7 +211,7 @@ export function stageFromClusterAddon(ca: ClusterAddon | undefined, release: str
     return { kind: 'Pending', why: `${name} generation ${generation} is not reconciled yet` };
   const conditions = ca.status?.conditions ?? [];
   const stalled = conditions.find((c) => c.type === 'Stalled' && c.status === 'True');
-  if (stalled !== undefined) return { kind: 'Failed', reason: stalled.reason };
+  if (stalled !== undefined) return { kind: 'Failed', reason: stalled.reason, message: stalled.message };
   if (ca.status?.release !== release) {
     const ready = conditions.find((c) => c.type === 'Ready');
     return {

@@ -70,7 +70,7 @@ describe('runtime extension: HTTP contract', () => {
   const { lookup, asked } = recordedLookup({
     waiting: { kind: 'Applied', notReady: ['cni (Progressing)'] },
     ready: { kind: 'Ready' },
-    broken: { kind: 'Failed', reason: 'RenderFailed' },
+    broken: { kind: 'Failed', reason: 'RenderFailed', message: 'addon cni: template error' },
     down: new Error('connect ECONNREFUSED'),
   });
   let server: RuntimeExtensionServer;
@@ -146,6 +146,11 @@ describe('runtime extension: HTTP contract', () => {
     assert.match(
       String(broken.body.message),
       /cannot become Ready in Cluster team-a\/broken: RenderFailed \(/,
+    );
+    assert.doesNotMatch(
+      String(broken.body.message),
+      /template error/,
+      'a condition message told to any caller',
     );
     const down = await callHook(
       server.url,

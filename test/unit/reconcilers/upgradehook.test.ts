@@ -225,7 +225,11 @@ describe('decideBeforeClusterUpgrade', () => {
   });
 
   it('Failure with the reason (only) when the stage cannot become Ready', () => {
-    const r = decideBeforeClusterUpgrade(target(), { kind: 'Failed', reason: 'RenderFailed' });
+    const r = decideBeforeClusterUpgrade(target(), {
+      kind: 'Failed',
+      reason: 'RenderFailed',
+      message: 'addon cni: values: token=s3cr3t',
+    });
     assert.deepEqual([r.status, r.retryAfterSeconds], ['Failure', 0]);
     assert.equal(
       r.message,
@@ -234,7 +238,11 @@ describe('decideBeforeClusterUpgrade', () => {
   });
 
   it('cuts a long message to MAX_MESSAGE characters', () => {
-    const r = decideBeforeClusterUpgrade(target(), { kind: 'Failed', reason: 'x'.repeat(100_000) });
+    const r = decideBeforeClusterUpgrade(target(), {
+      kind: 'Failed',
+      reason: 'x'.repeat(100_000),
+      message: '',
+    });
     assert.equal(r.message?.length, MAX_MESSAGE);
   });
 });
@@ -272,7 +280,7 @@ describe('stageFromClusterAddon', () => {
     });
   });
 
-  it('Failed with the Stalled condition’s reason, never its message (issue 31 F7)', () => {
+  it('Failed with the Stalled condition’s reason and message (the rollout status shows it; the hook does not)', () => {
     const s = stageFromClusterAddon(
       clusterAddon({
         statusRelease: 'docker-ferrol-1-30-v3',
@@ -280,7 +288,7 @@ describe('stageFromClusterAddon', () => {
       }),
       RELEASE,
     );
-    assert.deepEqual(s, { kind: 'Failed', reason: 'InvalidRelease' });
+    assert.deepEqual(s, { kind: 'Failed', reason: 'InvalidRelease', message: 'csctl.yaml: bad' });
   });
 
   it('NotApplicable for a release without stages or without a BeforeClusterUpgrade stage', () => {
