@@ -309,8 +309,9 @@ describe('the Helm chart of stackflux', () => {
 
 describe('stackflux install: the NetworkPolicy of the controller pod (issue 31 F9)', () => {
   const policyOf = async (flags: string[]) => (await install(flags)).find((o) => o.kind === 'NetworkPolicy');
+  type Rule = { from: unknown[]; ports: { port: unknown }[] };
   const ingress = (np: Obj | undefined) =>
-    ((np?.spec as { ingress?: { from: unknown[]; ports: { port: unknown }[] }[] }).ingress ?? []).map((r) => [
+    (((np?.spec ?? {}) as { ingress?: Rule[] }).ingress ?? []).map((r) => [
       r.ports.map((p) => p.port).join(','),
       r.from,
     ]);

@@ -29,7 +29,8 @@ const ROOT = join(import.meta.dirname, '..', '..', '..');
 // SECRETPW: the password inside an OCI_REPOSITORY read from a Secret (hostile-values, issue 31 F8).
 const SECRETS_IN_CORPUS = ['s3cr3t-token-value', 'literal-password-value', 'SECRETPW'];
 /** A control character a terminal acts on (C0 but newline, DEL, C1 such as CSI U+009B). */
-const TERMINAL_CONTROL = new RegExp('[\\u0000-\\u0009\\u000b-\\u001f\\u007f-\\u009f]');
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is its purpose
+const TERMINAL_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/;
 
 /** The ClusterStack CRD's schema, unknown fields rejected: '' when `o` passes, else ajv's errors. */
 function strictValidator() {
