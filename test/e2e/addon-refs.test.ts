@@ -7,7 +7,9 @@
 //  (b) a Cluster of a ClusterClass that is no stackflux release has its refs left alone (no
 //      informer for their kind is ever started);
 //  (c) a missing ref waits with exponential backoff (2 s, 4 s, 8 s, ...), and its object appearing
-//      ends the wait at once through the informer's event.
+//      ends the wait at once through the informer's event;
+//  (d) issue 31 F6/F10: a ref to a core Secret or naming another namespace is refused by the shared
+//      rule (api/clusterrefs.ts) with RefsNotReadable saying why; no Secret informer is started.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -234,6 +236,46 @@ describe('ClusterAddon refs under the generated RBAC', { timeout: 10 * 60_000 },
           return reason !== undefined && reason !== 'WaitingForRefs' ? reason : undefined;
         },
         { timeoutMs: 120_000 },
+      );
+    });
+  });
+
+  it('(d) a ref to a Secret or to another namespace is never followed: RefsNotReadable says why', async () => {
+    const c = controller as ControllerProcess;
+    await c.step(async () => {
+      await admin.create(
+        cluster('secret-ref', tag, {
+          infrastructureRef: { apiVersion: 'v1', kind: 'Secret', name: 'db-creds' },
+        }),
+      );
+      await admin.create(
+        cluster('foreign-ref', tag, {
+          infrastructureRef: { ...widgetRef(granted, 'infra'), namespace: 'kube-system' },
+        }),
+      );
+      const refused = async (name: string, why: RegExp) => {
+        const ca = await eventually(
+          `ClusterAddon ${name} RefsNotReadable`,
+          async () => {
+            const got = await clusterAddon(name);
+            return cond(got, 'Reconciling')?.reason === 'RefsNotReadable' ? got : undefined;
+          },
+          { timeoutMs: 120_000 },
+        );
+        assert.match(cond(ca, 'Reconciling')?.message ?? '', why);
+      };
+      await refused(
+        'secret-ref',
+        /infrastructureRef "Secret" "db-creds" is in the Kubernetes API group "".*never to built-in kinds/,
+      );
+      await refused(
+        'foreign-ref',
+        /names namespace "kube-system": refs are resolved in the Cluster's own namespace only/,
+      );
+      assert.deepEqual(
+        c.logLines.filter((l) => /v1\/Secret|secrets/.test(l) && /list|watch|informer/i.test(l)),
+        [],
+        'an informer was started for Secrets a Cluster ref names',
       );
     });
   });
