@@ -139,7 +139,7 @@ export async function handleHookRequest(
     stage = await Promise.race([lookup.stageOf({ ...target, release }, signal), timedOut]).catch(
       (err: unknown): UpgradeStage => {
         onLookupError?.(err);
-        return { kind: 'Unknown', why: 'its ClusterAddon could not be read' };
+        return { kind: 'Unknown', why: 'reading its ClusterAddon failed (the controller log says why)' };
       },
     );
   }

@@ -160,7 +160,10 @@ describe('runtime extension: HTTP contract', () => {
     );
     assert.deepEqual([down.body.status, down.body.retryAfterSeconds], ['Success', 10]);
     // The API error stays in the controller's log: the caller may be anyone.
-    assert.match(String(down.body.message), /could not be read: its ClusterAddon could not be read$/);
+    assert.match(
+      String(down.body.message),
+      /could not be read: reading its ClusterAddon failed \(the controller log says why\)$/,
+    );
     const asking = asked.find((t) => t.cluster === 'waiting');
     assert.deepEqual(asking, {
       namespace: 'team-a',
