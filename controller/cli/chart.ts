@@ -18,6 +18,8 @@ import {
   installObjects,
   LOG_LEVELS,
   NAME,
+  NETWORK_POLICY_DEFAULTS,
+  namespacePeers,
   RUNTIME_EXTENSION_MODES,
 } from './install.ts';
 
@@ -50,6 +52,10 @@ const EXPRESSIONS: Readonly<Record<string, string>> = {
   affinity: '.Values.affinity',
   priorityClassName: '.Values.priorityClassName',
   imagePullSecrets: '.Values.image.pullSecrets',
+  networkPolicyWebhookFrom: '.Values.networkPolicy.webhook.from',
+  networkPolicyRuntimeExtensionFrom: '.Values.networkPolicy.runtimeExtension.from',
+  networkPolicyMetricsFrom: '.Values.networkPolicy.metrics.from',
+  networkPolicyEgressTo: '.Values.networkPolicy.egress.to',
 };
 /** A list item that stands for a whole list of values (spliced in with range). */
 const SPLICE: Readonly<Record<string, string>> = { extraArgs: '.Values.extraArgs' };
@@ -83,6 +89,9 @@ export const TOGGLES: readonly Toggle[] = [
   { name: 'defaultServiceAccount', condition: '.Values.tenancy.defaultServiceAccount' },
   { name: 'allowedChartHosts', condition: '.Values.tenancy.allowedChartHosts' },
   { name: 'insecureChartHosts', condition: '.Values.tenancy.insecureChartHosts' },
+  // The NetworkPolicy is there by default (its port rules follow the webhook and extension toggles).
+  { name: 'networkPolicyDisabled', condition: 'not .Values.networkPolicy.enabled' },
+  { name: 'networkPolicyEgress', condition: '.Values.networkPolicy.egress.to' },
 ];
 
 /** installObjects' options with placeholders, the toggles in `on` switched on. */
@@ -130,6 +139,18 @@ export function placeholderOptions(on: ReadonlySet<string>): InstallOptions {
           },
         }
       : {}),
+    ...(on.has('networkPolicyDisabled')
+      ? {}
+      : {
+          networkPolicy: {
+            webhookFrom: whole<Record<string, unknown>[]>('networkPolicyWebhookFrom'),
+            runtimeExtensionFrom: whole<Record<string, unknown>[]>('networkPolicyRuntimeExtensionFrom'),
+            metricsFrom: whole<Record<string, unknown>[]>('networkPolicyMetricsFrom'),
+            ...(on.has('networkPolicyEgress')
+              ? { egressTo: whole<Record<string, unknown>[]>('networkPolicyEgressTo') }
+              : {}),
+          },
+        }),
   };
 }
 
@@ -448,6 +469,13 @@ export const VALUES = {
     allowedChartHosts: [] as string[],
     insecureChartHosts: [] as string[],
   },
+  networkPolicy: {
+    enabled: true,
+    webhook: { from: namespacePeers(NETWORK_POLICY_DEFAULTS.webhookNamespaces) },
+    runtimeExtension: { from: namespacePeers(NETWORK_POLICY_DEFAULTS.runtimeExtensionNamespaces) },
+    metrics: { from: namespacePeers(NETWORK_POLICY_DEFAULTS.metricsNamespaces) },
+    egress: { to: [] as Record<string, unknown>[] },
+  },
   extraArgs: [] as string[],
 };
 
@@ -470,6 +498,8 @@ const VALUE_COMMENTS: Readonly<Record<string, string>> = {
     " Cluster API's BeforeClusterUpgrade runtime extension: certificate cert-manager or secret;\n empty: off (--runtime-extension, --runtime-extension-cert-secret).",
   tenancy:
     ' run --default-service-account, --allowed-chart-hosts, --insecure-chart-hosts; empty: not\n passed (install flags of the same names).',
+  networkPolicy:
+    " The controller pod's NetworkPolicy (--disable-network-policy): who may reach each port, as\n NetworkPolicy peers (--network-policy-webhook-namespaces, --network-policy-runtime-extension-namespaces,\n --network-policy-metrics-namespaces NS,...; * every namespace). egress.to empty: egress unrestricted;\n else only those peers, DNS and the API server on 6443 (--network-policy-egress-cidrs CIDR,...).",
   extraArgs: ' More stackflux run flags, appended (stackflux install --export -- FLAGS).',
 };
 
@@ -500,6 +530,11 @@ const KUBERNETES_TYPES: Readonly<Record<string, Record<string, unknown>>> = {
     type: 'array',
     items: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
   },
+  // No peers would be "from anywhere" in NetworkPolicy's terms: at least one is required.
+  'networkPolicy.webhook.from': { type: 'array', minItems: 1, items: { type: 'object' } },
+  'networkPolicy.runtimeExtension.from': { type: 'array', minItems: 1, items: { type: 'object' } },
+  'networkPolicy.metrics.from': { type: 'array', minItems: 1, items: { type: 'object' } },
+  'networkPolicy.egress.to': { type: 'array', items: { type: 'object' } },
 };
 
 /**

@@ -11,6 +11,7 @@ import {
   csoReleaseSource,
   type SecretData,
 } from '../convert/cso.ts';
+import { terminalSafe } from '../convert/quote.ts';
 import { canonicalYaml, isRecord } from '../offline/yaml.ts';
 import type { KubeClient } from '../runtime/client.ts';
 import { type Command, type CommandIO, type FlagValues, UsageError } from './command.ts';
@@ -200,8 +201,10 @@ export const convertCommand: Command = {
     const result = convertClusterStacks(docs, options);
     problems.push(...result.problems);
     if (result.objects.length > 0) io.stdout(result.objects.map((o) => `---\n${canonicalYaml(o)}`).join(''));
-    for (const note of result.notes) io.stderr(`Note: ${note}\n`);
-    for (const problem of [...new Set(problems)]) io.stderr(`Cannot convert: ${problem}\n`);
+    // Values in these lines are quoted where they are built; a control character that reaches one
+    // some other way (a parser's reason quoting the raw text) is escaped here all the same.
+    for (const note of result.notes) io.stderr(`Note: ${terminalSafe(note)}\n`);
+    for (const problem of [...new Set(problems)]) io.stderr(`Cannot convert: ${terminalSafe(problem)}\n`);
     return problems.length > 0 ? 2 : 0;
   },
 };

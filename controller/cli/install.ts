@@ -51,7 +51,55 @@ export interface InstallOptions {
   tenancy?: TenancyPolicy;
   /** Cluster API's BeforeClusterUpgrade runtime extension (default: off). */
   runtimeExtension?: RuntimeExtensionInstall;
+  /** The controller pod's NetworkPolicy; undefined: none (--disable-network-policy). */
+  networkPolicy?: NetworkPolicyInstall;
 }
+
+/**
+ * Who may reach each port of the controller pod, as NetworkPolicy peers (Kubernetes' own type),
+ * and where it may connect to. Ingress is allowed per port: the push webhook from the ingress
+ * controller, the runtime extension from Cluster API, /metrics from monitoring; nothing else (the
+ * kubelet's probes are not pod traffic). Egress is unrestricted unless `egressTo` lists peers: then
+ * only those, DNS, and the API server's endpoint port.
+ */
+export interface NetworkPolicyInstall {
+  webhookFrom: Record<string, unknown>[];
+  runtimeExtensionFrom: Record<string, unknown>[];
+  metricsFrom: Record<string, unknown>[];
+  /** Peers the controller may connect to besides DNS and the API server; undefined: anywhere. */
+  egressTo?: Record<string, unknown>[];
+}
+
+/** The label every Namespace carries with its own name (Kubernetes ≥ 1.21). */
+const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
+
+/** NetworkPolicy peers for namespace names; `*`: every namespace of the cluster. */
+export function namespacePeers(namespaces: readonly string[]): Record<string, unknown>[] {
+  return namespaces.map((n) =>
+    n === '*'
+      ? { namespaceSelector: {} }
+      : { namespaceSelector: { matchLabels: { [NAMESPACE_NAME_LABEL]: n } } },
+  );
+}
+
+/** NetworkPolicy peers for CIDRs. */
+export function cidrPeers(cidrs: readonly string[]): Record<string, unknown>[] {
+  return cidrs.map((cidr) => ({ ipBlock: { cidr } }));
+}
+
+/** Defaults: where the platform's ingress controller, Cluster API and monitoring usually run. */
+export const NETWORK_POLICY_DEFAULTS = {
+  webhookNamespaces: ['ingress-nginx'],
+  runtimeExtensionNamespaces: ['capi-system'],
+  metricsNamespaces: ['monitoring'],
+} as const;
+
+/**
+ * The API server's port as a pod's traffic to it is seen after the `kubernetes` Service's DNAT (the
+ * endpoint's port): 6443 for kubeadm and most distributions. One on another port (443 on some
+ * managed clusters) goes in the egress allow-list with its address.
+ */
+export const API_SERVER_ENDPOINT_PORT = 6443;
 
 /**
  * The runtime extension's serving certificate lives in the Secret `certSecretName` (tls.crt,
@@ -314,8 +362,52 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
       },
     },
   });
+  if (o.networkPolicy !== undefined)
+    objects.push(networkPolicyObject(meta(controller), o.networkPolicy, { webhook, extension: !!extension }));
   if (extension) objects.push(...runtimeExtensionObjects(ns, extension, controller));
   return objects;
+}
+
+/** The controller pod's NetworkPolicy: ingress per named port from its peers, optional egress. */
+export function networkPolicyObject(
+  metadata: Record<string, unknown>,
+  np: NetworkPolicyInstall,
+  ports: { webhook: boolean; extension: boolean },
+): Record<string, unknown> {
+  const rule = (port: string, from: Record<string, unknown>[]) => ({
+    from,
+    ports: [{ protocol: 'TCP', port }],
+  });
+  const egress = np.egressTo;
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata,
+    spec: {
+      podSelector: { matchLabels: LABELS },
+      policyTypes: ['Ingress', ...(egress !== undefined ? ['Egress'] : [])],
+      ingress: [
+        ...(ports.webhook ? [rule('http-webhook', np.webhookFrom)] : []),
+        ...(ports.extension ? [rule('https-hooks', np.runtimeExtensionFrom)] : []),
+        rule('http-metrics', np.metricsFrom),
+      ],
+      ...(egress !== undefined
+        ? {
+            egress: [
+              // DNS, wherever the cluster's resolver runs (node-local or kube-system).
+              {
+                ports: [
+                  { protocol: 'UDP', port: 53 },
+                  { protocol: 'TCP', port: 53 },
+                ],
+              },
+              { ports: [{ protocol: 'TCP', port: API_SERVER_ENDPOINT_PORT }] },
+              { to: egress },
+            ],
+          }
+        : {}),
+    },
+  };
 }
 
 /**
@@ -454,6 +546,33 @@ function resourcesOf(flags: FlagValues): Resources {
   };
 }
 
+/** The --network-policy-* flags; an empty namespace list is refused (no peers = from anywhere). */
+function networkPolicyOf(flags: FlagValues): NetworkPolicyInstall {
+  const list = (name: string) =>
+    str(flags[name])
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== '');
+  const namespaces = (name: string) => {
+    const names = list(name);
+    if (names.length === 0)
+      throw new UsageError(`--${name} must name at least one namespace (* for every namespace)`);
+    for (const n of names)
+      if (n !== '*' && !DNS_LABEL.test(n)) throw new UsageError(`--${name}: "${n}" is not a namespace name`);
+    return namespacePeers(names);
+  };
+  const cidrs = list('network-policy-egress-cidrs');
+  for (const c of cidrs)
+    if (!/^[0-9a-fA-F.:]+\/\d{1,3}$/.test(c))
+      throw new UsageError(`--network-policy-egress-cidrs: "${c}" is not a CIDR`);
+  return {
+    webhookFrom: namespaces('network-policy-webhook-namespaces'),
+    runtimeExtensionFrom: namespaces('network-policy-runtime-extension-namespaces'),
+    metricsFrom: namespaces('network-policy-metrics-namespaces'),
+    ...(cidrs.length > 0 ? { egressTo: cidrPeers(cidrs) } : {}),
+  };
+}
+
 export function installYaml(o: InstallOptions): string {
   return installObjects(o)
     .map((obj) => `---\n${canonicalYaml(obj)}`)
@@ -560,6 +679,32 @@ export const installCommand: Command = {
       type: 'string',
       description: "the controller's --fleet-branch-prefix (empty: not passed)",
     },
+    'disable-network-policy': {
+      type: 'boolean',
+      description: "leave out the controller pod's NetworkPolicy",
+      default: false,
+    },
+    'network-policy-webhook-namespaces': {
+      type: 'string',
+      description:
+        'namespaces (comma-separated; * for every namespace) whose pods may reach the push webhook',
+      default: NETWORK_POLICY_DEFAULTS.webhookNamespaces.join(','),
+    },
+    'network-policy-runtime-extension-namespaces': {
+      type: 'string',
+      description: "namespaces whose pods may reach the runtime extension (Cluster API's controller)",
+      default: NETWORK_POLICY_DEFAULTS.runtimeExtensionNamespaces.join(','),
+    },
+    'network-policy-metrics-namespaces': {
+      type: 'string',
+      description: 'namespaces whose pods may reach /metrics (the monitoring)',
+      default: NETWORK_POLICY_DEFAULTS.metricsNamespaces.join(','),
+    },
+    'network-policy-egress-cidrs': {
+      type: 'string',
+      description: `CIDRs the controller may connect to (release sources, fleet, charts) besides DNS and the API server (port ${API_SERVER_ENDPOINT_PORT}); empty: egress unrestricted`,
+      default: '',
+    },
     ...tenancyFlags,
   },
   run: async (flags, positionals, io) => {
@@ -619,6 +764,7 @@ export const installCommand: Command = {
           typeof flags['webhook-secret-name'] === 'string' ? flags['webhook-secret-name'] : '',
         withNamespace: flags['skip-namespace'] !== true,
         tenancy: tenancyPolicy(flags),
+        ...(flags['disable-network-policy'] !== true ? { networkPolicy: networkPolicyOf(flags) } : {}),
         ...(mode !== ''
           ? {
               runtimeExtension: {

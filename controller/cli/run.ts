@@ -10,6 +10,7 @@ import { setupImpactController } from '../controllers/impact.ts';
 import { setupReleasePipeline } from '../controllers/releasepipeline.ts';
 import { setupRolloutController } from '../controllers/rollout.ts';
 import {
+  DEFAULT_HOOK_RATE,
   liveStageLookup,
   type RuntimeExtensionServer,
   serveRuntimeExtension,
@@ -153,6 +154,17 @@ export const runCommand: Command = {
       type: 'string',
       description: 'PEM private key of the runtime extension certificate',
       default: '/etc/stackflux/runtime-extension/tls.key',
+    },
+    'runtime-extension-qps': {
+      type: 'string',
+      description:
+        'BeforeClusterUpgrade lookups per second, all callers together (burst twice that); past it the caller is told to retry in 10 s',
+      default: String(DEFAULT_HOOK_RATE.overall.ratePerSecond),
+    },
+    'runtime-extension-qps-per-caller': {
+      type: 'string',
+      description: 'BeforeClusterUpgrade lookups per second from one caller address (burst twice that)',
+      default: String(DEFAULT_HOOK_RATE.perKey.ratePerSecond),
     },
     'cache-dir': {
       type: 'string',
@@ -355,6 +367,15 @@ export const runCommand: Command = {
       });
     }
     const extensionAddr = str(flags['runtime-extension-addr']);
+    const hookQps = positiveInt('runtime-extension-qps', str(flags['runtime-extension-qps']));
+    const hookQpsPerCaller = positiveInt(
+      'runtime-extension-qps-per-caller',
+      str(flags['runtime-extension-qps-per-caller']),
+    );
+    const hookRate = {
+      overall: { ratePerSecond: hookQps, burst: 2 * hookQps },
+      perKey: { ratePerSecond: hookQpsPerCaller, burst: 2 * hookQpsPerCaller },
+    };
     let extension: RuntimeExtensionServer | undefined;
     if (extensionAddr !== '') {
       try {
@@ -363,6 +384,7 @@ export const runCommand: Command = {
           certFile: str(flags['runtime-extension-tls-cert']),
           keyFile: str(flags['runtime-extension-tls-key']),
           logger: log,
+          rate: hookRate,
         });
       } catch (err) {
         throw new UsageError(

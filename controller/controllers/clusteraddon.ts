@@ -18,6 +18,7 @@
 // (an unpushed commit is redone with the same tree, not duplicated).
 import { existsSync, rmSync } from 'node:fs';
 import type { ClusterAddon } from '../api/clusteraddon.ts';
+import { type ClusterRef, clusterRef } from '../api/clusterrefs.ts';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import {
@@ -166,10 +167,6 @@ export interface ClusterAddonControllerHandle {
 
 type Obj = KubeObject;
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 /** JSON without undefined members (what the API server would store). */
 function plain<T>(v: T): T {
   return JSON.parse(JSON.stringify(v)) as T;
@@ -207,29 +204,6 @@ export function pushNote(changes: readonly { update: BranchUpdate }[]): string {
 
 function sameSet(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((x) => b.includes(x));
-}
-
-interface Ref {
-  apiVersion?: string;
-  apiGroup?: string;
-  kind: string;
-  name: string;
-  namespace?: string;
-}
-
-function refOf(cluster: Obj, field: 'controlPlaneRef' | 'infrastructureRef'): Ref | undefined {
-  const spec = (cluster as { spec?: unknown }).spec;
-  if (!isRecord(spec)) return undefined;
-  const r = spec[field];
-  if (!isRecord(r) || typeof r.kind !== 'string' || typeof r.name !== 'string' || r.name === '')
-    return undefined;
-  return {
-    kind: r.kind,
-    name: r.name,
-    ...(typeof r.apiVersion === 'string' ? { apiVersion: r.apiVersion } : {}),
-    ...(typeof r.apiGroup === 'string' ? { apiGroup: r.apiGroup } : {}),
-    ...(typeof r.namespace === 'string' && r.namespace !== '' ? { namespace: r.namespace } : {}),
-  };
 }
 
 /** The fleet back-off after `failures` failed fetches or writes in a row. */
@@ -319,8 +293,8 @@ export async function setupClusterAddonController(
   const namespaces = namespaceInformer(manager);
   clusters.addIndexer(REF_INDEX, (c) =>
     (['controlPlaneRef', 'infrastructureRef'] as const).flatMap((f) => {
-      const r = refOf(c, f);
-      return r === undefined ? [] : [`${r.namespace ?? nsOf(c)}/${r.kind}/${r.name}`];
+      const r = clusterRef(c, f);
+      return r?.ok ? [`${r.ref.namespace}/${r.ref.kind}/${r.ref.name}`] : [];
     }),
   );
   const clusterKeyOf = (o: Obj): string[] => {
@@ -443,10 +417,9 @@ export async function setupClusterAddonController(
   let controller: Controller | undefined;
   const groupVersions = new Map<string, Promise<string | undefined>>();
   const refInformers = new Map<string, Informer<Obj>>();
-  const apiVersionOf = async (ref: Ref): Promise<string | undefined> => {
+  const apiVersionOf = async (ref: ClusterRef): Promise<string | undefined> => {
     if (ref.apiVersion !== undefined) return ref.apiVersion;
-    const group = ref.apiGroup;
-    if (group === undefined || group === '') return 'v1';
+    const group = ref.group;
     let p = groupVersions.get(group);
     if (p === undefined) {
       p = client
@@ -469,14 +442,17 @@ export async function setupClusterAddonController(
     cluster: Obj,
     field: 'controlPlaneRef' | 'infrastructureRef',
   ): Promise<{ object: PlainObject | undefined; pending: boolean; problem?: string }> => {
-    const ref = refOf(cluster, field);
-    if (ref === undefined) return { object: undefined, pending: false };
+    const followed = clusterRef(cluster, field);
+    if (followed === undefined) return { object: undefined, pending: false };
+    // A ref the shared rule refuses is never read: the ClusterAddon says why (RefsNotReadable).
+    if (!followed.ok) return { object: undefined, pending: false, problem: followed.problem };
+    const ref = followed.ref;
     const apiVersion = await apiVersionOf(ref);
     if (apiVersion === undefined) {
       return {
         object: undefined,
         pending: true,
-        problem: `${field} ${ref.kind} ${ref.name}: API group ${ref.apiGroup ?? ''} is not served`,
+        problem: `${field} ${ref.kind} ${ref.name}: API group ${ref.group} is not served`,
       };
     }
     const key = `${apiVersion}/${ref.kind}`;
@@ -506,12 +482,12 @@ export async function setupClusterAddonController(
         pending: true,
         ...(failure !== undefined
           ? {
-              problem: `${field} ${ref.kind} ${ref.name}: cannot list ${ref.kind} (${apiVersion}): ${failure}`,
+              problem: `${field} ${ref.kind} ${ref.name}: cannot list ${ref.kind} (${apiVersion}): ${failure} (grant stackflux list/watch on the kind, e.g. a ClusterRole labelled stackflux.io/aggregate-to-controller: "true")`,
             }
           : {}),
       };
     }
-    const object = inf.getByName(ref.name, ref.namespace ?? nsOf(cluster));
+    const object = inf.getByName(ref.name, ref.namespace);
     return { object: object as PlainObject | undefined, pending: object === undefined };
   };
   /** Reconciles in a row that waited for refs, per key: the backoff of the next try. */

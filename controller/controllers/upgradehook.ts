@@ -7,13 +7,16 @@
 // Cluster API's own server answers 200 with status Failure for a body it cannot read; so does this
 // one. What is no hook call at all (another path or method, a body declared larger than maxBody,
 // a content type that is not JSON) is refused before the body is read, with an HTTP error.
-// Nobody is authenticated (Cluster API sends no credentials by default): the hook only reads, and
-// its answers name addons and condition reasons of the Cluster asked about, never a secret.
+// Nobody is authenticated (Cluster API sends no credentials by default): the hook only reads, its
+// answers name addons and condition reasons of the Cluster asked about (never a condition's
+// message, never an API error), and lookups are rate-limited per caller address and overall, so
+// whoever reaches the port cannot turn it into a stream of API reads. The chart's NetworkPolicy
+// admits only Cluster API's namespace to the port.
 import { readFileSync, statSync } from 'node:fs';
 import type { SecureContextOptions } from 'node:tls';
 import type { ClusterAddon } from '../api/clusteraddon.ts';
 import { API_VERSION } from '../api/meta.ts';
-import { BEFORE_CLUSTER_UPGRADE_PATH, DISCOVERY_PATH } from '../api/runtimehooks.ts';
+import { BEFORE_CLUSTER_UPGRADE_PATH, DISCOVERY_PATH, RETRY_AFTER_SECONDS } from '../api/runtimehooks.ts';
 import {
   beforeClusterUpgradeResponse,
   decideBeforeClusterUpgrade,
@@ -37,6 +40,7 @@ import {
 } from '../runtime/bodyserver.ts';
 import type { KubeClient } from '../runtime/client.ts';
 import { errorFields, type Logger, silentLogger } from '../runtime/logging.ts';
+import { type RateLimit, TokenBuckets } from '../runtime/tokenbucket.ts';
 
 /** A BeforeClusterUpgradeRequest is one Cluster object (etcd holds at most 1.5 MiB per object). */
 export const RUNTIME_EXTENSION_MAX_BODY = 2 << 20;
@@ -48,6 +52,17 @@ export const DEFAULT_RUNTIME_EXTENSION_LIMITS: Readonly<BodyServerLimits> = {
   maxConnections: 128,
   bodyTimeoutMs: 10_000,
   headersTimeoutMs: 10_000,
+};
+
+/**
+ * Hook calls answered with a lookup: per caller address and overall. Cluster API calls from one
+ * address (its controller), once per Cluster being upgraded and reconciled, and waits
+ * retryAfterSeconds (10) between calls of a Cluster: 20/s from one caller is 200 Clusters upgrading
+ * at once; a caller past it is told to retry, which only delays an upgrade, never lets one through.
+ */
+export const DEFAULT_HOOK_RATE: Readonly<{ overall: RateLimit; perKey: RateLimit }> = {
+  overall: { ratePerSecond: 50, burst: 100 },
+  perKey: { ratePerSecond: 20, burst: 40 },
 };
 
 /** How often the certificate files are checked for a rotation (cert-manager renews in place). */
@@ -70,13 +85,37 @@ export function screenHookRequest(head: BodyRequestHead, maxBody: number): BodyA
   return admitLength(head, maxBody, false);
 }
 
+/**
+ * The answer to a call past the rate limit: 200 with `Success` and `retryAfterSeconds`, the shape
+ * by which a blocking hook tells Cluster API to wait and call again (a non-200 answer or `Failure`
+ * would be an error on the Cluster and Cluster API's own back-off). The upgrade only waits.
+ */
+function throttled(which: 'key' | 'overall'): BodyResponse {
+  const who = which === 'key' ? 'from this caller' : 'in all';
+  return {
+    status: 200,
+    body: {
+      ...beforeClusterUpgradeResponse({
+        status: 'Success',
+        message: `too many BeforeClusterUpgrade calls ${who}: asked again in ${RETRY_AFTER_SECONDS} s`,
+        retryAfterSeconds: RETRY_AFTER_SECONDS,
+      }),
+    },
+  };
+}
+
 /** One admitted request → its answer (200 and a hook response, as Cluster API expects). */
 export async function handleHookRequest(
   req: BodyRequest,
   lookup: UpgradeStageLookup,
   signal?: AbortSignal,
+  limiter?: TokenBuckets,
+  onLookupError?: (err: unknown) => void,
 ): Promise<BodyResponse> {
   if (req.path === DISCOVERY_PATH) return { status: 200, body: { ...discoveryResponse() } };
+  // Charged before the body is parsed: a flood costs no parse and no API read.
+  const allowed = limiter?.take(req.remoteAddress ?? '') ?? 'ok';
+  if (allowed !== 'ok') return throttled(allowed);
   const parsed = parseBeforeClusterUpgradeRequest(req.body);
   if (!parsed.ok)
     return {
@@ -96,11 +135,12 @@ export async function handleHookRequest(
       if (signal.aborted) onAbort();
       else signal.addEventListener('abort', onAbort, { once: true });
     });
+    // An API error is not told to the caller (who may be anyone): the controller's log has it.
     stage = await Promise.race([lookup.stageOf({ ...target, release }, signal), timedOut]).catch(
-      (err: unknown): UpgradeStage => ({
-        kind: 'Unknown',
-        why: err instanceof Error ? err.message : String(err),
-      }),
+      (err: unknown): UpgradeStage => {
+        onLookupError?.(err);
+        return { kind: 'Unknown', why: 'reading its ClusterAddon failed (the controller log says why)' };
+      },
     );
   }
   return {
@@ -131,6 +171,8 @@ export interface RuntimeExtensionOptions {
   logger?: Logger;
   /** How often the files are checked for a new certificate; 0: never. */
   reloadIntervalMs?: number;
+  /** Lookups per second per caller address and overall (DEFAULT_HOOK_RATE). */
+  rate?: { overall: RateLimit; perKey: RateLimit };
 }
 
 export interface RuntimeExtensionServer {
@@ -155,13 +197,17 @@ export async function serveRuntimeExtension(
   const log = (opts.logger ?? silentLogger()).child({ component: 'runtime-extension' });
   const limits: BodyServerLimits = { ...DEFAULT_RUNTIME_EXTENSION_LIMITS, ...opts.limits };
   let stamp = filesStamp(opts.certFile, opts.keyFile);
+  const limiter = new TokenBuckets(opts.rate ?? DEFAULT_HOOK_RATE);
   const server = await serveBodies(addr, {
     name: 'runtime-extension',
     limits,
     tls: readTls(opts.certFile, opts.keyFile),
     screen: (head) => screenHookRequest(head, limits.maxBody),
     // A lookup outlives no call: Cluster API gives up after the handler's timeoutSeconds (10).
-    handle: (req) => handleHookRequest(req, opts.lookup, AbortSignal.timeout(limits.bodyTimeoutMs)),
+    handle: (req) =>
+      handleHookRequest(req, opts.lookup, AbortSignal.timeout(limits.bodyTimeoutMs), limiter, (err) =>
+        log.warn(errorFields(err), 'BeforeClusterUpgrade lookup failed'),
+      ),
     busyMessage: 'too many runtime extension requests in flight; retry later',
     logFields: (_req, out) => ({
       hookStatus: out.body.status,

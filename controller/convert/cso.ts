@@ -9,6 +9,7 @@ import { KUBERNETES_MINOR_PATTERN, TAG_SEGMENT_PATTERN } from '../api/clustersta
 import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../api/meta.ts';
 import { isRecord } from '../offline/yaml.ts';
 import { formatReleaseTag, parseReleaseTag, parseStackVersion } from '../releases/tags.ts';
+import { named, quote } from './quote.ts';
 
 export const CSO_API_VERSION = 'clusterstack.x-k8s.io/v1alpha1';
 
@@ -35,6 +36,9 @@ export type CsoReleaseSource =
       kind: 'oci';
       repository: string;
       registry: string;
+      /** Where each came from when it was read from a Secret: then its value is never printed. */
+      repositoryFrom?: string;
+      registryFrom?: string;
       credentials: Record<'username' | 'password' | 'token', Setting>;
     };
 
@@ -112,10 +116,13 @@ function setting(container: Obj, namespace: string, env: string, secrets: Secret
     if (str(configMap.name) !== undefined)
       return known(undefined, {
         from: 'other',
-        what: `ConfigMap ${namespace}/${configMap.name} key ${configMap.key}`,
+        what: `ConfigMap ${named(namespace)}/${named(String(configMap.name))} key ${named(String(configMap.key))}`,
       });
     if (Object.keys(valueFrom).length > 0)
-      return known(undefined, { from: 'other', what: `valueFrom ${Object.keys(valueFrom).join(', ')}` });
+      return known(undefined, {
+        from: 'other',
+        what: `valueFrom ${Object.keys(valueFrom).map(named).join(', ')}`,
+      });
     return known(str(entry.value) ?? '', { from: 'literal' });
   }
   // Later envFrom sources win; each gives the variables <prefix><key>.
@@ -125,7 +132,10 @@ function setting(container: Obj, namespace: string, env: string, secrets: Secret
     const key = env.slice(prefix.length);
     const configMap = str(rec(from.configMapRef).name);
     if (configMap !== undefined)
-      return known(undefined, { from: 'other', what: `envFrom ConfigMap ${namespace}/${configMap}` });
+      return known(undefined, {
+        from: 'other',
+        what: `envFrom ConfigMap ${named(namespace)}/${named(configMap)}`,
+      });
     const name = str(rec(from.secretRef).name);
     if (name === undefined) continue;
     const data = secrets.get(`${namespace}/${name}`);
@@ -142,9 +152,19 @@ function setting(container: Obj, namespace: string, env: string, secrets: Secret
 
 function describeOrigin(s: Setting): string {
   const o = s.origin;
-  if (o.from === 'secret') return `Secret ${o.namespace}/${o.name} key ${o.key}`;
+  if (o.from === 'secret') return `Secret ${named(o.namespace)}/${named(o.name)} key ${named(o.key)}`;
   if (o.from === 'other') return o.what;
   return o.from === 'literal' ? `the Deployment's env ${s.env}` : `${s.env} (unset)`;
+}
+
+/** A setting's value for a message: quoted, or only where it lives when that is a Secret. */
+function shownValue(s: Setting): string {
+  return s.origin.from === 'secret' ? `(the value of ${describeOrigin(s)})` : quote(s.value ?? '');
+}
+
+/** `{[field]: where}` when the setting was read from a Secret (its value then stays unprinted). */
+function fromSecret<K extends string>(field: K, s: Setting): Partial<Record<K, string>> {
+  return s.origin.from === 'secret' ? ({ [field]: describeOrigin(s) } as Record<K, string>) : {};
 }
 
 /** A non-credential setting's value, or the problem of not knowing it. */
@@ -184,19 +204,23 @@ export function csoReleaseSource(
     const repo = required(get('GIT_REPOSITORY_NAME'), problems);
     const providerName = required(provider, problems);
     if (providerName !== undefined && providerName !== 'github')
-      problems.push(`GIT_PROVIDER is "${providerName}": CSO supports only github`);
+      problems.push(`GIT_PROVIDER is ${shownValue(provider)}: CSO supports only github`);
     if (problems.length > 0 || owner === undefined || repo === undefined) return { problems };
     return { source: { kind: 'github', owner, repo, token: get('GIT_ACCESS_TOKEN') }, problems };
   }
   if (source === 'oci') {
-    const registry = required(get('OCI_REGISTRY'), problems);
-    const repository = required(get('OCI_REPOSITORY'), problems);
+    const registrySetting = get('OCI_REGISTRY');
+    const repositorySetting = get('OCI_REPOSITORY');
+    const registry = required(registrySetting, problems);
+    const repository = required(repositorySetting, problems);
     if (problems.length > 0 || registry === undefined || repository === undefined) return { problems };
     return {
       source: {
         kind: 'oci',
         registry,
         repository,
+        ...fromSecret('repositoryFrom', repositorySetting),
+        ...fromSecret('registryFrom', registrySetting),
         credentials: {
           username: get('OCI_USERNAME'),
           password: get('OCI_PASSWORD'),
@@ -206,7 +230,7 @@ export function csoReleaseSource(
       problems,
     };
   }
-  return { problems: [`CSO's -source is "${source}": CSO knows only github and oci`] };
+  return { problems: [`CSO's -source is ${quote(source)}: CSO knows only github and oci`] };
 }
 
 export interface ConvertOptions {
@@ -267,7 +291,7 @@ function convertSource(
   const create = (keys: Array<[string, Setting]>) => {
     const from = keys.map(([key, s]) => `${key} = the value of ${describeOrigin(s)}`).join(', ');
     notes.push(
-      `create Secret ${namespace}/${options.secretName} labelled ${LABEL_SOURCE_CREDENTIALS}=true with ${from} (nothing was copied)`,
+      `create Secret ${named(namespace)}/${named(options.secretName)} labelled ${LABEL_SOURCE_CREDENTIALS}=true with ${from} (nothing was copied)`,
     );
   };
   // A credential whose Secret was not in the input may be set: referenced (the Secret is a step).
@@ -285,14 +309,14 @@ function convertSource(
   const host = repository.split('/')[0] ?? '';
   if (!OCI_REFERENCE.test(repository)) {
     problems.push(
-      `OCI_REPOSITORY "${repository}" is not <registry host>/<repository> (a repository, without tag or digest)`,
+      `OCI_REPOSITORY ${src.repositoryFrom !== undefined ? `(the value of ${src.repositoryFrom})` : quote(repository)} is not <registry host>/<repository> (a repository, without tag or digest)`,
     );
     return undefined;
   }
   const creds = (Object.entries(src.credentials) as Array<[string, Setting]>).filter(([, s]) => isSet(s));
   if (creds.length > 0 && host !== src.registry)
     notes.push(
-      `OCI_REGISTRY "${src.registry}" is not the host of OCI_REPOSITORY ("${host}"): CSO scopes its credentials to the former, stackflux sends them to the latter`,
+      `OCI_REGISTRY ${src.registryFrom !== undefined ? `(the value of ${src.registryFrom})` : quote(src.registry)} is not the host of OCI_REPOSITORY${src.repositoryFrom !== undefined ? '' : ` (${quote(host)})`}: CSO scopes its credentials to the former, stackflux sends them to the latter`,
     );
   if (creds.some(([key]) => key === 'token'))
     notes.push(
@@ -341,7 +365,7 @@ function convertOne(
   const problems: string[] = [];
   for (const key of Object.keys(spec))
     if (!KNOWN_SPEC.has(key))
-      problems.push(`spec.${key} is not a field of CSO's ClusterStack that stackflux knows`);
+      problems.push(`spec.${named(key)} is not a field of CSO's ClusterStack that stackflux knows`);
   const provider = str(spec.provider) ?? '';
   const stack = str(spec.name) ?? '';
   const kubernetesVersion = str(spec.kubernetesVersion) ?? '';
@@ -352,23 +376,23 @@ function convertOne(
   ] as const)
     if (!new RegExp(TAG_SEGMENT_PATTERN).test(value) || value.length > 20)
       problems.push(
-        `spec.${field} "${value}" is not 1-20 lower-case letters and digits (stackflux reads it from release tags)`,
+        `spec.${field} ${quote(value)} is not 1-20 lower-case letters and digits (stackflux reads it from release tags)`,
       );
   if (!new RegExp(KUBERNETES_MINOR_PATTERN).test(kubernetesVersion))
-    problems.push(`spec.kubernetesVersion "${kubernetesVersion}" is not <major>.<minor>`);
+    problems.push(`spec.kubernetesVersion ${quote(kubernetesVersion)} is not <major>.<minor>`);
   if (channel !== 'stable' && channel !== 'custom')
-    problems.push(`spec.channel "${channel}" is not stable or custom`);
+    problems.push(`spec.channel ${quote(channel)} is not stable or custom`);
   const versions = arr(spec.versions).map((v) => String(v));
   for (const version of versions) {
     const parsed = parseStackVersion(version);
     if (!parsed.ok) problems.push(`spec.versions: ${parsed.reason}`);
     else if (parsed.value.channel !== channel)
       problems.push(
-        `spec.versions: ${version} is a ${parsed.value.channel} version but the channel is ${channel}`,
+        `spec.versions: ${named(version)} is a ${parsed.value.channel} version but the channel is ${channel}`,
       );
     else if (problems.length === 0) {
       const tag = parseReleaseTag(formatReleaseTag(provider, stack, kubernetesVersion, version));
-      if (!tag.ok) problems.push(`spec.versions: ${version}: release ${tag.reason}`);
+      if (!tag.ok) problems.push(`spec.versions: ${named(version)}: release ${tag.reason}`);
     }
   }
   const noProvider = spec.noProvider === true;
@@ -380,12 +404,12 @@ function convertOne(
     const refNs = str(ref.namespace);
     if (refNs !== undefined && refNs !== '' && refNs !== namespace)
       problems.push(
-        `spec.providerRef.namespace "${refNs}" is not the ClusterStack's namespace: stackflux reads the template from the ClusterStack's namespace`,
+        `spec.providerRef.namespace ${quote(refNs)} is not the ClusterStack's namespace: stackflux reads the template from the ClusterStack's namespace`,
       );
     const dropped = ['uid', 'resourceVersion', 'fieldPath'].filter((k) => ref[k] !== undefined);
     if (dropped.length > 0)
       notes.push(
-        `${namespace ?? ''}/${name}: spec.providerRef.${dropped.join(', ')} left out (a template is found by kind and name)`,
+        `${named(namespace ?? '')}/${named(name)}: spec.providerRef.${dropped.join(', ')} left out (a template is found by kind and name)`,
       );
     providerRef = {
       ...(str(ref.apiVersion) !== undefined ? { apiVersion: str(ref.apiVersion) } : {}),
@@ -432,7 +456,7 @@ export function convertClusterStacks(docs: readonly unknown[], options: ConvertO
   const stacks = csoClusterStacks(docs);
   if (stacks.length === 0) problems.push(`no ${CSO_API_VERSION} ClusterStack in the input`);
   for (const cso of stacks) {
-    const id = `${str(rec(cso.metadata).namespace) ?? ''}/${str(rec(cso.metadata).name) ?? ''}`;
+    const id = `${named(str(rec(cso.metadata).namespace) ?? '')}/${named(str(rec(cso.metadata).name) ?? '')}`;
     const stackNotes: string[] = [];
     const one = convertOne(cso, options, stackNotes);
     for (const n of stackNotes) notes.add(n);

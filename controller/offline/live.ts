@@ -5,6 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { clusterRef } from '../api/clusterrefs.ts';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import { FLUX_HELM_API_VERSION, FLUX_KUSTOMIZE_API_VERSION, FLUX_SOURCE_API_VERSION } from '../api/flux.ts';
 import { API_VERSION, GROUP, LABEL_CLUSTER } from '../api/meta.ts';
@@ -25,7 +26,6 @@ import { GitHubReleases } from '../sources/github.ts';
 import { OciClient } from '../sources/oci.ts';
 import { type ReleaseSources, releaseTreeFetcher, sourceTagLister } from '../sources/releasetree.ts';
 import { emptySnapshot, objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
-import { isRecord } from './yaml.ts';
 
 export interface LiveOptions {
   namespace?: string;
@@ -115,20 +115,15 @@ export async function liveSnapshot(client: KubeClient, opts: LiveOptions): Promi
   }
   for (const c of clusters) {
     add(c);
-    const spec = isRecord(c.spec) ? c.spec : {};
-    for (const field of ['controlPlaneRef', 'infrastructureRef']) {
-      const ref = spec[field];
-      if (!isRecord(ref) || typeof ref.kind !== 'string' || typeof ref.name !== 'string') continue;
-      const apiVersion =
-        typeof ref.apiVersion === 'string'
-          ? ref.apiVersion
-          : typeof ref.apiGroup === 'string'
-            ? await preferredVersion(client, ref.apiGroup)
-            : undefined;
+    // Only what the live ClusterAddon controller would read (api/clusterrefs.ts): a provider's
+    // kind in the Cluster's namespace, never a Secret or ConfigMap the tenant's ref names.
+    for (const field of ['controlPlaneRef', 'infrastructureRef'] as const) {
+      const followed = clusterRef(c, field);
+      if (!followed?.ok) continue;
+      const ref = followed.ref;
+      const apiVersion = ref.apiVersion ?? (await preferredVersion(client, ref.group));
       if (apiVersion === undefined) continue;
-      const got = await client
-        .get(apiVersion, ref.kind, ref.name, c.metadata.namespace)
-        .catch(() => undefined);
+      const got = await client.get(apiVersion, ref.kind, ref.name, ref.namespace).catch(() => undefined);
       if (got !== undefined) add({ ...got, apiVersion, kind: ref.kind });
     }
   }

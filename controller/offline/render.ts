@@ -6,6 +6,7 @@
 // mutation the controllers would make on the way to their fixed point. A controller that never
 // stops writing is reported (a hot loop).
 import type { ClusterAddon } from '../api/clusteraddon.ts';
+import { type ClusterRefField, clusterRef } from '../api/clusterrefs.ts';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import {
@@ -209,28 +210,6 @@ export function treeAt(source: SourceData | undefined, tag: string, path: string
   return mapTreePaths(sorted, (p) => (p.startsWith(prefix) ? p.slice(prefix.length) : undefined));
 }
 
-function refOf(
-  cluster: SnapshotObject,
-  field: 'controlPlaneRef' | 'infrastructureRef',
-): { group?: string; kind: string; name: string; namespace?: string } | undefined {
-  const spec = cluster.spec;
-  if (!isRecord(spec)) return undefined;
-  const ref = spec[field];
-  if (!isRecord(ref) || typeof ref.kind !== 'string' || typeof ref.name !== 'string') return undefined;
-  const group =
-    typeof ref.apiGroup === 'string'
-      ? ref.apiGroup
-      : typeof ref.apiVersion === 'string'
-        ? groupOf(ref.apiVersion)
-        : undefined;
-  return {
-    kind: ref.kind,
-    name: ref.name,
-    ...(group !== undefined ? { group } : {}),
-    ...(typeof ref.namespace === 'string' && ref.namespace !== '' ? { namespace: ref.namespace } : {}),
-  };
-}
-
 /** The ClusterAddon controller's fleet settings of a snapshot (settings.yaml). */
 export function fleetSettingsOf(snapshot: Pick<Snapshot, 'settings'>): FleetSettings {
   const f = snapshot.settings.fleet;
@@ -248,20 +227,30 @@ export function fleetSettingsOf(snapshot: Pick<Snapshot, 'settings'>): FleetSett
 export function clusterRefsIn(
   w: World,
   cluster: SnapshotObject,
-): { controlPlane: SnapshotObject | undefined; infraCluster: SnapshotObject | undefined } {
-  const namespace = cluster.metadata.namespace ?? '';
-  const resolve = (field: 'controlPlaneRef' | 'infrastructureRef'): SnapshotObject | undefined => {
-    const ref = refOf(cluster, field);
-    if (ref === undefined) return undefined;
+): {
+  controlPlane: SnapshotObject | undefined;
+  infraCluster: SnapshotObject | undefined;
+  /** Refs the rule refuses, as the live controller reports them (RefsNotReadable). */
+  refProblems: string[];
+} {
+  // The live controller's rule (api/clusterrefs.ts): a refused ref resolves to nothing here too.
+  const refProblems: string[] = [];
+  const resolve = (field: ClusterRefField): SnapshotObject | undefined => {
+    const followed = clusterRef(cluster, field);
+    if (followed !== undefined && !followed.ok) refProblems.push(followed.problem);
+    if (!followed?.ok) return undefined;
+    const ref = followed.ref;
     return [...w.objects.values()].find(
       (o) =>
         o.kind === ref.kind &&
         o.metadata.name === ref.name &&
-        o.metadata.namespace === (ref.namespace ?? namespace) &&
-        (ref.group === undefined || groupOf(o.apiVersion) === ref.group),
+        o.metadata.namespace === ref.namespace &&
+        groupOf(o.apiVersion) === ref.group,
     );
   };
-  return { controlPlane: resolve('controlPlaneRef'), infraCluster: resolve('infrastructureRef') };
+  const controlPlane = resolve('controlPlaneRef');
+  const infraCluster = resolve('infrastructureRef');
+  return { controlPlane, infraCluster, refProblems };
 }
 
 class Renderer {
@@ -741,10 +730,10 @@ class Renderer {
           : releaseNs !== namespace && tag !== undefined
             ? clusterStackOfTag(w.list(GROUP, 'ClusterStack', releaseNs) as unknown as ClusterStack[], tag)
             : undefined;
-      const { controlPlane, infraCluster } =
+      const { controlPlane, infraCluster, refProblems } =
         cluster !== undefined
           ? clusterRefsIn(w, cluster)
-          : { controlPlane: undefined, infraCluster: undefined };
+          : { controlPlane: undefined, infraCluster: undefined, refProblems: [] };
       const kustomizations = w
         .list('kustomize.toolkit.fluxcd.io', 'Kustomization', namespace)
         .filter((k) => k.metadata.labels?.[LABEL_CLUSTER] === name) as unknown as Kustomization[];
@@ -758,6 +747,7 @@ class Renderer {
         name,
         ...(controlPlane !== undefined ? { controlPlane } : {}),
         ...(infraCluster !== undefined ? { infraCluster } : {}),
+        ...(refProblems.length > 0 ? { refProblems } : {}),
         ...(clusterAddon !== undefined ? { clusterAddon } : {}),
         ...(release !== undefined ? { release } : {}),
         ...(tree !== undefined ? { tree } : {}),

@@ -798,7 +798,7 @@ function resolveTarget(ctx: Context): Step<Target> {
     if (problems.length > 0) {
       return waiting(
         Reason.RefsNotReadable,
-        `waiting for ${missingRefs.join(' and ')}: ${problems.join('; ')} (grant stackflux list/watch on the kind, e.g. a ClusterRole labelled stackflux.io/aggregate-to-controller: "true")`,
+        `waiting for ${missingRefs.join(' and ')}: ${problems.join('; ')}`,
       );
     }
     return waiting(Reason.WaitingForRefs, `waiting for ${missingRefs.join(' and ')}`);

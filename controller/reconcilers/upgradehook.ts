@@ -14,6 +14,10 @@
 // - Failure + message: the stage cannot become Ready without a change by someone (the ClusterAddon
 //   is Stalled: invalid release, render failure, ...). Cluster API reports the message on the
 //   Cluster and calls again with back-off.
+//
+// Anyone who reaches the port may ask about any Cluster (Cluster API sends no credentials), so an
+// answer names only addons and condition reasons, never a condition's message (a render error may
+// quote values or a release's files): the ClusterAddon, readable by those allowed, has the rest.
 
 import type { ClusterAddon } from '../api/clusteraddon.ts';
 import {
@@ -58,7 +62,10 @@ export type UpgradeStage =
   /** Applied (at least in part), these addons are not Ready yet ("name (reason)"). */
   | { kind: 'Applied'; notReady: readonly string[] }
   | { kind: 'Ready' }
-  /** It cannot become Ready without a change: reason and message of the failure. */
+  /**
+   * It cannot become Ready without a change: reason and message of the failure (the message is
+   * for the rollout's status in the tenant's namespace; the hook's answer never repeats it).
+   */
   | { kind: 'Failed'; reason: string; message: string }
   /** The state could not be read (an API error): asked again later. */
   | { kind: 'Unknown'; why: string };
@@ -182,7 +189,7 @@ export function decideBeforeClusterUpgrade(
     case 'Failed':
       return respond(
         'Failure',
-        `${stageName} cannot become Ready in ${cluster}: ${stage.reason}: ${stage.message}`,
+        `${stageName} cannot become Ready in ${cluster}: ${stage.reason} (the ClusterAddon's Stalled condition says why)`,
       );
   }
 }
@@ -209,7 +216,7 @@ export function stageFromClusterAddon(ca: ClusterAddon | undefined, release: str
     const ready = conditions.find((c) => c.type === 'Ready');
     return {
       kind: 'Pending',
-      why: `the addons of release ${release} are not committed yet${ready?.message ? ` (${ready.reason}: ${ready.message})` : ''}`,
+      why: `the addons of release ${release} are not committed yet${ready?.reason ? ` (${ready.reason})` : ''}`,
     };
   }
   const addons = ca.status?.addons ?? [];

@@ -19,6 +19,8 @@ export interface BodyRequestHead {
   /** The path without the query. */
   path: string;
   headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** The peer's address (for per-caller limits); undefined once the socket is gone. */
+  remoteAddress?: string;
 }
 
 export interface BodyRequest extends BodyRequestHead {
@@ -119,7 +121,13 @@ export function admitLength(
 }
 
 function headOf(req: IncomingMessage): BodyRequestHead {
-  return { method: req.method ?? 'GET', path: (req.url ?? '/').split('?')[0] ?? '/', headers: req.headers };
+  const remoteAddress = req.socket.remoteAddress;
+  return {
+    method: req.method ?? 'GET',
+    path: (req.url ?? '/').split('?')[0] ?? '/',
+    headers: req.headers,
+    ...(remoteAddress !== undefined ? { remoteAddress } : {}),
+  };
 }
 
 export async function serveBodies(addr: string, opts: BodyServerOptions): Promise<BodyServer> {

@@ -7,7 +7,9 @@
 //  (b) a Cluster of a ClusterClass that is no stackflux release has its refs left alone (no
 //      informer for their kind is ever started);
 //  (c) a missing ref waits with exponential backoff (2 s, 4 s, 8 s, ...), and its object appearing
-//      ends the wait at once through the informer's event.
+//      ends the wait at once through the informer's event;
+//  (d) issue 31 F6: a ref to a built-in kind is refused by the shared rule (api/clusterrefs.ts)
+//      with RefsNotReadable saying why; no informer for that kind is started.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -234,6 +236,38 @@ describe('ClusterAddon refs under the generated RBAC', { timeout: 10 * 60_000 },
           return reason !== undefined && reason !== 'WaitingForRefs' ? reason : undefined;
         },
         { timeoutMs: 120_000 },
+      );
+    });
+  });
+
+  it('(d) a ref to a built-in kind is never followed: RefsNotReadable says why, no informer for it', async () => {
+    // The test environment serves Cluster only as v1beta2, whose refs must name a DNS-subdomain
+    // apiGroup and have no namespace: a core Secret or another namespace (possible with v1beta1
+    // Clusters) cannot be stored here; test/unit/api/clusterrefs.test.ts and the bad-input corpus
+    // cover those. `apps` is a built-in group a v1beta2 ref can name.
+    const c = controller as ControllerProcess;
+    await c.step(async () => {
+      await admin.create(
+        cluster('builtin-ref', tag, {
+          controlPlaneRef: { apiGroup: 'apps', kind: 'Deployment', name: 'cp' },
+        }),
+      );
+      const ca = await eventually(
+        'ClusterAddon builtin-ref RefsNotReadable',
+        async () => {
+          const got = await clusterAddon('builtin-ref');
+          return cond(got, 'Reconciling')?.reason === 'RefsNotReadable' ? got : undefined;
+        },
+        { timeoutMs: 120_000 },
+      );
+      assert.match(
+        cond(ca, 'Reconciling')?.message ?? '',
+        /controlPlaneRef "Deployment" "cp" is in the Kubernetes API group "apps".*never to built-in kinds/,
+      );
+      assert.deepEqual(
+        c.logLines.filter((l) => l.includes('apps/v1/Deployment')),
+        [],
+        'an informer was started for the built-in kind a Cluster ref names',
       );
     });
   });

@@ -11,10 +11,12 @@ import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
+import { clusterRef } from '../../controller/api/clusterrefs.ts';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
 import type { Condition } from '../../controller/api/meta.ts';
 import { BEFORE_CLUSTER_UPGRADE_PATH, DISCOVERY_PATH } from '../../controller/api/runtimehooks.ts';
+import { main } from '../../controller/cli/main.ts';
 import { fleetBackoffMs, refusedBranchFailure } from '../../controller/controllers/clusteraddon.ts';
 import { narrowingBudget, pushNarrowing } from '../../controller/gitops/narrow.ts';
 import { FINALIZER_FLEET_CLEANUP, reconcileClusterAddon } from '../../controller/reconcilers/clusteraddon.ts';
@@ -195,6 +197,7 @@ function addonOutcome(
     stack?: Partial<ClusterStack['spec']>;
   } & {
     infraCluster?: Record<string, unknown>;
+    refProblems?: string[];
   } = {},
 ): Condition | undefined {
   const r = reconcileClusterAddon({
@@ -207,6 +210,7 @@ function addonOutcome(
     treeCommit: 'c'.repeat(40),
     clusterStack: clusterStack(o.stack),
     ...(o.infraCluster !== undefined ? { infraCluster: o.infraCluster } : {}),
+    ...(o.refProblems !== undefined ? { refProblems: o.refProblems } : {}),
     kustomizations: [],
     branch: undefined,
     fleetSettings: { url: 'https://git.example.com/fleet.git', branchPrefix: 'stackflux/' },
@@ -677,6 +681,39 @@ const corpus: Case[] = [
     reason: 'WaitingForRefs',
     message: /InfraCluster \(DockerCluster gone\)/,
   },
+  // issue 31 F6/F10: a ref the tenant points at a Secret, a ConfigMap or another namespace is
+  // refused by the shared rule (api/clusterrefs.ts) before anything is read, as the controller does
+  ...[
+    {
+      what: 'a core Secret',
+      ref: { apiVersion: 'v1', kind: 'Secret', name: 'db-creds' },
+      why: /never to built-in kinds/,
+    },
+    {
+      what: 'a ConfigMap (v1beta2 apiGroup "")',
+      ref: { apiGroup: '', kind: 'ConfigMap', name: 'cm' },
+      why: /never to built-in kinds/,
+    },
+    {
+      what: 'another namespace',
+      ref: {
+        apiGroup: 'infrastructure.cluster.x-k8s.io',
+        kind: 'DockerCluster',
+        name: 'x',
+        namespace: 'kube-system',
+      },
+      why: /names namespace "kube-system": refs are resolved in the Cluster's own namespace only/,
+    },
+  ].map(({ what, ref, why }) => ({
+    name: `Cluster: infrastructureRef to ${what}`,
+    run: () => {
+      const c = cluster({ infrastructureRef: ref });
+      const followed = clusterRef(c as Parameters<typeof clusterRef>[0], 'infrastructureRef');
+      return addonOutcome({ cluster: c, refProblems: followed?.ok === false ? [followed.problem] : [] });
+    },
+    reason: 'RefsNotReadable',
+    message: why,
+  })),
   {
     name: 'Cluster: moved to a ClusterClass that is no release',
     run: () => addonOutcome({ cluster: cluster({}, 'handmade-class') }),
@@ -1056,6 +1093,23 @@ const corpus: Case[] = [
   })(),
   // ---- issue 23: a csctl cluster-class (a Helm chart) rendering what it must not ----
   ...csctlClassCases(),
+  // ---- issue 31 F8: `stackflux convert` of a tenant's terminal escapes and a Secret's credentials
+  {
+    name: 'convert: terminal escapes in a ClusterStack, credentials in an OCI_REPOSITORY from a Secret',
+    run: async () => {
+      let err = '';
+      const code = await main(
+        ['convert', '-f', join(import.meta.dirname, '../unit/convert/corpus/hostile-values/input.yaml')],
+        { stdout: () => undefined, stderr: (t) => (err += t), env: {} },
+      );
+      assert.ok(![...err].some((c) => c !== '\n' && (c < ' ' || (c >= '\u007f' && c <= '\u009f'))), err);
+      assert.ok(!err.includes('SECRETPW'), 'a credential from a Secret on stderr');
+      return { reason: `exit ${code}`, message: err };
+    },
+    reason: 'exit 2',
+    message:
+      /spec\.name "x\\u001b\[2J.*OCI_REPOSITORY \(the value of Secret cso-system\/registry-login key repository\)/s,
+  },
 ];
 
 /**

@@ -49,6 +49,7 @@ describe('stackflux install --export', () => {
       'RoleBinding',
       'Service',
       'Deployment',
+      'NetworkPolicy',
     ]) {
       assert.ok(kinds.includes(k), `missing ${k}`);
     }
@@ -161,5 +162,43 @@ describe('stackflux install --export', () => {
     const bad = capture();
     assert.equal(await main(['install', '--export', '--runtime-extension', 'self'], bad.io), 2);
     assert.match(bad.err(), /--runtime-extension must be cert-manager or secret/);
+  });
+
+  it('the NetworkPolicy with every port, Cluster API peers and an egress allow-list is served (issue 31 F9)', async () => {
+    // The API server validates and stores it (server-side apply); the test environment has no CNI,
+    // so nothing enforces it here: what each peer may reach is not measured.
+    const c = capture();
+    assert.equal(
+      await main(
+        [
+          'install',
+          '--export',
+          '--namespace',
+          namespace,
+          '--runtime-extension=secret',
+          '--network-policy-runtime-extension-namespaces=capi-system,*',
+          '--network-policy-egress-cidrs=10.0.0.0/8,2001:db8::/32',
+        ],
+        c.io,
+      ),
+      0,
+      c.err(),
+    );
+    const policy = parseAllDocuments(c.out())
+      .map((d) => d.toJS() as KubeObject)
+      .find((o) => o.kind === 'NetworkPolicy');
+    assert.ok(policy);
+    const stored = await client.apply(policy, { force: true, fieldManager: 'stackflux-install-test' });
+    // biome-ignore lint/suspicious/noExplicitAny: a free-form object read in a test
+    const spec = (stored as any).spec;
+    assert.deepEqual(spec.policyTypes, ['Ingress', 'Egress']);
+    assert.deepEqual(
+      spec.ingress.map((r: { ports: { port: unknown }[] }) => r.ports[0]?.port),
+      ['http-webhook', 'https-hooks', 'http-metrics'],
+    );
+    assert.deepEqual(spec.egress.at(-1).to, [
+      { ipBlock: { cidr: '10.0.0.0/8' } },
+      { ipBlock: { cidr: '2001:db8::/32' } },
+    ]);
   });
 });

@@ -143,7 +143,15 @@ describe('runtime extension: HTTP contract', () => {
       cert.ca,
     );
     assert.deepEqual([broken.body.status, broken.body.retryAfterSeconds], ['Failure', 0]);
-    assert.match(String(broken.body.message), /RenderFailed: addon cni: template error/);
+    assert.match(
+      String(broken.body.message),
+      /cannot become Ready in Cluster team-a\/broken: RenderFailed \(/,
+    );
+    assert.doesNotMatch(
+      String(broken.body.message),
+      /template error/,
+      'a condition message told to any caller',
+    );
     const down = await callHook(
       server.url,
       BEFORE_CLUSTER_UPGRADE_PATH,
@@ -151,7 +159,11 @@ describe('runtime extension: HTTP contract', () => {
       cert.ca,
     );
     assert.deepEqual([down.body.status, down.body.retryAfterSeconds], ['Success', 10]);
-    assert.match(String(down.body.message), /could not be read: connect ECONNREFUSED/);
+    // The API error stays in the controller's log: the caller may be anyone.
+    assert.match(
+      String(down.body.message),
+      /could not be read: reading its ClusterAddon failed \(the controller log says why\)$/,
+    );
     const asking = asked.find((t) => t.cluster === 'waiting');
     assert.deepEqual(asking, {
       namespace: 'team-a',
@@ -221,6 +233,85 @@ describe('runtime extension: HTTP contract', () => {
       callHook(server.url, DISCOVERY_PATH, {}, stranger.ca),
       /self[- ]signed|unable to verify|certificate/i,
     );
+  });
+});
+
+describe('runtime extension: lookups are rate-limited per caller and overall (issue 31 F7)', () => {
+  it('past the caller’s bucket a call is told to retry in 10 s, without a lookup; the upgrade only waits', async () => {
+    const cert = servingCertificate(join(work, 'rate'));
+    const { lookup, asked } = recordedLookup({ ready: { kind: 'Ready' } });
+    const server = await serveRuntimeExtension('127.0.0.1:0', {
+      lookup,
+      certFile: cert.certFile,
+      keyFile: cert.keyFile,
+      reloadIntervalMs: 0,
+      // A refill so slow that no token comes back during the test: the burst is all there is.
+      rate: { overall: { ratePerSecond: 0.001, burst: 100 }, perKey: { ratePerSecond: 0.001, burst: 3 } },
+    });
+    try {
+      const answers = [];
+      for (let i = 0; i < 5; i++)
+        answers.push(
+          (
+            await callHook(
+              server.url,
+              BEFORE_CLUSTER_UPGRADE_PATH,
+              upgradeRequest('team-a', 'ready'),
+              cert.ca,
+            )
+          ).body,
+        );
+      assert.deepEqual(
+        answers.map((a) => [a.status, a.retryAfterSeconds]),
+        [
+          ['Success', 0],
+          ['Success', 0],
+          ['Success', 0],
+          ['Success', 10],
+          ['Success', 10],
+        ],
+      );
+      assert.match(String(answers[4]?.message), /too many BeforeClusterUpgrade calls from this caller/);
+      assert.equal(asked.length, 3, 'a throttled call made a lookup');
+      // Discovery is no lookup and is not charged.
+      assert.equal((await callHook(server.url, DISCOVERY_PATH, {}, cert.ca)).body.status, 'Success');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('all callers together share one bucket', async () => {
+    const cert = servingCertificate(join(work, 'rate-all'));
+    const { lookup, asked } = recordedLookup({ ready: { kind: 'Ready' } });
+    const server = await serveRuntimeExtension('127.0.0.1:0', {
+      lookup,
+      certFile: cert.certFile,
+      keyFile: cert.keyFile,
+      reloadIntervalMs: 0,
+      rate: { overall: { ratePerSecond: 0.001, burst: 2 }, perKey: { ratePerSecond: 0.001, burst: 100 } },
+    });
+    try {
+      const statuses = [];
+      for (let i = 0; i < 3; i++)
+        statuses.push(
+          (
+            await callHook(
+              server.url,
+              BEFORE_CLUSTER_UPGRADE_PATH,
+              upgradeRequest('team-a', 'ready'),
+              cert.ca,
+            )
+          ).body,
+        );
+      assert.deepEqual(
+        statuses.map((a) => a.retryAfterSeconds),
+        [0, 0, 10],
+      );
+      assert.match(String(statuses[2]?.message), /too many BeforeClusterUpgrade calls in all/);
+      assert.equal(asked.length, 2);
+    } finally {
+      await server.close();
+    }
   });
 });
 
@@ -341,16 +432,18 @@ describe('runtime extension: live lookup on the real API server', () => {
     assert.deepEqual([go.status, go.retryAfterSeconds], ['Success', 0], String(go.message));
   });
 
-  it('answers Failure while the ClusterAddon is Stalled for the release', async () => {
+  it('answers Failure with the reason only while the ClusterAddon is Stalled (issue 31 F7)', async () => {
+    // A render error's message may quote a tenant's values or a release's files: not for any caller.
+    const leak = 'addon cni: template error near "token: s3cr3t-in-values"';
     await writeStatus({
       release: RELEASE,
       conditions: [
-        { ...ready('RenderFailed'), message: 'addon cni: bad template' },
+        { ...ready('RenderFailed'), message: leak },
         {
           type: 'Stalled',
           status: 'True',
           reason: 'RenderFailed',
-          message: 'addon cni: bad template',
+          message: leak,
           lastTransitionTime: '2026-01-01T00:00:00Z',
         },
       ],
@@ -358,6 +451,7 @@ describe('runtime extension: live lookup on the real API server', () => {
     });
     const a = await call();
     assert.equal(a.status, 'Failure');
-    assert.match(String(a.message), /RenderFailed: addon cni: bad template/);
+    assert.match(String(a.message), /cannot become Ready in Cluster .*: RenderFailed \(/);
+    assert.doesNotMatch(String(a.message), /s3cr3t|template error/);
   });
 });

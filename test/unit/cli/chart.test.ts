@@ -103,6 +103,19 @@ const CASES: { name: string; values: Record<string, unknown>; flags: string[] }[
         insecureChartHosts: ['plain.example'],
       },
       extraArgs: ['--concurrency=8', '--poll-interval=1m', '--github-api-url=https://ghe.example/api/v3'],
+      networkPolicy: {
+        webhook: {
+          from: [
+            { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-a' } } },
+            { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-b' } } },
+          ],
+        },
+        runtimeExtension: { from: [{ namespaceSelector: {} }] },
+        metrics: {
+          from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'prometheus' } } }],
+        },
+        egress: { to: [{ ipBlock: { cidr: '10.0.0.0/8' } }, { ipBlock: { cidr: '2001:db8::/32' } }] },
+      },
     },
     flags: [
       '--name=sf-two',
@@ -129,6 +142,10 @@ const CASES: { name: string; values: Record<string, unknown>; flags: string[] }[
       '--default-service-account=flux-applier',
       '--allowed-chart-hosts=charts.example,*.registry.example',
       '--insecure-chart-hosts=plain.example',
+      '--network-policy-webhook-namespaces=ingress-a,ingress-b',
+      '--network-policy-runtime-extension-namespaces=*',
+      '--network-policy-metrics-namespaces=prometheus',
+      '--network-policy-egress-cidrs=10.0.0.0/8,2001:db8::/32',
       '--',
       '--concurrency=8',
       '--poll-interval=1m',
@@ -166,8 +183,10 @@ const CASES: { name: string; values: Record<string, unknown>; flags: string[] }[
       tenancy: { defaultServiceAccount: 'true' },
       fleet: { secret: 'ns/on', branchPrefix: 'no/' },
       extraArgs: ['--shard', 'null'],
+      networkPolicy: { enabled: false },
     },
     flags: [
+      '--disable-network-policy',
       '--log-level=warn',
       '--default-service-account=true',
       '--fleet-secret=ns/on',
@@ -274,6 +293,11 @@ describe('the Helm chart of stackflux', () => {
       { replicas: 2, leaderElection: { enabled: false } },
       '/replicas',
     ],
+    [
+      'a port open to no peers (NetworkPolicy: from anywhere)',
+      { networkPolicy: { metrics: { from: [] } } },
+      '/networkPolicy/metrics/from',
+    ],
   ] as const)
     it(`values.schema.json: helm refuses ${what}, naming it`, () => {
       const helm = helmTemplate(values);
@@ -281,6 +305,58 @@ describe('the Helm chart of stackflux', () => {
       assert.match(helm.stderr, /schema/);
       assert.ok(helm.stderr.includes(field), helm.stderr);
     });
+});
+
+describe('stackflux install: the NetworkPolicy of the controller pod (issue 31 F9)', () => {
+  const policyOf = async (flags: string[]) => (await install(flags)).find((o) => o.kind === 'NetworkPolicy');
+  type Rule = { from: unknown[]; ports: { port: unknown }[] };
+  const ingress = (np: Obj | undefined) =>
+    (((np?.spec ?? {}) as { ingress?: Rule[] }).ingress ?? []).map((r) => [
+      r.ports.map((p) => p.port).join(','),
+      r.from,
+    ]);
+  const ns = (n: string) => ({ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': n } } });
+
+  it('by default: the webhook from the ingress controller, /metrics from monitoring; egress unrestricted', async () => {
+    const np = await policyOf([]);
+    assert.ok(np, 'install --export has a NetworkPolicy');
+    assert.deepEqual((np.spec as { podSelector: unknown }).podSelector, {
+      matchLabels: { 'app.kubernetes.io/name': 'stackflux', 'app.kubernetes.io/part-of': 'stackflux' },
+    });
+    assert.deepEqual((np.spec as { policyTypes: string[] }).policyTypes, ['Ingress']);
+    assert.deepEqual(ingress(np), [
+      ['http-webhook', [ns('ingress-nginx')]],
+      ['http-metrics', [ns('monitoring')]],
+    ]);
+  });
+
+  it('the runtime extension port only from Cluster API; no rule for a port that is not served', async () => {
+    const np = await policyOf(['--runtime-extension=secret', '--webhook-secret-name=']);
+    assert.deepEqual(ingress(np), [
+      ['https-hooks', [ns('capi-system')]],
+      ['http-metrics', [ns('monitoring')]],
+    ]);
+  });
+
+  it('an egress allow-list: DNS, the API server endpoint port and the CIDRs, nothing else', async () => {
+    const np = await policyOf(['--network-policy-egress-cidrs=10.0.0.0/8']);
+    const spec = np?.spec as { policyTypes: string[]; egress: unknown[] };
+    assert.deepEqual(spec.policyTypes, ['Ingress', 'Egress']);
+    assert.deepEqual(spec.egress, [
+      {
+        ports: [
+          { protocol: 'UDP', port: 53 },
+          { protocol: 'TCP', port: 53 },
+        ],
+      },
+      { ports: [{ protocol: 'TCP', port: 6443 }] },
+      { to: [{ ipBlock: { cidr: '10.0.0.0/8' } }] },
+    ]);
+  });
+
+  it('--disable-network-policy leaves it out', async () => {
+    assert.equal(await policyOf(['--disable-network-policy']), undefined);
+  });
 });
 
 describe('stackflux install: the flags the chart mirrors refuse bad values, naming the flag', () => {
@@ -295,6 +371,12 @@ describe('stackflux install: the flags the chart mirrors refuse bad values, nami
     [['--tolerations={"key":"a"}'], /--tolerations must be a JSON list of objects/],
     [['--affinity=nodeAffinity'], /--affinity: not JSON/],
     [['--replicas=2', '--disable-leader-election'], /--replicas above 1 needs leader election/],
+    [
+      ['--network-policy-metrics-namespaces='],
+      /--network-policy-metrics-namespaces must name at least one namespace/,
+    ],
+    [['--network-policy-webhook-namespaces=Bad_NS'], /"Bad_NS" is not a namespace name/],
+    [['--network-policy-egress-cidrs=10.0.0.1'], /"10.0.0.1" is not a CIDR/],
   ] as const)
     it(flags.join(' '), async () => {
       const c = captureIO();

@@ -26,7 +26,11 @@ import { closedSchema, kubernetesAjv } from '../../support/crd-schema.ts';
 
 const CORPUS = join(import.meta.dirname, 'corpus');
 const ROOT = join(import.meta.dirname, '..', '..', '..');
-const SECRETS_IN_CORPUS = ['s3cr3t-token-value', 'literal-password-value'];
+// SECRETPW: the password inside an OCI_REPOSITORY read from a Secret (hostile-values, issue 31 F8).
+const SECRETS_IN_CORPUS = ['s3cr3t-token-value', 'literal-password-value', 'SECRETPW'];
+/** A control character a terminal acts on (C0 but newline, DEL, C1 such as CSI U+009B). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is its purpose
+const TERMINAL_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/;
 
 /** The ClusterStack CRD's schema, unknown fields rejected: '' when `o` passes, else ajv's errors. */
 function strictValidator() {
@@ -58,6 +62,7 @@ describe('stackflux convert: the corpus of CSO objects', () => {
         assert.ok(!got.out.includes(secret), 'no credential on stdout');
         assert.ok(!got.err.includes(secret), 'no credential on stderr');
       }
+      assert.doesNotMatch(got.err, TERMINAL_CONTROL, 'a raw control character on stderr');
       for (const doc of parseAllDocuments(got.out)) {
         const object = doc.toJS() as { spec: { source: Record<string, unknown> } };
         // The CRD's CEL rule (ajv does not evaluate CEL): exactly one of git, github and oci.

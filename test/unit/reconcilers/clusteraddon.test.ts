@@ -855,20 +855,18 @@ describe('reconcileClusterAddon: referenced objects', () => {
   it('a ref whose kind cannot be listed is RefsNotReadable with the reason and the fix, nothing rendered', () => {
     const c = cluster();
     (c.spec as Record<string, unknown>).infrastructureRef = {
-      apiVersion: 'v1',
-      kind: 'Secret',
+      apiVersion: 'example.com/v1',
+      kind: 'Widget',
       name: 'infra',
     };
-    const problem = 'infrastructureRef Secret infra: cannot list Secret (v1): 403 Forbidden';
+    const problem =
+      'infrastructureRef Widget infra: cannot list Widget (example.com/v1): 403 Forbidden (grant stackflux list/watch on the kind)';
     const r = must(reconcileClusterAddon(baseInput({}, { cluster: c, refProblems: [problem] })));
     assert.equal(r.branch, undefined);
     assert.equal(r.kustomizations, undefined);
     assert.equal(cond(r, 'Ready')?.status, 'Unknown');
     assert.equal(cond(r, 'Reconciling')?.reason, Reason.RefsNotReadable);
-    assert.equal(
-      cond(r, 'Reconciling')?.message,
-      `waiting for InfraCluster (Secret infra): ${problem} (grant stackflux list/watch on the kind, e.g. a ClusterRole labelled stackflux.io/aggregate-to-controller: "true")`,
-    );
+    assert.equal(cond(r, 'Reconciling')?.message, `waiting for InfraCluster (Widget infra): ${problem}`);
   });
 });
 

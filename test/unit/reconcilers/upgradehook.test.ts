@@ -224,24 +224,24 @@ describe('decideBeforeClusterUpgrade', () => {
     assert.match(unknown.message ?? '', /could not be read: connection refused/);
   });
 
-  it('Failure with the reason when the stage cannot become Ready', () => {
+  it('Failure with the reason (only) when the stage cannot become Ready', () => {
     const r = decideBeforeClusterUpgrade(target(), {
       kind: 'Failed',
       reason: 'RenderFailed',
-      message: 'addon cni: bad template',
+      message: 'addon cni: values: token=s3cr3t',
     });
     assert.deepEqual([r.status, r.retryAfterSeconds], ['Failure', 0]);
-    assert.match(
-      r.message ?? '',
-      /cannot become Ready in Cluster team-a\/c1: RenderFailed: addon cni: bad template/,
+    assert.equal(
+      r.message,
+      "the BeforeClusterUpgrade stage of release docker-ferrol-1-31-v2 cannot become Ready in Cluster team-a/c1: RenderFailed (the ClusterAddon's Stalled condition says why)",
     );
   });
 
   it('cuts a long message to MAX_MESSAGE characters', () => {
     const r = decideBeforeClusterUpgrade(target(), {
       kind: 'Failed',
-      reason: 'RenderFailed',
-      message: 'x'.repeat(100_000),
+      reason: 'x'.repeat(100_000),
+      message: '',
     });
     assert.equal(r.message?.length, MAX_MESSAGE);
   });
@@ -269,9 +269,18 @@ describe('stageFromClusterAddon', () => {
       RELEASE,
     );
     assert.equal(uncommitted.kind, 'Pending');
+    // A Ready message (a render error may quote a release's values) is not repeated, its reason is.
+    const failing = clusterAddon({ statusRelease: 'docker-ferrol-1-30-v3' });
+    const ready = failing.status?.conditions?.[0];
+    if (ready !== undefined)
+      Object.assign(ready, { reason: 'RenderFailed', message: 'values: token=SECRET' });
+    assert.deepEqual(stageFromClusterAddon(failing, RELEASE), {
+      kind: 'Pending',
+      why: `the addons of release ${RELEASE} are not committed yet (RenderFailed)`,
+    });
   });
 
-  it('Failed with the Stalled condition’s reason and message', () => {
+  it('Failed with the Stalled condition’s reason and message (the rollout status shows it; the hook does not)', () => {
     const s = stageFromClusterAddon(
       clusterAddon({
         statusRelease: 'docker-ferrol-1-30-v3',
