@@ -45,6 +45,7 @@ const EXPRESSIONS: Readonly<Record<string, string>> = {
   defaultServiceAccount: '.Values.tenancy.defaultServiceAccount',
   allowedChartHosts: '(join "," .Values.tenancy.allowedChartHosts)',
   insecureChartHosts: '(join "," .Values.tenancy.insecureChartHosts)',
+  allowSourceNetworks: '(join "," .Values.tenancy.allowSourceNetworks)',
   nodeSelector: '.Values.nodeSelector',
   tolerations: '.Values.tolerations',
   affinity: '.Values.affinity',
@@ -83,6 +84,7 @@ export const TOGGLES: readonly Toggle[] = [
   { name: 'defaultServiceAccount', condition: '.Values.tenancy.defaultServiceAccount' },
   { name: 'allowedChartHosts', condition: '.Values.tenancy.allowedChartHosts' },
   { name: 'insecureChartHosts', condition: '.Values.tenancy.insecureChartHosts' },
+  { name: 'allowSourceNetworks', condition: '.Values.tenancy.allowSourceNetworks' },
 ];
 
 /** installObjects' options with placeholders, the toggles in `on` switched on. */
@@ -121,6 +123,7 @@ export function placeholderOptions(on: ReadonlySet<string>): InstallOptions {
       ...(on.has('defaultServiceAccount') ? { defaultServiceAccount: p('defaultServiceAccount') } : {}),
       ...(on.has('allowedChartHosts') ? { allowedChartHosts: [p('allowedChartHosts')] } : {}),
       ...(on.has('insecureChartHosts') ? { insecureChartHosts: [p('insecureChartHosts')] } : {}),
+      ...(on.has('allowSourceNetworks') ? { allowSourceNetworks: [p('allowSourceNetworks')] } : {}),
     },
     ...(on.has('runtimeExtension')
       ? {
@@ -447,6 +450,7 @@ export const VALUES = {
     defaultServiceAccount: '',
     allowedChartHosts: [] as string[],
     insecureChartHosts: [] as string[],
+    allowSourceNetworks: [] as string[],
   },
   extraArgs: [] as string[],
 };
@@ -469,7 +473,7 @@ const VALUE_COMMENTS: Readonly<Record<string, string>> = {
   runtimeExtension:
     " Cluster API's BeforeClusterUpgrade runtime extension: certificate cert-manager or secret;\n empty: off (--runtime-extension, --runtime-extension-cert-secret).",
   tenancy:
-    ' run --default-service-account, --allowed-chart-hosts, --insecure-chart-hosts; empty: not\n passed (install flags of the same names).',
+    ' run --default-service-account, --allowed-chart-hosts, --insecure-chart-hosts,\n --allow-source-networks; empty: not passed (install flags of the same names).',
   extraArgs: ' More stackflux run flags, appended (stackflux install --export -- FLAGS).',
 };
 
