@@ -293,6 +293,12 @@ export class GitHubReleases {
           request: { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) },
         });
         const headers = res.headers as Headers;
+        // Source requests follow no redirect (egress.ts): octokit hands a 3xx over as an answer.
+        if ((res.status as number) >= 300 && (res.status as number) < 400)
+          throw new SourceError(
+            'SourceUnreachable',
+            `listing releases of ${name}: the GitHub API answered HTTP ${res.status} (a renamed or moved repository? name it as it is now); redirects are not followed`,
+          );
         page = {
           etag: header(headers, 'etag'),
           items: Array.isArray(res.data) ? (res.data as unknown[]) : [],
@@ -324,6 +330,7 @@ export class GitHubReleases {
     const refused = egressRefusal(err);
     if (refused !== undefined)
       return new EgressRefusedError(`listing releases of ${name}: ${scrubToken(refused.message, token)}`);
+    if (err instanceof SourceError) return err;
     if (!isHttpError(err)) {
       const msg = scrubToken(err instanceof Error ? err.message : String(err), token);
       return new SourceError('SourceUnreachable', `listing releases of ${name}: ${msg}`);
