@@ -248,12 +248,22 @@ type LookupCallback = (
   family?: number,
 ) => void;
 
+/** Resolves a name to every address (dns.lookup with all: true); injectable for tests of rebinding. */
+export type Resolver = (hostname: string, options: Record<string, unknown>) => Promise<LookupAddress[]>;
+
+const systemResolver: Resolver = (hostname, options) =>
+  new Promise((resolve, reject) =>
+    dnsLookup(hostname, { ...options, all: true }, (err, addresses) =>
+      err === null ? resolve(addresses) : reject(err),
+    ),
+  );
+
 /**
  * A `lookup` for net/tls.connect that resolves as dns.lookup does and refuses unless every address
  * may be reached (one refused address refuses the name: which one a connection would use is not
- * ours to choose).
+ * ours to choose). Called for every connection, so what is checked is what is connected to.
  */
-export function egressLookup(policy: () => EgressPolicy) {
+export function egressLookup(policy: () => EgressPolicy, resolver: Resolver = systemResolver) {
   return (hostname: string, options: unknown, callback: LookupCallback): void => {
     const opts = (typeof options === 'object' && options !== null ? options : {}) as Record<string, unknown>;
     const named = hostRefusal(policy(), hostname);
@@ -261,19 +271,21 @@ export function egressLookup(policy: () => EgressPolicy) {
       callback(new EgressRefusedError(named), '');
       return;
     }
-    dnsLookup(hostname, { ...opts, all: true }, (err, addresses) => {
-      if (err !== null) return callback(err, '');
-      const p = policy();
-      for (const a of addresses) {
-        const refusal = addressRefusal(p, hostname, a.address);
-        if (refusal !== undefined) return callback(new EgressRefusedError(refusal), '');
-      }
-      const first = addresses[0];
-      if (opts.all === true) return callback(null, addresses);
-      if (first === undefined)
-        return callback(Object.assign(new Error('no address'), { code: 'ENOTFOUND' }), '');
-      return callback(null, first.address, first.family);
-    });
+    resolver(hostname, opts).then(
+      (addresses) => {
+        const p = policy();
+        for (const a of addresses) {
+          const refusal = addressRefusal(p, hostname, a.address);
+          if (refusal !== undefined) return callback(new EgressRefusedError(refusal), '');
+        }
+        const first = addresses[0];
+        if (opts.all === true) return callback(null, addresses);
+        if (first === undefined)
+          return callback(Object.assign(new Error(`${hostname}: no address`), { code: 'ENOTFOUND' }), '');
+        return callback(null, first.address, first.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err, ''),
+    );
   };
 }
 

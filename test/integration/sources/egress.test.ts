@@ -8,9 +8,16 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { Agent } from 'undici';
 import { withChartDependencies } from '../../../controller/sources/chartrepo.ts';
 import { SourceError } from '../../../controller/sources/contract.ts';
-import { configureEgress, parseEgressAllowList } from '../../../controller/sources/egress.ts';
+import {
+  configureEgress,
+  egressLookup,
+  egressRefusal,
+  parseEgressAllowList,
+  type Resolver,
+} from '../../../controller/sources/egress.ts';
 import { fetchReleaseTree, listTags } from '../../../controller/sources/git.ts';
 import { GitHubReleases } from '../../../controller/sources/github.ts';
 import { GitHubReleaseAssets } from '../../../controller/sources/githubassets.ts';
@@ -109,6 +116,45 @@ before(async () => {
 after(async () => {
   await metadata.close();
   rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('the check holds when the connection is made (DNS rebinding)', () => {
+  /** A resolver that answers `first` the first time and `then` every time after, as a rebinding name does. */
+  function rebinding(first: string, then: string): Resolver {
+    let calls = 0;
+    return async () => [{ address: calls++ === 0 ? first : then, family: 4 }];
+  }
+
+  it('a name that resolved to an allowed address, then to 127.0.0.2, is refused at the next connection', async () => {
+    const allowed = await startServer((_req, res) => res.writeHead(200).end('public answer'));
+    // The policy allows the address the first answer names (standing in for a public address).
+    const policy = parseEgressAllowList('127.0.0.1/32');
+    const agent = new Agent({
+      pipelining: 0, // a new connection per request, so each one asks the resolver again
+      connect: { lookup: egressLookup(() => policy, rebinding('127.0.0.1', '127.0.0.2')) },
+    });
+    const port = (url: string): string => new URL(url).port;
+    try {
+      const ok = await fetch(`http://rebind.example.com:${port(allowed.url)}/`, {
+        dispatcher: agent,
+        headers: { connection: 'close' },
+      } as RequestInit);
+      assert.equal(await ok.text(), 'public answer');
+      const err = await fetch(`http://rebind.example.com:${port(metadata.url)}/latest/meta-data/`, {
+        dispatcher: agent,
+      } as RequestInit).then(
+        () => assert.fail('connected to the rebound address'),
+        (e: unknown) => e,
+      );
+      const refusal = egressRefusal(err);
+      assert.ok(refusal !== undefined, String(err));
+      assert.match(refusal.message, /^rebind\.example\.com \(127\.0\.0\.2\) is a loopback address/);
+      assert.deepEqual(metadata.requests, []);
+    } finally {
+      await agent.close();
+      await allowed.close();
+    }
+  });
 });
 
 describe('OCI: a tenant registry cannot make the controller reach inside the platform', () => {
