@@ -4,10 +4,12 @@
 // repository URL names it, a GitHub asset download or a chart repository redirects to it. Plain
 // http follows no redirect. And what came back unverified is never described.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
 import { Agent } from 'undici';
 import { withChartDependencies } from '../../../controller/sources/chartrepo.ts';
 import { SourceError } from '../../../controller/sources/contract.ts';
@@ -18,7 +20,7 @@ import {
   parseEgressAllowList,
   type Resolver,
 } from '../../../controller/sources/egress.ts';
-import { fetchReleaseTree, listTags } from '../../../controller/sources/git.ts';
+import { fetchReleaseTree, gitEnv, listTags } from '../../../controller/sources/git.ts';
 import { GitHubReleases } from '../../../controller/sources/github.ts';
 import { GitHubReleaseAssets } from '../../../controller/sources/githubassets.ts';
 import {
@@ -273,6 +275,27 @@ describe('Git: a repository URL that names an internal address is refused before
     refused(await rejection(listTags('git@169.254.169.254:tenant/repo.git')), /link-local/);
     refused(await rejection(listTags('ssh://git@10.0.0.1/repo.git')), /private/);
     assert.deepEqual(metadata.requests, []);
+  });
+});
+
+describe('Git: the pin makes git connect to the checked address, not resolve again', () => {
+  it('a name no DNS knows reaches the checked address through http.curloptResolve', async () => {
+    const server = await startServer((_req, res) => res.writeHead(404).end());
+    try {
+      const url = `http://pinned.invalid:${new URL(server.url).port}/tenant/repo.git`;
+      const pin = `pinned.invalid:${new URL(server.url).port}:127.0.0.1`;
+      // Not spawnSync: the server that must answer runs in this process.
+      const stderr = await promisify(execFile)('git', ['ls-remote', '--', url], {
+        env: gitEnv(undefined, url, pin),
+      }).then(
+        () => assert.fail('ls-remote of a 404 succeeded'),
+        (e: { stderr?: string }) => e.stderr ?? '',
+      );
+      assert.ok(!/Could not resolve host/.test(stderr), stderr);
+      assert.ok(server.requests.length > 0, 'git connected to the pinned address');
+    } finally {
+      await server.close();
+    }
   });
 });
 
