@@ -29,7 +29,15 @@ import { addonCluster, installFixtureCrds } from '../test/support/e2e.ts';
 import { playClusterApi } from './lib/capi.ts';
 import { cutRelease } from './lib/release-repo.ts';
 import { readStackDir } from './lib/stack-dir.ts';
-import { createRepo, down, type Endpoints, envShPath, up, workloadKubeconfigSecret } from './lib/testenv.ts';
+import {
+  createRepo,
+  down,
+  type Endpoints,
+  envShPath,
+  TESTENV_SOURCE_NETWORKS,
+  up,
+  workloadKubeconfigSecret,
+} from './lib/testenv.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const keep = process.argv.includes('--keep');
@@ -394,6 +402,7 @@ async function main(): Promise<void> {
       `--webhook-addr=127.0.0.1:${webhook}`,
       `--webhook-secret=${webhookSecret}`,
       `--cache-dir=${join(stateDir, 'controller-cache')}`,
+      `--allow-source-networks=${TESTENV_SOURCE_NETWORKS}`,
       `--fleet-url=${fleetRepo}`,
       '--fleet-batch-window=1s',
     ],

@@ -30,6 +30,12 @@ export const ANNOTATION_COMMIT = 'stackflux.io/commit';
  */
 export const LABEL_SOURCE_CREDENTIALS = 'stackflux.io/source-credentials';
 
+/**
+ * Label (value "true") a source Secret needs before its credentials go over plain http (an OCI
+ * source with `insecure: true`): anyone on the path reads them there, so the owner says so.
+ */
+export const LABEL_ALLOW_PLAIN_HTTP = 'stackflux.io/allow-plain-http';
+
 /** Label of ClusterRoles aggregated into stackflux's controller role (Cluster API's pattern). */
 export const LABEL_AGGREGATE_TO_CONTROLLER = 'stackflux.io/aggregate-to-controller';
 

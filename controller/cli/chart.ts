@@ -47,6 +47,7 @@ const EXPRESSIONS: Readonly<Record<string, string>> = {
   defaultServiceAccount: '.Values.tenancy.defaultServiceAccount',
   allowedChartHosts: '(join "," .Values.tenancy.allowedChartHosts)',
   insecureChartHosts: '(join "," .Values.tenancy.insecureChartHosts)',
+  allowSourceNetworks: '(join "," .Values.tenancy.allowSourceNetworks)',
   nodeSelector: '.Values.nodeSelector',
   tolerations: '.Values.tolerations',
   affinity: '.Values.affinity',
@@ -89,6 +90,7 @@ export const TOGGLES: readonly Toggle[] = [
   { name: 'defaultServiceAccount', condition: '.Values.tenancy.defaultServiceAccount' },
   { name: 'allowedChartHosts', condition: '.Values.tenancy.allowedChartHosts' },
   { name: 'insecureChartHosts', condition: '.Values.tenancy.insecureChartHosts' },
+  { name: 'allowSourceNetworks', condition: '.Values.tenancy.allowSourceNetworks' },
   // The NetworkPolicy is there by default (its port rules follow the webhook and extension toggles).
   { name: 'networkPolicyDisabled', condition: 'not .Values.networkPolicy.enabled' },
   { name: 'networkPolicyEgress', condition: '.Values.networkPolicy.egress.to' },
@@ -130,6 +132,7 @@ export function placeholderOptions(on: ReadonlySet<string>): InstallOptions {
       ...(on.has('defaultServiceAccount') ? { defaultServiceAccount: p('defaultServiceAccount') } : {}),
       ...(on.has('allowedChartHosts') ? { allowedChartHosts: [p('allowedChartHosts')] } : {}),
       ...(on.has('insecureChartHosts') ? { insecureChartHosts: [p('insecureChartHosts')] } : {}),
+      ...(on.has('allowSourceNetworks') ? { allowSourceNetworks: [p('allowSourceNetworks')] } : {}),
     },
     ...(on.has('runtimeExtension')
       ? {
@@ -468,6 +471,7 @@ export const VALUES = {
     defaultServiceAccount: '',
     allowedChartHosts: [] as string[],
     insecureChartHosts: [] as string[],
+    allowSourceNetworks: [] as string[],
   },
   networkPolicy: {
     enabled: true,
@@ -497,7 +501,7 @@ const VALUE_COMMENTS: Readonly<Record<string, string>> = {
   runtimeExtension:
     " Cluster API's BeforeClusterUpgrade runtime extension: certificate cert-manager or secret;\n empty: off (--runtime-extension, --runtime-extension-cert-secret).",
   tenancy:
-    ' run --default-service-account, --allowed-chart-hosts, --insecure-chart-hosts; empty: not\n passed (install flags of the same names).',
+    ' run --default-service-account, --allowed-chart-hosts, --insecure-chart-hosts,\n --allow-source-networks; empty: not passed (install flags of the same names).',
   networkPolicy:
     " The controller pod's NetworkPolicy (--disable-network-policy): who may reach each port, as\n NetworkPolicy peers (--network-policy-webhook-namespaces, --network-policy-runtime-extension-namespaces,\n --network-policy-metrics-namespaces NS,...; * every namespace). egress.to empty: egress unrestricted;\n else only those peers, DNS and the API server on 6443 (--network-policy-egress-cidrs CIDR,...).",
   extraArgs: ' More stackflux run flags, appended (stackflux install --export -- FLAGS).',

@@ -478,6 +478,9 @@ function tenancyArgs(t: TenancyPolicy | undefined): string[] {
     ...(t?.insecureChartHosts !== undefined
       ? [`--insecure-chart-hosts=${t.insecureChartHosts.join(',')}`]
       : []),
+    ...(t?.allowSourceNetworks !== undefined
+      ? [`--allow-source-networks=${t.allowSourceNetworks.join(',')}`]
+      : []),
   ];
 }
 

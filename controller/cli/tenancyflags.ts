@@ -1,6 +1,8 @@
-// Flags of the tenancy policy, shared by `stackflux run`, `render` and `diff` (offline = live) and
-// exposed by `install`: whose rights Flux applies with, where remote Helm charts may come from.
+// Flags of the tenancy policy, shared by `stackflux run`, `render`, `diff` and `preview` (offline =
+// live) and exposed by `install`: whose rights Flux applies with, where remote Helm charts may come
+// from, which internal networks source requests may reach.
 import { parseAllowedChartHosts, serviceAccountNameError, type TenancyPolicy } from '../releases/tenancy.ts';
+import { configureEgress, parseEgressAllowList } from '../sources/egress.ts';
 import { type Command, type FlagValues, UsageError } from './command.ts';
 
 export const tenancyFlags: Command['flags'] = {
@@ -18,6 +20,11 @@ export const tenancyFlags: Command['flags'] = {
     type: 'string',
     description:
       'comma-separated hosts (or *.domain) a chart dependency may be fetched from over plain http (default: https only)',
+  },
+  'allow-source-networks': {
+    type: 'string',
+    description:
+      'comma-separated CIDRs (10.0.0.0/8, fd00::/8) and hosts (git.platform.svc, *.corp.example) that source requests (Git, GitHub, OCI registries, token realms, redirects, chart repositories) may reach although they are loopback, link-local, private, CGNAT or cluster-internal; any other such destination is refused (default: none)',
   },
 };
 
@@ -46,5 +53,17 @@ export function tenancyPolicy(flags: FlagValues): TenancyPolicy {
   } catch (err) {
     throw new UsageError(`--insecure-chart-hosts: ${err instanceof Error ? err.message : String(err)}`);
   }
+  const networks = str(flags['allow-source-networks']);
+  try {
+    // The process's outbound policy is set here, where every command that reads sources parses it.
+    configureEgress(parseEgressAllowList(networks));
+  } catch (err) {
+    throw new UsageError(`--allow-source-networks: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const entries = networks
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (entries.length > 0) policy.allowSourceNetworks = entries;
   return policy;
 }

@@ -1,7 +1,7 @@
 // Helpers shared by the live controllers: comparisons that avoid no-op writes, owner lookups,
 // and Secret → git credentials.
 import { isDeepStrictEqual } from 'node:util';
-import { LABEL_SOURCE_CREDENTIALS } from '../api/meta.ts';
+import { LABEL_ALLOW_PLAIN_HTTP, LABEL_SOURCE_CREDENTIALS } from '../api/meta.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import type { GitCredentials } from '../sources/git.ts';
 import { SourceError } from '../sources/git.ts';
@@ -108,7 +108,11 @@ export async function sourceSecretCredentials(
       `Secret ${namespace}/${name} is not labelled ${LABEL_SOURCE_CREDENTIALS}: "true"; stackflux sends a source's Secret only when its owner allows it (kubectl label secret -n ${namespace} ${name} ${LABEL_SOURCE_CREDENTIALS}=true)`,
     );
   }
-  return credentialsOf(secret, namespace, name);
+  const creds = credentialsOf(secret, namespace, name);
+  // Read here, applied where the transport is known (sources/releasetree.ts plainHttpRefusal).
+  creds.secret = `${namespace}/${name}`;
+  if (secret.metadata.labels?.[LABEL_ALLOW_PLAIN_HTTP] === 'true') creds.allowPlainHttp = true;
+  return creds;
 }
 
 function credentialsOf(secret: SecretObject, namespace: string, name: string): GitCredentials {

@@ -21,6 +21,11 @@ export interface TenancyPolicy {
    * plain http. Undefined: https only.
    */
   insecureChartHosts?: readonly string[];
+  /**
+   * `--allow-source-networks`: CIDRs and hosts outbound source requests may reach although they
+   * are loopback, link-local, private or cluster-internal (sources/egress.ts). Undefined: none.
+   */
+  allowSourceNetworks?: readonly string[];
 }
 
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;

@@ -26,6 +26,7 @@ import { parseReleaseTag } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { binaryFilesOf, releaseTree } from '../releases/tree.ts';
 import { pickFromIndex } from './chartindex.ts';
+import { egressFetch, egressRefusal } from './egress.ts';
 import { SourceError } from './git.ts';
 
 export interface ChartFetchLimits {
@@ -131,7 +132,8 @@ function urlRefusal(url: string, tenancy: TenancyPolicy | undefined): string | u
 }
 
 function getOnce(url: string, budget: FetchBudget): Promise<Response> {
-  return fetch(url, {
+  // Through the outbound policy (egress.ts): every hop's host is checked when it connects.
+  return egressFetch(url, {
     redirect: 'manual',
     signal: AbortSignal.timeout(requestTimeoutMs(budget)),
     headers: { accept: '*/*', 'user-agent': 'stackflux' },
@@ -156,11 +158,16 @@ async function download(
         // A kept-alive connection the server closed meanwhile fails at once: one more try (a GET).
         if (err instanceof ChartDependencyError) throw err;
         if (err instanceof Error && err.name === 'TimeoutError') throw err;
+        if (egressRefusal(err) !== undefined) throw err;
         return getOnce(at, limits);
       });
     } catch (err) {
       if (err instanceof ChartDependencyError)
         throw new ChartDependencyError(`${what} ${redactUrl(at)}: ${err.message}`, true);
+      // The platform's verdict on where requests go, not a passing failure.
+      const refused = egressRefusal(err);
+      if (refused !== undefined)
+        throw new ChartDependencyError(`${what} ${redactUrl(at)}: ${refused.message}`, false);
       // The system's error code (ENOTFOUND, ECONNREFUSED, ...) says what to look at; never the
       // whole error, which may carry the URL.
       const code = (err as { cause?: { code?: unknown } }).cause?.code;
@@ -172,6 +179,12 @@ async function download(
     }
     if (res.status >= 300 && res.status < 400 && res.headers.get('location') !== null) {
       await res.body?.cancel();
+      // A redirect that came over plain http may have been written by anyone on the path.
+      if (new URL(at).protocol === 'http:')
+        throw new ChartDependencyError(
+          `${what} ${redactUrl(at)} redirects over plain http; not following it (plain http follows no redirect)`,
+          false,
+        );
       if (hop >= limits.maxRedirects)
         throw new ChartDependencyError(
           `${what} ${redactUrl(url)}: more than ${limits.maxRedirects} redirects`,

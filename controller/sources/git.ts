@@ -23,6 +23,7 @@ import type { ReleaseTree } from '../api/release.ts';
 import { pathProblem, resolveUnder } from '../releases/paths.ts';
 import { releaseTreeFromBytes, treeFileBytes } from '../releases/tree.ts';
 import { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
+import { gitPin } from './egress.ts';
 
 export { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
 
@@ -33,6 +34,10 @@ export interface GitCredentials {
   token?: string;
   /** The Secret's .dockerconfigjson (a kubernetes.io/dockerconfigjson Secret): OCI sources only. */
   dockerConfigJson?: string;
+  /** namespace/name of the tenant's Secret these came from (messages only). */
+  secret?: string;
+  /** The Secret is labelled stackflux.io/allow-plain-http: "true" (may go over plain http). */
+  allowPlainHttp?: boolean;
 }
 
 export interface RemoteTag {
@@ -138,9 +143,10 @@ const CREDENTIAL_HELPER =
  * git alike): no terminal prompt, no system or global config (GIT_CONFIG_GLOBAL=/dev/null, HOME
  * an empty private folder), only the https/http/ssh transports, no redirects, git's stall
  * timeout, and with credentials a helper scoped to the scheme and host of `url`. Credentials for
- * an ssh or unparsable URL are not handed to git at all.
+ * an ssh or unparsable URL are not handed to git at all. `pin` (egress.ts gitPin): host:port:address
+ * git connects to instead of resolving the host again after the outbound policy checked it.
  */
-export function gitEnv(creds?: GitCredentials, url?: string): Record<string, string> {
+export function gitEnv(creds?: GitCredentials, url?: string, pin?: string): Record<string, string> {
   const home = gitHome();
   const env: Record<string, string> = {
     GIT_TERMINAL_PROMPT: '0',
@@ -155,6 +161,7 @@ export function gitEnv(creds?: GitCredentials, url?: string): Record<string, str
     XDG_CONFIG_HOME: home,
   };
   const config: Array<readonly [string, string]> = [...ISOLATION_CONFIG];
+  if (pin !== undefined) config.push(['http.curloptResolve', pin]);
   const scope = url === undefined ? undefined : credentialScope(url);
   if ((creds?.username !== undefined || creds?.password !== undefined) && scope !== undefined) {
     const [protocol, host] = scope.split('://') as [string, string];
@@ -254,14 +261,16 @@ export const SIMPLE_GIT_GUARDS = {
   ],
 } as unknown as Partial<NonNullable<Parameters<typeof simpleGit>[0]>>;
 
-function git(creds: GitCredentials | undefined, url: string, cwd?: string) {
+/** simple-git for a request to `url`, after the outbound policy allowed its host (throws EgressRefused). */
+async function git(creds: GitCredentials | undefined, url: string, cwd?: string) {
+  const pin = await gitPin(url);
   // `block`: simple-git kills git once it has been silent this long (a stalled server).
   const timeout = { block: gitProcessTimeoutMs() };
   const g =
     cwd === undefined
       ? simpleGit({ ...SIMPLE_GIT_GUARDS, timeout })
       : simpleGit({ ...SIMPLE_GIT_GUARDS, baseDir: cwd, timeout });
-  return g.env(gitEnv(creds, url));
+  return g.env(gitEnv(creds, url, pin));
 }
 
 /** Parses `git ls-remote --tags` output: peeled `^{}` lines win over the tag object's own id. */
@@ -287,9 +296,11 @@ export async function listTags(url: string, creds?: GitCredentials): Promise<Rem
   validateRepoUrl(url);
   let tags: RemoteTag[];
   try {
-    const out = await git(creds, url).listRemote(['--tags', '--', url]);
+    const out = await (await git(creds, url)).listRemote(['--tags', '--', url]);
     tags = parseLsRemoteTags(out);
   } catch (err) {
+    if (err instanceof SourceError)
+      throw new SourceError(err.reason, `listing tags of ${url}: ${scrub(err.message, creds)}`);
     const message = withRedirectHint(scrub(err instanceof Error ? err.message : String(err), creds));
     throw new SourceError(classifyGitFailure(message), `listing tags of ${url}: ${message}`);
   }
@@ -319,7 +330,7 @@ async function withCommitTimes(
     const tmp = mkdtempSync(join(tmpdir(), 'stackflux-times-'));
     try {
       await runLocalGit(tmp, ['init', '-q', '--bare', tmp]);
-      await git(creds, url, tmp).fetch([
+      await (await git(creds, url, tmp)).fetch([
         '--depth=1',
         '--filter=tree:0',
         '--no-tags',
@@ -700,7 +711,7 @@ async function fetchCommit(
   what: string,
   creds: GitCredentials | undefined,
 ): Promise<string> {
-  await git(creds, url, gitDir).fetch(['--depth=1', '--no-tags', '--', url, what]);
+  await (await git(creds, url, gitDir)).fetch(['--depth=1', '--no-tags', '--', url, what]);
   return (await runLocalGit(gitDir, ['rev-parse', '--verify', 'FETCH_HEAD^{commit}'])).stdout
     .toString('utf8')
     .trim();

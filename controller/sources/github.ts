@@ -31,6 +31,7 @@ import { Octokit } from '@octokit/rest';
 import { isCsctlAssetSet } from '../releases/csctl/assets.ts';
 import { parseReleaseTag } from '../releases/tags.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
+import { EgressRefusedError, egressFetch, egressRefusal } from './egress.ts';
 import { type RemoteTag, SourceError } from './git.ts';
 import { githubAssetsIdentity, releaseAssetsOf } from './githubassets.ts';
 
@@ -149,7 +150,7 @@ function scrubToken(text: string, token: string | undefined): string {
 
 export class GitHubReleases {
   private readonly baseUrl: string;
-  private readonly fetchImpl: typeof globalThis.fetch | undefined;
+  private readonly fetchImpl: typeof globalThis.fetch;
   private readonly clock: Clock;
   private readonly userAgent: string;
   private readonly states = new Map<string, RepoState>();
@@ -158,7 +159,8 @@ export class GitHubReleases {
 
   constructor(opts: GitHubReleasesOptions = {}) {
     this.baseUrl = (opts.baseUrl ?? 'https://api.github.com').replace(/\/+$/, '');
-    this.fetchImpl = opts.fetch;
+    // Every request through the outbound policy (egress.ts): --github-api-url may name any host.
+    this.fetchImpl = opts.fetch ?? egressFetch;
     this.clock = opts.clock ?? realClock;
     this.userAgent = opts.userAgent ?? 'stackflux';
   }
@@ -191,7 +193,7 @@ export class GitHubReleases {
       baseUrl: this.baseUrl,
       userAgent: this.userAgent,
       log: { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} },
-      request: this.fetchImpl !== undefined ? { fetch: this.fetchImpl } : {},
+      request: { fetch: this.fetchImpl },
     });
     const base = `${this.baseUrl}/repos/${encodeURIComponent(repo.owner)}/${encodeURIComponent(repo.repo)}`;
     const visited = new Set<string>();
@@ -291,6 +293,12 @@ export class GitHubReleases {
           request: { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) },
         });
         const headers = res.headers as Headers;
+        // Source requests follow no redirect (egress.ts): octokit hands a 3xx over as an answer.
+        if ((res.status as number) >= 300 && (res.status as number) < 400)
+          throw new SourceError(
+            'SourceUnreachable',
+            `listing releases of ${name}: the GitHub API answered HTTP ${res.status} (a renamed or moved repository? name it as it is now); redirects are not followed`,
+          );
         page = {
           etag: header(headers, 'etag'),
           items: Array.isArray(res.data) ? (res.data as unknown[]) : [],
@@ -319,6 +327,10 @@ export class GitHubReleases {
     name: string,
     token: string | undefined,
   ): SourceError {
+    const refused = egressRefusal(err);
+    if (refused !== undefined)
+      return new EgressRefusedError(`listing releases of ${name}: ${scrubToken(refused.message, token)}`);
+    if (err instanceof SourceError) return err;
     if (!isHttpError(err)) {
       const msg = scrubToken(err instanceof Error ? err.message : String(err), token);
       return new SourceError('SourceUnreachable', `listing releases of ${name}: ${msg}`);

@@ -29,6 +29,7 @@ import { csctlAssetKind, releaseTreeFromCsctlAssets } from '../releases/csctl/as
 import { DEFAULT_GITHUB_API_URL } from '../releases/githuburl.ts';
 import { resolveUnder } from '../releases/paths.ts';
 import { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
+import { EgressRefusedError, egressFetch, egressRefusal } from './egress.ts';
 
 export const GITHUB_ASSETS_IDENTITY_PREFIX = 'github-assets:sha256:';
 
@@ -98,7 +99,8 @@ export class GitHubReleaseAssets {
 
   constructor(opts: GitHubAssetsOptions = {}) {
     this.baseUrl = (opts.baseUrl ?? DEFAULT_GITHUB_API_URL).replace(/\/+$/, '');
-    this.fetchImpl = opts.fetch ?? globalThis.fetch;
+    // The storage redirect goes through the outbound policy like the API request (egress.ts).
+    this.fetchImpl = opts.fetch ?? egressFetch;
     this.userAgent = opts.userAgent ?? 'stackflux';
   }
 
@@ -196,6 +198,8 @@ export class GitHubReleaseAssets {
       await res.body?.cancel();
       if (location === null || hops >= MAX_REDIRECTS)
         throw new SourceError('SourceUnreachable', `${where}: too many or empty redirects`);
+      // Plain http here is the platform's choice (--github-api-url), not a tenant's; the storage
+      // host is checked by the outbound policy when it connects (egress.ts).
       const next = URL.parse(location, url);
       if (next === null || (next.protocol !== 'https:' && next.protocol !== 'http:'))
         throw new SourceError(
@@ -227,6 +231,8 @@ export class GitHubReleaseAssets {
         signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
       });
     } catch (err) {
+      const refused = egressRefusal(err);
+      if (refused !== undefined) throw new EgressRefusedError(`${where}: ${scrub(refused.message, token)}`);
       throw new SourceError('SourceUnreachable', `${where}: ${scrub((err as Error).message, token)}`);
     }
     if (res.ok || (res.status >= 300 && res.status < 400)) return res;
@@ -267,7 +273,8 @@ async function readCapped(res: Response, size: number, where: string): Promise<U
       chunks.push(value);
     }
   }
-  if (got !== size) throw new SourceError('InvalidRelease', `${where}: ${got} bytes, not the listed ${size}`);
+  // How many bytes did come is not said: what failed verification is never described.
+  if (got !== size) throw new SourceError('InvalidRelease', `${where}: fewer bytes than the listed ${size}`);
   return Buffer.concat(chunks);
 }
 

@@ -8,6 +8,11 @@
 //   until expires_in; Basic → the basic credentials. A `token` credential (registry token) is sent
 //   as the bearer itself. The realm may be another host (Docker Hub's is) but must be https unless
 //   the source is insecure.
+// - Where requests go: every request (registry, realm, blob redirect) goes through egress.ts, so a
+//   realm or redirect naming an internal address or name is refused (EgressRefused) unless the
+//   platform's --allow-source-networks lists it. Plain http follows no redirect.
+// - Bytes that fail verification are never described (no size, no digest of what came back): a
+//   message naming them would let a second manifest that uses those values accept them.
 // - Credentials go only into Authorization headers to the registry and its realm: never into a URL,
 //   a log line, a condition or an error (messages are built here and scrubbed of them anyway). A
 //   blob redirect to another origin is followed without the Authorization header.
@@ -23,6 +28,7 @@ import type { ReleaseTree } from '../api/release.ts';
 import { pathProblem } from '../releases/paths.ts';
 import { parseReleaseTag } from '../releases/tags.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
+import { EgressRefusedError, egressFetch, egressRefusal } from './egress.ts';
 import {
   cacheReleaseTree,
   type GitCredentials,
@@ -211,14 +217,15 @@ export function checkDigest(bytes: Uint8Array, digest: string, what: string, siz
       'InvalidRelease',
       `${what}: digest ${JSON.stringify(digest)} is not sha256:<64 hex>`,
     );
+  // What came back is not described: its size or digest would be all a second manifest needs to
+  // have those bytes accepted (F1 of issue 31).
   if (size !== undefined && bytes.byteLength !== size)
     throw new SourceError(
       'DigestMismatch',
-      `${what}: ${bytes.byteLength} bytes received, the descriptor says ${size}`,
+      `${what}: the content is not the ${size} bytes the descriptor says`,
     );
-  const got = sha256Digest(bytes);
-  if (got !== digest)
-    throw new SourceError('DigestMismatch', `${what}: content has digest ${got}, not ${digest}`);
+  if (sha256Digest(bytes) !== digest)
+    throw new SourceError('DigestMismatch', `${what}: the content does not match its digest ${digest}`);
 }
 
 export interface OciLimits {
@@ -336,7 +343,7 @@ export class OciClient {
   requests = 0;
 
   constructor(opts: OciClientOptions = {}) {
-    this.fetchImpl = opts.fetch ?? globalThis.fetch;
+    this.fetchImpl = opts.fetch ?? egressFetch;
     this.clock = opts.clock ?? realClock;
     this.limits = { ...OCI_LIMITS, ...opts.limits };
   }
@@ -573,6 +580,12 @@ export class OciClient {
         await res.body?.cancel().catch(() => undefined);
         if (location === null)
           throw new SourceError('SourceUnreachable', `${what}: a redirect without Location`);
+        // Over plain http the redirect itself may have been written by anyone on the path.
+        if (new URL(target).protocol === 'http:')
+          throw new SourceError(
+            'InsecureSource',
+            `${what}: blob ${layer.digest} redirects over plain http; not following it (plain http follows no redirect)`,
+          );
         const nextUrl = new URL(location, target);
         if (nextUrl.protocol !== 'https:' && !(o.insecure === true && nextUrl.protocol === 'http:'))
           throw new SourceError(
@@ -704,6 +717,7 @@ export class OciClient {
       );
     const scope = challenge.params.scope ?? defaultScope;
     const service = challenge.params.service;
+    const realmWhat = `${what}: the token realm ${realmUrl.origin}`;
     let res: Response;
     if (creds?.identityToken !== undefined) {
       const form = new URLSearchParams({
@@ -717,7 +731,7 @@ export class OciClient {
         realmUrl.toString(),
         { method: 'POST', accept: 'application/json', form },
         undefined,
-        what,
+        realmWhat,
         creds,
       );
     } else {
@@ -727,7 +741,7 @@ export class OciClient {
         realmUrl.toString(),
         { method: 'GET', accept: 'application/json' },
         basicValue,
-        what,
+        realmWhat,
         creds,
       );
     }
@@ -786,6 +800,9 @@ export class OciClient {
         signal: AbortSignal.timeout(this.limits.requestTimeoutMs),
       });
     } catch (err) {
+      const refused = egressRefusal(err);
+      if (refused !== undefined)
+        throw new EgressRefusedError(`${what}: ${scrubSecrets(refused.message, creds)}`);
       const name = err instanceof Error ? err.name : '';
       const message = scrubSecrets(
         err instanceof Error

@@ -3,6 +3,7 @@
 // its GitHub release's csctl assets (./githubassets.ts); anything else is a Git tree (./git.ts;
 // GitHub sources too, by their clone URL). Listing and reading a release tree dispatch here, so
 // controllers call one function for every kind of source.
+import { LABEL_ALLOW_PLAIN_HTTP } from '../api/meta.ts';
 import type { ReleaseTree } from '../api/release.ts';
 import { releaseTreeFromCsctlAssets } from '../releases/csctl/assets.ts';
 import { DEFAULT_GITHUB_API_URL, parseGithubCloneUrl } from '../releases/githuburl.ts';
@@ -50,6 +51,23 @@ export function isOciUrl(url: string): boolean {
   return url.startsWith('oci://');
 }
 
+/**
+ * Why a tenant's credentials may not go to an OCI source over plain http (`insecure: true`): only
+ * a Secret labelled stackflux.io/allow-plain-http: "true" may (issue 31 F12). Credentials the
+ * platform passes without a Secret of a tenant (no `secret`) are the platform's choice.
+ */
+export function plainHttpRefusal(
+  creds: GitCredentials | undefined,
+  insecure: boolean | undefined,
+): SourceError | undefined {
+  if (insecure !== true || creds?.secret === undefined || creds.allowPlainHttp === true) return undefined;
+  const [ns = '', name = ''] = creds.secret.split('/');
+  return new SourceError(
+    'PlainHttpNotAllowed',
+    `Secret ${creds.secret} is not labelled ${LABEL_ALLOW_PLAIN_HTTP}: "true"; with spec.source.oci.insecure its credentials would go over plain http, which stackflux does only when the Secret's owner allows it (kubectl label secret -n ${ns} ${name} ${LABEL_ALLOW_PLAIN_HTTP}=true), or serve the registry over https`,
+  );
+}
+
 function unsupported(what: string): SourceError {
   return new SourceError('Unsupported', `this controller was started without ${what}`);
 }
@@ -62,6 +80,8 @@ export function releaseTreeFetcher(sources: ReleaseSources = {}): ReleaseTreeFet
   return (source, tag, commit, cacheDir, creds) => {
     if (isOciUrl(source.url)) {
       if (sources.oci === undefined) return Promise.reject(unsupported('OCI release sources'));
+      const refused = plainHttpRefusal(creds, source.insecure);
+      if (refused !== undefined) return Promise.reject(refused);
       return fetchOciReleaseTree(source.url, tag, commit, cacheDir, creds, {
         client: sources.oci,
         assetsToTree: sources.assetsToTree ?? ((assets) => releaseTreeFromCsctlAssets(assets)),
@@ -89,6 +109,8 @@ export function sourceTagLister(sources: ReleaseSources = {}, gitLister: TagList
   return (url, creds, o): Promise<RemoteTag[]> => {
     if (!isOciUrl(url)) return gitLister(url, creds);
     if (sources.oci === undefined) return Promise.reject(unsupported('OCI release sources'));
+    const refused = plainHttpRefusal(creds, o?.insecure);
+    if (refused !== undefined) return Promise.reject(refused);
     let registry: string;
     try {
       registry = parseOciUrl(url).registry;

@@ -524,6 +524,9 @@ export function envShPath(stateDir: string): string {
   return join(stateDir, 'env.sh');
 }
 
+/** What the controller's --allow-source-networks allows in the test environment (envVars, demo, bench). */
+export const TESTENV_SOURCE_NETWORKS = '127.0.0.1/32';
+
 export function envVars(e: Endpoints): Record<string, string> {
   return {
     STACKFLUX_TESTENV_DIR: e.stateDir,
@@ -540,6 +543,10 @@ export function envVars(e: Endpoints): Record<string, string> {
     FLUX_KUSTOMIZE_CONTROLLER_HEALTH: e.kustomizeControllerHealth,
     CAPI_CRDS: e.capiCrds,
     ETCD_URL: e.etcdUrl,
+    // Every server of the environment listens on 127.0.0.1, which the outbound policy refuses
+    // unless allowed (sources/egress.ts); the rest of 127/8 stays refused, so tests of the refusal
+    // put their "internal" servers on 127.0.0.2.
+    STACKFLUX_ALLOW_SOURCE_NETWORKS: TESTENV_SOURCE_NETWORKS,
     ...(e.helmControllerHealth ? { FLUX_HELM_CONTROLLER_HEALTH: e.helmControllerHealth } : {}),
     ...(e.registry ? { STACKFLUX_TESTENV_REGISTRY: e.registry } : {}),
     ...(e.registryCa ? { STACKFLUX_TESTENV_REGISTRY_CA: e.registryCa } : {}),

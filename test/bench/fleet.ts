@@ -63,6 +63,7 @@ import {
   readEndpoints,
   startComponent,
   stopComponent,
+  TESTENV_SOURCE_NETWORKS,
   up,
 } from '../../hack/lib/testenv.ts';
 import {
@@ -386,7 +387,12 @@ export class StackfluxProcess {
         `--health-addr=127.0.0.1:${health}`,
         ...this.args,
       ],
-      { cwd: ROOT, stdio: ['ignore', fd, fd], env: { ...process.env, ...this.env } },
+      {
+        cwd: ROOT,
+        stdio: ['ignore', fd, fd],
+        // The test environment's servers are on 127.0.0.1 (hack/lib/testenv.ts envVars).
+        env: { STACKFLUX_ALLOW_SOURCE_NETWORKS: TESTENV_SOURCE_NETWORKS, ...process.env, ...this.env },
+      },
     );
     this.child = child;
     for (;;) {

@@ -937,3 +937,44 @@ export function unrelatedSecret(): HostileInput {
     },
   };
 }
+
+// --- 14. an OCI registry whose Bearer realm is a cloud metadata endpoint (issue 31 F1) -----------
+export function metadataRealm(): HostileInput {
+  const name = 'realm';
+  // 127.0.0.2: loopback, outside the test environment's --allow-source-networks (127.0.0.1/32).
+  const metadata = new Recorder('127.0.0.2', (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"AccessKeyId":"ASIAHOSTILEBENCH"}');
+  });
+  const registry = new Recorder('127.0.0.1', (_req, res) => {
+    const realm = `http://127.0.0.2:${metadata.port}/latest/meta-data/iam/security-credentials/node`;
+    res.writeHead(401, { 'WWW-Authenticate': `Bearer realm="${realm}",service="tenant"` }).end();
+  });
+  return {
+    name,
+    input:
+      'ClusterStack on an OCI registry (127.0.0.1) answering 401 with a Bearer realm on a fake metadata endpoint (127.0.0.2)',
+    async setup(h) {
+      await metadata.start();
+      await registry.start();
+      await h.client.create(
+        stack(h, h.ns.hostile, name, {
+          versions: ['v1'],
+          source: { oci: { url: `oci://127.0.0.1:${registry.port}/tenant/stack`, insecure: true } },
+        }),
+      );
+    },
+    // SourceReady=False/EgressRefused naming the realm; the metadata endpoint gets nothing.
+    async report(h) {
+      const r = await conditionReport(h.client, API_VERSION, 'ClusterStack', name, h.ns.hostile);
+      return {
+        ...r,
+        requestsToRegistry: registry.requests.length,
+        requestsToMetadata: metadata.requests.length,
+      };
+    },
+    async stop() {
+      await registry.stop();
+      await metadata.stop();
+    },
+  };
+}

@@ -79,6 +79,7 @@ import {
   heapExhaustion,
   hugeHelmValues,
   manifestsToHelm,
+  metadataRealm,
   type Reported,
   redirectForCredentials,
   refusingHook,
@@ -112,6 +113,7 @@ export const HOSTILE_INPUTS = (): HostileInput[] => [
   redirectForCredentials(),
   chartRepositoryUrls(),
   unrelatedSecret(),
+  metadataRealm(),
 ];
 /** Clusters the inputs other than the slow tenant take (rollout 2, six others 1 each). */
 const FIXED_HOSTILE_CLUSTERS = 9;

@@ -8,7 +8,11 @@
 //   oci                the OCI release source against Git: one poll of 200 tags, push → Ready by notification (oci.ts; --help)
 //   preview            `stackflux preview` of a fleet against the fan-out's render, per Cluster (preview.ts; --help)
 //   hostile            issue 22's hostile inputs at once while a benign tenant changes values (hostile.ts; --help)
+import { TESTENV_SOURCE_NETWORKS } from '../../hack/lib/testenv.ts';
+
 const [scenario = 'runtime', ...args] = process.argv.slice(2);
+// Sources the bench reads in this process are on the test environment's 127.0.0.1 too.
+process.env.STACKFLUX_ALLOW_SOURCE_NETWORKS ??= TESTENV_SOURCE_NETWORKS;
 if (scenario === 'runtime') {
   await import('./runtime.ts');
 } else if (scenario === 'fleet') {

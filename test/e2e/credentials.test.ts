@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
-import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
+import { API_VERSION, LABEL_ALLOW_PLAIN_HTTP, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints, workloadKubeconfigSecret } from '../../hack/lib/testenv.ts';
 import { csoferrolClusterStack, csoferrolTag, packageCsoferrolRelease } from '../support/csctl.ts';
@@ -66,13 +66,19 @@ let basicRegistry: TestRegistry;
 let tokenRegistry: TestRegistry;
 
 type Obj = KubeObject & {
-  status?: { conditions?: Array<{ type: string; status: string; reason?: string }> };
+  status?: { conditions?: Array<{ type: string; status: string; reason?: string; message?: string }> };
 };
 
 async function step(fn: () => Promise<void>): Promise<void> {
   if (controller === undefined) throw new Error('the controller did not start');
   await controller.step(fn);
 }
+
+/** The Secret, labelled to allow its credentials over plain http (issue 31 F12). */
+const plainHttp = (s: KubeObject): KubeObject => ({
+  ...s,
+  metadata: { ...s.metadata, labels: { ...s.metadata.labels, [LABEL_ALLOW_PLAIN_HTTP]: 'true' } },
+});
 
 /** A Secret; `source`: labelled for use as a ClusterStack's secretRef (issue 22). */
 const secret = (name: string, data: Record<string, string>, source = false): KubeObject => ({
@@ -234,16 +240,23 @@ describe('credentials appear in no log line, Event, status, Flux object or fleet
       secret('fleet-auth', { username: env.gitServerUser, password: env.gitServerPassword }),
       secret('github-token', { token: GITHUB_TOKEN }, true),
       secret('github-bad', { token: BAD_GITHUB_TOKEN }, true),
-      secret('oci-basic', { username: OCI_USER, password: OCI_PASSWORD }, true),
-      secret('oci-wrong', { username: OCI_USER, password: OCI_WRONG_PASSWORD }, true),
-      secret('oci-regtoken', { token: OCI_REGISTRY_TOKEN }, true),
+      // The test registries are plain http: their Secrets opt in to it (issue 31 F12).
+      plainHttp(secret('oci-basic', { username: OCI_USER, password: OCI_PASSWORD }, true)),
+      plainHttp(secret('oci-wrong', { username: OCI_USER, password: OCI_WRONG_PASSWORD }, true)),
+      plainHttp(secret('oci-regtoken', { token: OCI_REGISTRY_TOKEN }, true)),
+      // The right credentials, but the Secret does not allow plain http: they are not sent.
+      secret('oci-no-plain', { username: OCI_USER, password: OCI_PASSWORD }, true),
     ])
       await client.create(s);
     await client.create({
       apiVersion: 'v1',
       kind: 'Secret',
       type: 'kubernetes.io/dockerconfigjson',
-      metadata: { name: 'oci-docker', namespace: ns, labels: { [LABEL_SOURCE_CREDENTIALS]: 'true' } },
+      metadata: {
+        name: 'oci-docker',
+        namespace: ns,
+        labels: { [LABEL_SOURCE_CREDENTIALS]: 'true', [LABEL_ALLOW_PLAIN_HTTP]: 'true' },
+      },
       stringData: { '.dockerconfigjson': dockerConfigJson() },
     } as KubeObject);
     controller = await ControllerProcess.start({
@@ -288,6 +301,7 @@ describe('credentials appear in no log line, Event, status, Flux object or fleet
       csctlStack('oci-basic', [], oci(basicRegistry, 'oci-basic')),
       csctlStack('oci-wrong', [], oci(basicRegistry, 'oci-wrong')),
       csctlStack('oci-regtoken', [], oci(tokenRegistry, 'oci-regtoken')),
+      csctlStack('oci-no-plain', [], oci(basicRegistry, 'oci-no-plain')),
       // The one OCI stack with a release: v1 read blob by blob with a token from the realm.
       csctlStack('oci-docker', ['v1'], oci(tokenRegistry, 'oci-docker')),
       // v2 of the same stack, from its GitHub release assets.
@@ -345,6 +359,19 @@ describe('credentials appear in no log line, Event, status, Flux object or fleet
         (await stackCondition('oci-regtoken', 'SourceReady'))?.reason === 'AuthenticationFailed'
           ? true
           : undefined,
+      );
+      const noPlain = await waitFor(
+        'a Secret without the plain-http opt-in: PlainHttpNotAllowed',
+        async () => {
+          const c = (
+            await client.get<Obj>(API_VERSION, 'ClusterStack', 'oci-no-plain', ns)
+          )?.status?.conditions?.find((x) => x.type === 'SourceReady');
+          return c?.reason === 'PlainHttpNotAllowed' ? c : undefined;
+        },
+      );
+      assert.match(
+        noPlain.message ?? '',
+        new RegExp(`Secret ${ns}/oci-no-plain is not labelled ${LABEL_ALLOW_PLAIN_HTTP}: "true"`),
       );
       const pinned = async (version: string, pattern: RegExp) =>
         waitFor(`${csoferrolTag(version)} read and pinned`, async () => {

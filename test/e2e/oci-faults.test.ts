@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
-import { API_VERSION, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
+import { API_VERSION, LABEL_ALLOW_PLAIN_HTTP, LABEL_SOURCE_CREDENTIALS } from '../../controller/api/meta.ts';
 import type { KubeObject } from '../../controller/runtime/client.ts';
 import { createRepo, type Endpoints } from '../../hack/lib/testenv.ts';
 import { csoferrolClusterStack, packageCsoferrolRelease, csoferrolTag as tag } from '../support/csctl.ts';
@@ -173,7 +173,12 @@ describe('OCI source faults: registry down, 401, 429, corrupt blob, moved tag', 
       apiVersion: 'v1',
       kind: 'Secret',
       // Labelled: stackflux sends a ClusterStack's Secret only with its owner's consent (issue 22).
-      metadata: { name: 'registry-creds', namespace: ns, labels: { [LABEL_SOURCE_CREDENTIALS]: 'true' } },
+      // And to send it over plain http, as this registry is (issue 31 F12).
+      metadata: {
+        name: 'registry-creds',
+        namespace: ns,
+        labels: { [LABEL_SOURCE_CREDENTIALS]: 'true', [LABEL_ALLOW_PLAIN_HTTP]: 'true' },
+      },
       stringData: { username: USER, password: PASSWORD },
     });
     controller = await ControllerProcess.start({
@@ -294,10 +299,19 @@ describe('OCI source faults: registry down, 401, 429, corrupt blob, moved tag', 
             (e as { involvedObject?: { name?: string } }).involvedObject?.name === tag('v2'),
         ),
       );
+      // Which layer and its expected digest; never the digest of what came back (issue 31 F1).
+      const message = (event as { message?: string }).message ?? '';
       assert.match(
-        (event as { message?: string }).message ?? '',
-        /layer \S+ \(sha256:[0-9a-f]{64}\): content has digest sha256:[0-9a-f]{64}, not sha256:/,
+        message,
+        /layer \S+ \(sha256:[0-9a-f]{64}\): the content does not match its digest sha256:[0-9a-f]{64}/,
       );
+      // Digests named in parentheses are the release's and the layer's (what they must be).
+      const named = new Set([
+        v2.digest,
+        ...[...message.matchAll(/\((sha256:[0-9a-f]{64})\)/g)].map((m) => m[1]),
+      ]);
+      for (const d of message.match(/sha256:[0-9a-f]{64}/g) ?? [])
+        assert.ok(named.has(d), `a digest of what came back: ${message}`);
       assert.equal(r2.status?.commit, undefined, 'v2 is not pinned to anything');
       assert.ok(proxy.requests((r) => r.fault === 'corrupt-blob').length > 0, 'blobs were corrupted');
       assert.equal(fleetTip('v2'), undefined, 'nothing of v2 was rendered');

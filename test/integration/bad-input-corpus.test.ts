@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -35,11 +36,15 @@ import {
   withBoundedGoEngine,
   withBoundedRenders,
 } from '../../controller/rendering/index.ts';
-import { readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
+import { configureEgress, parseEgressAllowList } from '../../controller/sources/egress.ts';
+import { type GitCredentials, readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
+import { OciClient, sha256Digest } from '../../controller/sources/oci.ts';
+import { sourceTagLister } from '../../controller/sources/releasetree.ts';
 import { MAX_BODY } from '../../controller/sources/webhook.ts';
 import { readStackDir } from '../../hack/lib/stack-dir.ts';
 import { nestedAll } from '../support/cel.ts';
 import { type CraftedEntry, CraftedRepo } from '../support/crafted-tree.ts';
+import { startMetadataServer, startServer } from '../support/egress.ts';
 import { hookOutcome, servingCertificate } from '../support/runtimehook.ts';
 import { untilInFlight, unverifiedHeaders, webhookOutcome } from '../support/webhook.ts';
 
@@ -1110,6 +1115,7 @@ const corpus: Case[] = [
     message:
       /spec\.name "x\\u001b\[2J.*OCI_REPOSITORY \(the value of Secret cso-system\/registry-login key repository\)/s,
   },
+  ...egressCases(),
 ];
 
 /**
@@ -1367,6 +1373,125 @@ function csctlClassCases(): Case[] {
         ),
       reason: 'LimitExceeded',
       message: /cluster-class\/ \(helm template docker-csoferrol-1-30\): .*2s \(--render-timeout\)/,
+    },
+  ];
+}
+
+// ---- issue 31 F1, F12: where a tenant's source makes the controller send requests ---------------
+/**
+ * The real source clients against small servers of a tenant's on 127.0.0.1 (allowed, as the test
+ * environment allows it) naming a fake metadata endpoint on 127.0.0.2 (not allowed): the error the
+ * ClusterStack's SourceReady carries (test/e2e/egress.test.ts shows it there).
+ */
+function egressCases(): Case[] {
+  const outcome = async (
+    attempt: (registryHost: string) => Promise<unknown>,
+    answer: Handler,
+  ): Promise<{ reason: string; message: string }> => {
+    configureEgress(parseEgressAllowList('127.0.0.1/32'));
+    const metadata = await startMetadataServer();
+    const registry = await startServer((req, res) => answer(req, res, metadata.url));
+    try {
+      const err = await attempt(new globalThis.URL(registry.url).host).then(
+        () => assert.fail('the request went through'),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof SourceError, String(err));
+      assert.deepEqual(metadata.requests, [], 'the metadata endpoint got a request');
+      return { reason: err.reason, message: err.message };
+    } finally {
+      await registry.close();
+      await metadata.close();
+    }
+  };
+  type Handler = (req: IncomingMessage, res: ServerResponse, metadataUrl: string) => void;
+  const realm =
+    (at: (metadataUrl: string) => string): Handler =>
+    (_req, res, metadataUrl) =>
+      res.writeHead(401, { 'www-authenticate': `Bearer realm="${at(metadataUrl)}",service="r"` }).end();
+  const listOci = (host: string, creds?: GitCredentials) =>
+    sourceTagLister({ oci: new OciClient() })(`oci://${host}/scs/stacks`, creds, { insecure: true });
+  const manifest = Buffer.from(
+    JSON.stringify({
+      schemaVersion: 2,
+      artifactType: 'application/vnd.scs.cluster-stacks.v1',
+      layers: [
+        {
+          digest: `sha256:${'e'.repeat(64)}`,
+          size: 1,
+          annotations: { 'org.opencontainers.image.title': 'metadata.yaml' },
+        },
+      ],
+    }),
+  );
+  const manifestDigest = sha256Digest(manifest);
+  return [
+    {
+      name: 'OCI source: a Bearer realm on a loopback address the platform does not allow',
+      run: () =>
+        outcome(
+          listOci,
+          realm((m) => `${m}/latest/meta-data/iam/security-credentials/`),
+        ),
+      reason: 'EgressRefused',
+      message:
+        /the token realm http:\/\/127\.0\.0\.2:\d+: 127\.0\.0\.2 is a loopback address, not in --allow-source-networks/,
+    },
+    {
+      name: 'OCI source: a Bearer realm on the cloud metadata address',
+      run: () =>
+        outcome(
+          listOci,
+          realm(() => 'http://169.254.169.254/latest/meta-data/'),
+        ),
+      reason: 'EgressRefused',
+      message: /169\.254\.169\.254 is a link-local address, not in --allow-source-networks/,
+    },
+    {
+      name: 'OCI source: a Bearer realm named by a cluster-internal name',
+      run: () =>
+        outcome(
+          listOci,
+          realm(() => 'http://kubelet.kube-system.svc:10250/pods'),
+        ),
+      reason: 'EgressRefused',
+      message: /kubelet\.kube-system\.svc is a cluster-internal \(\*\.svc\) name/,
+    },
+    {
+      name: 'OCI source: a blob redirected (over plain http) to the metadata endpoint',
+      run: () =>
+        outcome(
+          (host) =>
+            new OciClient().fetchAssets(`oci://${host}/scs/stacks`, manifestDigest, undefined, {
+              insecure: true,
+            }),
+          (req, res, metadataUrl) => {
+            if (req.url?.includes('/manifests/')) return res.writeHead(200).end(manifest);
+            res.writeHead(307, { location: `${metadataUrl}/latest/meta-data/` }).end();
+          },
+        ),
+      reason: 'InsecureSource',
+      message: /blob sha256:e{64} redirects over plain http; not following it/,
+    },
+    {
+      name: 'Git source: a repository URL on the cloud metadata address',
+      run: () =>
+        outcome(
+          () => sourceTagLister({})('https://169.254.169.254/tenant/stacks.git', undefined),
+          (_req, res) => res.writeHead(404).end(),
+        ),
+      reason: 'EgressRefused',
+      message: /169\.254\.169\.254 is a link-local address, not in --allow-source-networks/,
+    },
+    {
+      name: 'OCI source: insecure, with a tenant Secret that does not allow plain http',
+      run: () =>
+        outcome(
+          (host) => listOci(host, { username: 'u', password: 'p', secret: `${NS}/registry` }),
+          (_req, res) => res.writeHead(404).end(),
+        ),
+      reason: 'PlainHttpNotAllowed',
+      message: /Secret team\/registry is not labelled stackflux\.io\/allow-plain-http: "true"/,
     },
   ];
 }

@@ -9,8 +9,9 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, generateKeyPairSync, sign } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,6 +44,7 @@ import {
   trustCa,
 } from '../../support/registry.ts';
 import { releaseTag } from '../../support/release-tag.ts';
+import { servingCertificate } from '../../support/runtimehook.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'stackflux-oci-'));
 const USER = 'stacker';
@@ -303,7 +305,9 @@ describe('OCI source, anonymous registry over HTTPS', () => {
       assert.equal(err.reason, 'DigestMismatch');
       assert.match(
         err.message,
-        new RegExp(`layer docker-ferrol-1-30-cluster-class-v1\\.tgz \\(${flipDigest}\\): content has digest`),
+        new RegExp(
+          `layer docker-ferrol-1-30-cluster-class-v1\\.tgz \\(${flipDigest}\\): the content does not match its digest`,
+        ),
       );
     } finally {
       flipDigest = '';
@@ -380,8 +384,8 @@ describe('OCI source, anonymous registry over HTTPS', () => {
 
 describe('OCI source, htpasswd (Basic) registry', () => {
   let registry: TestRegistry;
-  let front: Server;
-  let storage: Server;
+  let front: HttpsServer;
+  let storage: HttpsServer;
   /** Authorization headers the "storage" host (another origin) received. */
   const storageSaw: Array<string | undefined> = [];
   const repo = 'private/stacks';
@@ -394,16 +398,20 @@ describe('OCI source, htpasswd (Basic) registry', () => {
     });
     // "storage": another origin serving blobs (as S3 behind a registry does); it fetches them from
     // the registry with its own credentials and records what the client sent.
-    storage = createServer(async (req, res) => {
+    // Both https: plain http follows no redirect (issue 31 F1).
+    const pki = servingCertificate(join(mkdtempSync(join(tmpdir(), 'oci-front-')), 'pki'), 'oci-front');
+    const tls = { cert: pki.ca, key: readFileSync(pki.keyFile) };
+    trustCa(pki.ca.toString('utf8'));
+    storage = createHttpsServer(tls, async (req, res) => {
       storageSaw.push(req.headers.authorization);
       const up = await fetch(`http://${registry.host}${req.url}`, { headers: { authorization: basic } });
       res.writeHead(up.status);
       res.end(Buffer.from(await up.arrayBuffer()));
     });
     await new Promise<void>((r) => storage.listen(0, '127.0.0.1', () => r()));
-    const storageOrigin = `http://127.0.0.1:${(storage.address() as AddressInfo).port}`;
+    const storageOrigin = `https://127.0.0.1:${(storage.address() as AddressInfo).port}`;
     // "front": the registry, except that blob GETs are redirected to the storage host.
-    front = createServer(async (req, res) => {
+    front = createHttpsServer(tls, async (req, res) => {
       if (
         req.method === 'GET' &&
         /\/blobs\/sha256:/.test(req.url ?? '') &&
@@ -436,7 +444,7 @@ describe('OCI source, htpasswd (Basic) registry', () => {
       `oci://${frontHost}/${repo}`,
       digest,
       { username: USER, password: PASSWORD },
-      { insecure: true },
+      {},
     );
     assert.ok(Buffer.from(assets.get('docker-ferrol-1-30-cluster-class-v1.tgz') ?? []).equals(TGZ));
     assert.equal(storageSaw.length, 2, 'both blobs came from the storage host');

@@ -84,6 +84,44 @@ describe('releaseTreeFetcher', () => {
   });
 });
 
+describe("a tenant Secret's credentials over plain http (issue 31 F12)", () => {
+  const creds = { username: 'tenant', password: 'pw', secret: 'ns/registry-creds' };
+  const digest = `sha256:${'d'.repeat(64)}`;
+
+  it('are not sent unless the Secret is labelled stackflux.io/allow-plain-http; the condition names the label', async () => {
+    const { client, urls } = recordingClient();
+    const lister = sourceTagLister({ oci: client });
+    const fetchTree = releaseTreeFetcher({ oci: client, assetsToTree: () => new Map() });
+    for (const attempt of [
+      lister('oci://r.example/kaas/stacks', creds, { insecure: true }),
+      fetchTree({ url: 'oci://r.example/kaas/stacks', insecure: true }, 't', digest, cache, creds),
+    ]) {
+      const err = await attempt.catch((e: unknown) => e);
+      assert.ok(err instanceof SourceError, String(err));
+      assert.equal(err.reason, 'PlainHttpNotAllowed');
+      assert.match(
+        err.message,
+        /Secret ns\/registry-creds is not labelled stackflux\.io\/allow-plain-http: "true".*kubectl label secret -n ns registry-creds stackflux\.io\/allow-plain-http=true/,
+      );
+      assert.ok(!err.message.includes('pw'));
+    }
+    assert.deepEqual(urls, [], 'no request at all');
+  });
+
+  it('are sent when the Secret opts in, and over https whatever the label', async () => {
+    const { client, urls } = recordingClient();
+    const lister = sourceTagLister({ oci: client });
+    await lister('oci://r.example/kaas/stacks', { ...creds, allowPlainHttp: true }, { insecure: true }).catch(
+      () => undefined,
+    );
+    await lister('oci://r.example/kaas/stacks', creds, {}).catch(() => undefined);
+    assert.deepEqual(urls, [
+      'http://r.example/v2/kaas/stacks/tags/list?n=100',
+      'https://r.example/v2/kaas/stacks/tags/list?n=100',
+    ]);
+  });
+});
+
 describe('SourcePollers with OCI sources', () => {
   it('an insecure source is another source than the same URL over https', () => {
     const ref = { url: 'oci://r.example/a', namespace: 'ns' };
