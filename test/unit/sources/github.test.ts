@@ -10,6 +10,7 @@ import {
   RateLimitedError,
   rateLimitReset,
 } from '../../../controller/sources/github.ts';
+import { notKeptOf } from '../../../controller/sources/listing.ts';
 import { SourcePollers } from '../../../controller/sources/poller.ts';
 
 const API = 'https://api.github.com';
@@ -124,7 +125,9 @@ describe('GitHubReleases', () => {
     assert.ok(names.includes('docker-ferrol-1-30-v0-sha-abc1234'), 'custom-channel prerelease included');
     assert.ok(names.includes('docker-ferrol-1-31-v1'), 'second page followed');
     assert.ok(!names.includes('not-in-tags-yet'));
-    assert.equal(tags.length, 4 + 95);
+    // The 95 other-N releases are not release tags: counted, not kept (issue 31 F2).
+    assert.equal(tags.length, 4);
+    assert.equal(notKeptOf(tags), 95);
     assert.deepEqual(
       tags.find((t) => t.tag === 'docker-ferrol-1-30-v2'),
       { tag: 'docker-ferrol-1-30-v2', commit: sha('2') },

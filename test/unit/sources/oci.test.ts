@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import { FakeClock } from '../../../controller/runtime/clock.ts';
 import { SourceError } from '../../../controller/sources/git.ts';
 import { nextLink, RateLimitedError } from '../../../controller/sources/github.ts';
+import { notKeptOf } from '../../../controller/sources/listing.ts';
 import {
   checkDigest,
   OciClient,
@@ -266,10 +267,9 @@ describe('OciClient listing', () => {
       return new Response(null, { status: 404 });
     }) as typeof globalThis.fetch;
     const tags = await new OciClient({ fetch }).listTags('oci://r.example/a', undefined);
-    assert.deepEqual(tags, [
-      { tag: 'docker-ferrol-1-30-v1', commit: digest },
-      { tag: 'latest', commit: '' },
-    ]);
+    // "latest" is no release tag: counted, not kept (issue 31 F2).
+    assert.deepEqual([...tags], [{ tag: 'docker-ferrol-1-30-v1', commit: digest }]);
+    assert.equal(notKeptOf(tags), 1);
   });
 
   it('fails the whole listing when a tag page fails (no partial listing)', async () => {
