@@ -22,9 +22,12 @@ export interface HostileRegistryOptions {
   delayMs?: number;
 }
 
-/** Tags of `n` × `bytes` characters each ("a…a0", "a…a1", …): valid OCI grammar, but no release tags. */
-export function longTags(n: number, bytes: number): string[] {
-  return Array.from({ length: n }, (_, i) => `${'a'.repeat(bytes - String(i).length)}${i}`);
+/**
+ * `n` distinct tags of `bytes` characters each ("a…a<from>", "a…a<from+1>", …): valid OCI grammar
+ * (but for the length), no release tags.
+ */
+export function longTags(n: number, bytes: number, from = 0): string[] {
+  return Array.from({ length: n }, (_, i) => `${'a'.repeat(bytes - String(from + i).length)}${from + i}`);
 }
 
 /** `n` strings that are not OCI tags (they start with "-"), a few bytes each. */
