@@ -78,6 +78,7 @@ import {
   type HostileInput,
   heapExhaustion,
   hugeHelmValues,
+  hugeTagListing,
   manifestsToHelm,
   type Reported,
   redirectForCredentials,
@@ -112,6 +113,7 @@ export const HOSTILE_INPUTS = (): HostileInput[] => [
   redirectForCredentials(),
   chartRepositoryUrls(),
   unrelatedSecret(),
+  hugeTagListing(),
 ];
 /** Clusters the inputs other than the slow tenant take (rollout 2, six others 1 each). */
 const FIXED_HOSTILE_CLUSTERS = 9;
