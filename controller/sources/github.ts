@@ -344,6 +344,8 @@ export class GitHubReleases {
           headers: cached?.etag !== undefined ? { 'if-none-match': cached.etag } : {},
           request: { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) },
         });
+        // octokit answers a body it could not read as "" (no error): the budget tells.
+        if (exceeded() !== undefined) throw new Error('over the page limit');
         const headers = res.headers as Headers;
         const all = Array.isArray(res.data) ? (res.data as unknown[]) : [];
         const kept = all.map(leanItem).filter((i) => i !== undefined);

@@ -109,15 +109,22 @@ export function listingTooLarge(what: string, maxBytes: number): SourceError {
   );
 }
 
-/** Counts a listing's bytes as they are read; `take` throws ListingTooLarge past the limit. */
+/** Counts a listing's (or one answer's) bytes as they are read; `take` throws past the limit. */
 export class ByteBudget {
   used = 0;
   readonly max: number;
   readonly what: string;
+  private readonly tooLarge: (what: string, max: number) => SourceError;
 
-  constructor(what: string, max = LISTING_LIMITS.maxBytes) {
+  /** `tooLarge`: the error past the limit (default listingTooLarge). */
+  constructor(
+    what: string,
+    max = LISTING_LIMITS.maxBytes,
+    tooLarge: (what: string, max: number) => SourceError = listingTooLarge,
+  ) {
     this.what = what;
     this.max = max;
+    this.tooLarge = tooLarge;
   }
 
   get exceeded(): boolean {
@@ -130,7 +137,7 @@ export class ByteBudget {
 
   take(bytes: number): void {
     this.used += bytes;
-    if (this.used > this.max) throw listingTooLarge(this.what, this.max);
+    if (this.used > this.max) throw this.tooLarge(this.what, this.max);
   }
 }
 
