@@ -359,16 +359,12 @@ function lsRemoteTags(url: string, creds: GitCredentials | undefined): Promise<S
       child.kill('SIGKILL');
     };
     const silence = gitProcessTimeoutMs();
-    let timer = setTimeout(
+    const timer = setTimeout(
       () => stop(new Error(`git ls-remote timed out (silent for ${silence / 1000} s)`)),
       silence,
     );
     const heard = (): void => {
-      clearTimeout(timer);
-      timer = setTimeout(
-        () => stop(new Error(`git ls-remote timed out (silent for ${silence / 1000} s)`)),
-        silence,
-      );
+      timer.refresh();
     };
     child.stdout.on('data', (chunk: Buffer) => {
       if (failure !== undefined) return;
