@@ -163,7 +163,9 @@ describe('reconcileClusterStack', () => {
     const full = run({ listing: ok(listed) });
     const kept = sieveTags(listed.map((tag) => ({ tag })));
     assert.equal(kept.length, 7, 'v1.0.0 and the builds are not kept');
-    const sieved = run({ listing: { ...ok(kept.map((t) => t.tag)), notKept: notKeptOf(kept) } });
+    const sieved = run({
+      listing: { ok: true, tags: kept.map((t) => t.tag), notKept: notKeptOf(kept), listedAt: T },
+    });
     assert.deepEqual(sieved.status.source, full.status.source);
     assert.deepEqual(names(sieved), names(full));
     assert.match(
