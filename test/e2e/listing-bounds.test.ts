@@ -55,12 +55,14 @@ function rss(p: number): number {
   return Number(kb) * 1024;
 }
 
+const GONE = Symbol('the controller exited');
+
 /** waitFor that gives up at once when the controller process is gone (a crash is the failure). */
-function whileAlive<T>(what: string, fn: () => Promise<T | undefined>): Promise<T> {
-  return waitFor(what, async () => {
-    if (controller?.running !== true) throw new Error(`the controller exited: ${controller?.logTail(20)}`);
-    return fn();
-  });
+async function whileAlive<T>(what: string, fn: () => Promise<T | undefined>): Promise<T> {
+  // waitFor retries a throwing check until its timeout: the exit ends the wait as a value instead.
+  const v = await waitFor<T | typeof GONE>(what, async () => (controller?.running !== true ? GONE : fn()));
+  if (v === GONE) throw new Error(`the controller exited: ${controller?.logTail(20)}`);
+  return v;
 }
 
 async function step(fn: () => Promise<void>): Promise<void> {
