@@ -63,6 +63,7 @@ import { binaryFilesOf, mapTreePaths, releaseTree } from '../releases/tree.ts';
 import { renderCsctlClusterClass, type SyncGoEngine } from '../rendering/clusterclass.ts';
 import { DEFAULT_MAX_OUTPUT_BYTES, runGoEngineCall } from '../rendering/goengine/index.ts';
 import type { KubeObject } from '../runtime/client.ts';
+import { notKeptOf } from '../sources/listing.ts';
 import { snapshotReleaseProvider, snapshotTemplate } from './provider.ts';
 import { objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
 import { World } from './world.ts';
@@ -364,6 +365,8 @@ class Renderer {
                     ),
                   }
                 : {}),
+              // Tags a lister counted but did not keep (sources/listing.ts), as the controller reports them.
+              ...(notKeptOf(source.listing.tags) > 0 ? { notKept: notKeptOf(source.listing.tags) } : {}),
               listedAt: source.listing.listedAt ?? formatTime(this.options.now),
             }
           : {

@@ -49,6 +49,11 @@ export type SourceListing =
       tags: readonly string[];
       /** Commit time (epoch seconds) per tag, where the source knows it (orders custom channels). */
       times?: Readonly<Record<string, number>>;
+      /**
+       * Tags listed but not kept (sources/listing.ts): not release tags of any stack, nor among the
+       * first look-alikes. Counted in status.source tags and ignored.
+       */
+      notKept?: number;
       /** RFC 3339 time of the listing. */
       listedAt: string;
     }
@@ -162,6 +167,13 @@ export const Reason = {
 } as const;
 
 const MAX_MALFORMED_IN_STATUS = 20;
+
+/** The Listed message's word on tags the source listed but stackflux did not keep (F2). */
+function notKeptNote(notKept: number | undefined): string {
+  return notKept !== undefined && notKept > 0
+    ? ` (${notKept} tags that are not release tags were counted, not kept)`
+    : '';
+}
 
 /**
  * The URL the releases are fetched from: github sources become their https clone URL on the
@@ -425,9 +437,10 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
               : {}),
         };
   if (classified !== undefined && listing?.ok === true) {
-    source.tags = new Set(listing.tags).size;
+    const notKept = listing.notKept ?? 0;
+    source.tags = new Set(listing.tags).size + notKept;
     source.matching = classified.releases.length;
-    source.ignored = classified.ignored.length;
+    source.ignored = classified.ignored.length + notKept;
     source.malformed = classified.malformed.length;
     if (classified.malformed.length > 0)
       source.malformedTags = classified.malformed.slice(0, MAX_MALFORMED_IN_STATUS);
@@ -475,7 +488,7 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
         status: 'True',
         ...mark(
           Reason.Listed,
-          `listed ${source.tags ?? 0} tags: ${c.releases.length} releases of this stack, ${c.malformed.length} malformed`,
+          `listed ${source.tags ?? 0} tags: ${c.releases.length} releases of this stack, ${c.malformed.length} malformed${notKeptNote(listing.notKept)}`,
         ),
       },
       now,

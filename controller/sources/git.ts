@@ -1,5 +1,5 @@
-// Reading release repositories with git (through simple-git): list tags with ls-remote and
-// fetch the tree at a tag. Credentials reach git only through a credential helper that reads
+// Reading release repositories with git (through simple-git): list tags with ls-remote (spawned
+// and read as a stream within the listing bounds of listing.ts) and fetch the tree at a tag. Credentials reach git only through a credential helper that reads
 // environment variables of the git child process: never in a URL, an argument, a log line or
 // an error message.
 import { spawn } from 'node:child_process';
@@ -24,6 +24,15 @@ import { pathProblem, resolveUnder } from '../releases/paths.ts';
 import { releaseTreeFromBytes, treeFileBytes } from '../releases/tree.ts';
 import { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
 import { gitPin } from './egress.ts';
+import {
+  ByteBudget,
+  LineSplitter,
+  listingSlot,
+  notKeptOf,
+  type SievedTags,
+  TagSieve,
+  withNotKept,
+} from './listing.ts';
 
 export { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
 
@@ -294,17 +303,110 @@ export function parseLsRemoteTags(output: string): RemoteTag[] {
 
 export async function listTags(url: string, creds?: GitCredentials): Promise<RemoteTag[]> {
   validateRepoUrl(url);
-  let tags: RemoteTag[];
+  let tags: SievedTags<RemoteTag>;
   try {
-    const out = await (await git(creds, url)).listRemote(['--tags', '--', url]);
-    tags = parseLsRemoteTags(out);
+    // The outbound policy first (egress.ts): git connects only to the address it checked.
+    const pin = await gitPin(url);
+    tags = await listingSlot(() => lsRemoteTags(url, creds, pin));
   } catch (err) {
     if (err instanceof SourceError)
-      throw new SourceError(err.reason, `listing tags of ${url}: ${scrub(err.message, creds)}`);
+      throw err.message.startsWith('listing tags of ')
+        ? err
+        : new SourceError(err.reason, `listing tags of ${url}: ${scrub(err.message, creds)}`);
     const message = withRedirectHint(scrub(err instanceof Error ? err.message : String(err), creds));
     throw new SourceError(classifyGitFailure(message), `listing tags of ${url}: ${message}`);
   }
-  return withCommitTimes(url, tags, creds);
+  return withNotKept(await withCommitTimes(url, tags, creds), notKeptOf(tags));
+}
+
+/** One ls-remote line: an object id (at most 64 hex), a tab, refs/tags/, an OCI-length tag, ^{}. */
+const MAX_LS_REMOTE_LINE = 256;
+
+/**
+ * Keeps the ls-remote lines of the tags a TagSieve keeps (the peeled ^{} line of a kept tag too),
+ * line by line as they arrive; an overlong line (undefined) and every other tag are only counted.
+ */
+export class LsRemoteSieve {
+  private readonly sieve = new TagSieve();
+  private readonly keptTags = new Set<string>();
+  private readonly lines: string[] = [];
+
+  line(line: string | undefined): void {
+    if (line === undefined) {
+      this.sieve.notKept += 1;
+      return;
+    }
+    const ref = line.trim().split(/\s+/)[1];
+    if (ref === undefined || !ref.startsWith('refs/tags/')) return;
+    const peeled = ref.endsWith('^{}');
+    const tag = ref.slice('refs/tags/'.length, peeled ? -3 : undefined);
+    // ls-remote sorts by ref, so a tag's own line comes before its peeled line.
+    if (peeled ? this.keptTags.has(tag) : this.sieve.keep(tag)) {
+      this.keptTags.add(tag);
+      this.lines.push(line);
+    }
+  }
+
+  tags(): SievedTags<RemoteTag> {
+    return withNotKept(parseLsRemoteTags(this.lines.join('\n')), this.sieve.notKept);
+  }
+}
+
+/**
+ * `git ls-remote --tags`, its output read as a stream within the listing byte budget (more is
+ * ListingTooLarge and git is killed), through an LsRemoteSieve; killed after gitProcessTimeoutMs
+ * of silence, as simple-git's block timeout did. A failing git rejects with its stderr.
+ */
+function lsRemoteTags(
+  url: string,
+  creds: GitCredentials | undefined,
+  pin: string | undefined,
+): Promise<SievedTags<RemoteTag>> {
+  return new Promise((resolve, reject) => {
+    const budget = new ByteBudget(`listing tags of ${url}`);
+    const sieve = new LsRemoteSieve();
+    const lines = new LineSplitter(MAX_LS_REMOTE_LINE, (line) => sieve.line(line));
+    const child = spawn('git', ['ls-remote', '--tags', '--', url], {
+      env: gitEnv(creds, url, pin),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    let failure: Error | undefined;
+    const stop = (err: Error): void => {
+      failure ??= err;
+      child.kill('SIGKILL');
+    };
+    const silence = gitProcessTimeoutMs();
+    const timer = setTimeout(
+      () => stop(new Error(`git ls-remote timed out (silent for ${silence / 1000} s)`)),
+      silence,
+    );
+    const heard = (): void => {
+      timer.refresh();
+    };
+    child.stdout.on('data', (chunk: Buffer) => {
+      if (failure !== undefined) return;
+      heard();
+      try {
+        budget.take(chunk.length);
+        lines.push(chunk);
+      } catch (err) {
+        stop(err as Error);
+      }
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      heard();
+      if (stderr.length < 4096) stderr += chunk.toString('utf8');
+    });
+    child.on('error', (err) => stop(err));
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      if (failure !== undefined) return reject(failure);
+      if (code !== 0) return reject(new Error(stderr.trim() || `git ls-remote exited with ${code}`));
+      lines.end();
+      resolve(sieve.tags());
+    });
+  });
 }
 
 /** A custom channel release tag (…-v0-<channel>-<suffix>): the only tags ordered by commit time. */

@@ -11,6 +11,9 @@
 //   that repository and token is made (the same error is returned at once), and the poller
 //   schedules its next listing after the reset. A successful answer with
 //   `x-ratelimit-remaining: 0` blocks the same way, before GitHub has to refuse.
+// - Bounded (listing.ts): 100 pages per list, 8 MiB per page (octokit reads bodies through
+//   budgetedFetch), a listing slot; a page is cached with only the fields and
+//   items that can become a release (leanItem), the others counted as not kept.
 // - Which releases: drafts never; prereleases only when the tag is a custom-channel tag
 //   (`...-v0-<channel>-<suffix>`); a prerelease with a stable-looking tag is not a release yet.
 // - Commits: from the tags API (`GET /repos/{owner}/{repo}/tags`, same pagination and ETags),
@@ -34,6 +37,7 @@ import { type Clock, realClock } from '../runtime/clock.ts';
 import { EgressRefusedError, egressFetch, egressRefusal } from './egress.ts';
 import { type RemoteTag, SourceError } from './git.ts';
 import { githubAssetsIdentity, releaseAssetsOf } from './githubassets.ts';
+import { ByteBudget, budgetedFetch, listingSlot, listingTooLarge, tagKind, withNotKept } from './listing.ts';
 
 export interface GitHubRepo {
   owner: string;
@@ -80,8 +84,40 @@ interface TagItem {
 
 interface CachedPage {
   etag: string | undefined;
+  /** Only the fields and items a listing uses (leanItem): a page's JSON is not kept. */
   items: unknown[];
+  /** Items of the page that were not kept (not a release tag or look-alike: listing.ts). */
+  dropped: number;
   next: string | undefined;
+}
+
+/** Pages of one list (releases, tags) followed; more is TooManyTags. 100 pages are 10,000 items. */
+const MAX_PAGES = 100;
+/**
+ * Bytes of one page: a release's JSON carries its notes (at most 125,000 characters), so a page of
+ * 100 can be large; only its lean items outlive it.
+ */
+const MAX_PAGE_BYTES = 8 * 1024 * 1024;
+
+/**
+ * What a listing keeps of one item of a releases or tags page: the fields it reads, and only for
+ * a tag stackflux could use (tagKind: a release tag or a look-alike of one); undefined otherwise.
+ */
+export function leanItem(item: unknown): unknown {
+  const i = (item ?? {}) as Record<string, unknown>;
+  if ('tag_name' in i) {
+    if (typeof i.tag_name !== 'string' || tagKind(i.tag_name) === 'other') return undefined;
+    return {
+      tag_name: i.tag_name,
+      draft: i.draft,
+      prerelease: i.prerelease,
+      created_at: typeof i.created_at === 'string' ? i.created_at.slice(0, 64) : undefined,
+      assets: releaseAssetsOf(i),
+    };
+  }
+  if (typeof i.name !== 'string' || tagKind(i.name) === 'other') return undefined;
+  const sha = (i.commit as { sha?: unknown } | undefined)?.sha;
+  return { name: i.name, commit: { sha: typeof sha === 'string' ? sha.slice(0, 64) : undefined } };
 }
 
 interface RepoState {
@@ -188,33 +224,8 @@ export class GitHubReleases {
       if (now < state.blockedUntil) throw this.rateLimited(name, state.blockedUntil);
       state.blockedUntil = undefined;
     }
-    const octokit = new Octokit({
-      ...(token ? { auth: token } : {}),
-      baseUrl: this.baseUrl,
-      userAgent: this.userAgent,
-      log: { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} },
-      request: { fetch: this.fetchImpl },
-    });
-    const base = `${this.baseUrl}/repos/${encodeURIComponent(repo.owner)}/${encodeURIComponent(repo.repo)}`;
-    const visited = new Set<string>();
-    const releases = (await this.listAll(
-      octokit,
-      state,
-      `${base}/releases?per_page=100`,
-      name,
-      token,
-      visited,
-    )) as ReleaseItem[];
-    const tags = (await this.listAll(
-      octokit,
-      state,
-      `${base}/tags?per_page=100`,
-      name,
-      token,
-      visited,
-    )) as TagItem[];
-    // Pages that no longer exist (the list got shorter) leave the cache.
-    for (const url of state.pages.keys()) if (!visited.has(url)) state.pages.delete(url);
+    const repoState = state;
+    const { releases, tags, dropped } = await listingSlot(() => this.readLists(repo, token, repoState));
 
     const commits = new Map<string, string>();
     for (const t of tags) {
@@ -239,13 +250,52 @@ export class GitHubReleases {
       const time = typeof r.created_at === 'string' ? Date.parse(r.created_at) : Number.NaN;
       if (Number.isFinite(time) && parseReleaseTag(tag).ok) times.set(tag, Math.floor(time / 1000));
     }
-    return [...out.entries()]
+    const listed = [...out.entries()]
       .map(([tag, commit]) => {
         const time = times.get(tag);
         const custom = /-v0-[a-z0-9]+-[a-z0-9]+$/.test(tag);
         return custom && time !== undefined ? { tag, commit, time } : { tag, commit };
       })
       .sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0));
+    return withNotKept(listed, dropped);
+  }
+
+  /**
+   * The releases and tags lists of a repository, in a listing slot, each page's body within
+   * MAX_PAGE_BYTES (octokit reads it through budgetedFetch). Returns the releases not kept as `dropped`.
+   */
+  private async readLists(
+    repo: GitHubRepo,
+    token: string | undefined,
+    state: RepoState,
+  ): Promise<{ releases: ReleaseItem[]; tags: TagItem[]; dropped: number }> {
+    const name = `${repo.owner}/${repo.repo}`;
+    // Per page: the lean items of every page are what is kept (≤ MAX_PAGES × 100 per list).
+    let page: ByteBudget | undefined;
+    const budgetOfPage = (): ByteBudget => {
+      page = new ByteBudget(`a page of the releases or tags of ${name}`, MAX_PAGE_BYTES);
+      return page;
+    };
+    const octokit = new Octokit({
+      ...(token ? { auth: token } : {}),
+      baseUrl: this.baseUrl,
+      userAgent: this.userAgent,
+      log: { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} },
+      request: { fetch: budgetedFetch(this.fetchImpl, budgetOfPage) },
+    });
+    const base = `${this.baseUrl}/repos/${encodeURIComponent(repo.owner)}/${encodeURIComponent(repo.repo)}`;
+    const visited = new Set<string>();
+    const exceeded = (): ByteBudget | undefined => (page?.exceeded === true ? page : undefined);
+    const list = (first: string) => this.listAll(octokit, state, first, name, token, visited, exceeded);
+    const releases = await list(`${base}/releases?per_page=100`);
+    const tags = await list(`${base}/tags?per_page=100`);
+    // Pages that no longer exist (the list got shorter) leave the cache.
+    for (const url of state.pages.keys()) if (!visited.has(url)) state.pages.delete(url);
+    return {
+      releases: releases.items as ReleaseItem[],
+      tags: tags.items as TagItem[],
+      dropped: releases.dropped,
+    };
   }
 
   private stateKey(repo: GitHubRepo, token: string | undefined): string {
@@ -269,12 +319,16 @@ export class GitHubReleases {
     name: string,
     token: string | undefined,
     visited: Set<string>,
-  ): Promise<unknown[]> {
+    exceeded: () => ByteBudget | undefined,
+  ): Promise<{ items: unknown[]; dropped: number }> {
     const items: unknown[] = [];
+    let dropped = 0;
     const origin = new URL(this.baseUrl).origin;
     let url: string | undefined = first;
-    while (url !== undefined) {
+    for (let pages = 0; url !== undefined; pages++) {
       if (visited.has(url)) break; // a Link loop ends the list, it does not spin
+      if (pages >= MAX_PAGES)
+        throw new SourceError('TooManyTags', `listing releases of ${name}: more than ${MAX_PAGES} pages`);
       if (new URL(url).origin !== origin) {
         throw new SourceError(
           'SourceUnreachable',
@@ -292,6 +346,8 @@ export class GitHubReleases {
           headers: cached?.etag !== undefined ? { 'if-none-match': cached.etag } : {},
           request: { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) },
         });
+        // octokit answers a body it could not read as "" (no error): the budget tells.
+        if (exceeded() !== undefined) throw new Error('over the page limit');
         const headers = res.headers as Headers;
         // Source requests follow no redirect (egress.ts): octokit hands a 3xx over as an answer.
         if ((res.status as number) >= 300 && (res.status as number) < 400)
@@ -299,9 +355,12 @@ export class GitHubReleases {
             'SourceUnreachable',
             `listing releases of ${name}: the GitHub API answered HTTP ${res.status} (a renamed or moved repository? name it as it is now); redirects are not followed`,
           );
+        const all = Array.isArray(res.data) ? (res.data as unknown[]) : [];
+        const kept = all.map(leanItem).filter((i) => i !== undefined);
         page = {
           etag: header(headers, 'etag'),
-          items: Array.isArray(res.data) ? (res.data as unknown[]) : [],
+          items: kept,
+          dropped: all.length - kept.length,
           next: nextLink(header(headers, 'link')),
         };
         state.pages.set(url, page);
@@ -309,6 +368,8 @@ export class GitHubReleases {
           state.blockedUntil = rateLimitReset(headers, this.clock.now());
         }
       } catch (err) {
+        const over = exceeded();
+        if (over !== undefined) throw listingTooLarge(over.what, over.max);
         if (isHttpError(err) && err.status === 304 && cached !== undefined) {
           page = cached;
         } else {
@@ -316,9 +377,10 @@ export class GitHubReleases {
         }
       }
       items.push(...page.items);
+      dropped += page.dropped;
       url = page.next;
     }
-    return items;
+    return { items, dropped };
   }
 
   private toSourceError(

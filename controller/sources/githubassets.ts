@@ -30,6 +30,7 @@ import { DEFAULT_GITHUB_API_URL } from '../releases/githuburl.ts';
 import { resolveUnder } from '../releases/paths.ts';
 import { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
 import { EgressRefusedError, egressFetch, egressRefusal } from './egress.ts';
+import { ByteBudget, readWithinBudget } from './listing.ts';
 
 export const GITHUB_ASSETS_IDENTITY_PREFIX = 'github-assets:sha256:';
 
@@ -87,6 +88,8 @@ export interface GitHubAssetsOptions {
 /** One request must answer (and a download finish) within this. */
 const REQUEST_TIMEOUT_MS = 120_000;
 const MAX_REDIRECTS = 3;
+/** Bytes of one release's JSON (GitHub allows 125,000 characters of notes and 1,000 assets). */
+const MAX_RELEASE_JSON_BYTES = 8 * 1024 * 1024;
 const COMPLETE = '.complete';
 
 export class GitHubReleaseAssets {
@@ -148,9 +151,16 @@ export class GitHubReleaseAssets {
       name,
       'application/vnd.github+json',
     );
+    // A release's JSON is read within a bound too (its notes and up to 1,000 assets fit easily).
+    const tooLarge = (what: string, max: number): SourceError =>
+      new SourceError('SourceUnreachable', `${what}: the API answered more than ${max} bytes`);
+    const body = await readWithinBudget(
+      res,
+      new ByteBudget(`release ${tag} of ${name}`, MAX_RELEASE_JSON_BYTES, tooLarge),
+    );
     let release: unknown;
     try {
-      release = JSON.parse(Buffer.from(await res.arrayBuffer()).toString('utf8'));
+      release = JSON.parse(body.toString('utf8'));
     } catch {
       throw new SourceError('SourceUnreachable', `release ${tag} of ${name}: the API answered with no JSON`);
     }

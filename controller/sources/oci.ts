@@ -21,8 +21,9 @@
 // - Listing: tags/list pages, then one HEAD per release tag (the digest is the release's commit);
 //   a tag whose manifest is not found yet (a push in progress) is left out of that listing.
 // - Reading: by digest only; node image layers are skipped, every other layer is an asset.
-// - Bounded: tag pages and tags, manifest bytes, blob bytes (per blob and per release, the release
-//   tree's byte limit), one request's time.
+// - Bounded: tag pages, the bytes of a listing (all pages), the tags kept (release tags only, the
+//   rest counted: listing.ts), listings in flight, manifest bytes, blob bytes (per blob and per
+//   release, the release tree's byte limit), one request's time.
 import { createHash } from 'node:crypto';
 import type { ReleaseTree } from '../api/release.ts';
 import { pathProblem } from '../releases/paths.ts';
@@ -37,6 +38,16 @@ import {
   SourceError,
 } from './git.ts';
 import { nextLink, RateLimitedError, rateLimitReset } from './github.ts';
+import {
+  ByteBudget,
+  LISTING_LIMITS,
+  listingSlot,
+  notKeptOf,
+  readWithinBudget,
+  type SievedTags,
+  TagSieve,
+  withNotKept,
+} from './listing.ts';
 
 /** The artifact type csctl gives a release (csctl pkg/cmd/mediatype.go clusterStackArtifactType). */
 export const CSCTL_ARTIFACT_TYPE = 'application/vnd.scs.cluster-stacks.v1';
@@ -228,11 +239,31 @@ export function checkDigest(bytes: Uint8Array, digest: string, what: string, siz
     throw new SourceError('DigestMismatch', `${what}: the content does not match its digest ${digest}`);
 }
 
+/**
+ * The tags of one tags/list page (`{"name": …, "tags": [...]}`), strings only; anything else the
+ * registry answered is SourceUnreachable naming `what`.
+ */
+export function parseTagPage(body: Buffer, what: string): string[] {
+  let page: unknown;
+  try {
+    page = JSON.parse(body.toString('utf8'));
+  } catch {
+    throw new SourceError('SourceUnreachable', `${what}: the registry answered no JSON`);
+  }
+  const got = (page as { tags?: unknown } | null)?.tags;
+  if (got === null || got === undefined) return [];
+  if (!Array.isArray(got)) throw new SourceError('SourceUnreachable', `${what}: "tags" is not a list`);
+  return got.filter((t): t is string => typeof t === 'string');
+}
+
 export interface OciLimits {
   /** Tags per page asked for (the registry may send fewer). */
   pageSize: number;
   maxPages: number;
+  /** Release tags kept of one listing (others are only counted: listing.ts). */
   maxTags: number;
+  /** Bytes of one listing, all pages together (listing.ts LISTING_LIMITS.maxBytes). */
+  maxListingBytes: number;
   maxManifestBytes: number;
   /** Layers of one release (each a file of the release). */
   maxLayers: number;
@@ -248,6 +279,7 @@ export const OCI_LIMITS: Readonly<OciLimits> = {
   pageSize: 100,
   maxPages: 100,
   maxTags: 10_000,
+  maxListingBytes: LISTING_LIMITS.maxBytes,
   maxManifestBytes: 4 * 1024 * 1024,
   maxLayers: RELEASE_TREE_LIMITS.maxFiles,
   maxReleaseBytes: RELEASE_TREE_LIMITS.maxBytes,
@@ -352,25 +384,38 @@ export class OciClient {
     return `${o.insecure === true ? 'http' : 'https'}://${ref.registry}/v2/${ref.repository}`;
   }
 
-  /** Every tag of the repository, following Link rel="next" on the same origin; a failed page fails all. */
+  /**
+   * The tags of the repository stackflux keeps (listing.ts: release tags and a few look-alikes;
+   * the others only counted in notKept), following Link rel="next" on the same origin; a failed
+   * page fails all. The pages are read in a listing slot, within one byte budget for all of them.
+   */
   async listTagNames(
     url: string,
     creds: OciCredentials | undefined,
     o: OciSourceOptions = {},
-  ): Promise<string[]> {
+  ): Promise<SievedTags<string>> {
     const ref = parseOciUrl(url);
+    return listingSlot(() => this.readTagPages(ref, url, creds, o));
+  }
+
+  private async readTagPages(
+    ref: OciRef,
+    url: string,
+    creds: OciCredentials | undefined,
+    o: OciSourceOptions,
+  ): Promise<SievedTags<string>> {
     const first = `${this.base(ref, o)}/tags/list?n=${this.limits.pageSize}`;
     const origin = new URL(first).origin;
-    const tags: string[] = [];
+    const what = `listing tags of ${url}`;
+    const budget = new ByteBudget(what, this.limits.maxListingBytes);
+    const sieve = new TagSieve();
+    const kept = new Set<string>();
     const visited = new Set<string>();
     let next: string | undefined = first;
     while (next !== undefined) {
       if (visited.has(next)) break; // a Link loop ends the list, it does not spin
       if (visited.size >= this.limits.maxPages)
-        throw new SourceError(
-          'TooManyTags',
-          `listing tags of ${url}: more than ${this.limits.maxPages} pages`,
-        );
+        throw new SourceError('TooManyTags', `${what}: more than ${this.limits.maxPages} pages`);
       visited.add(next);
       const res = await this.request(
         next,
@@ -378,30 +423,17 @@ export class OciClient {
         ref,
         creds,
         o,
-        `listing tags of ${url}`,
+        what,
       );
-      const body = await readCapped(res, this.limits.maxManifestBytes, `a tag page of ${url}`);
-      let page: unknown;
-      try {
-        page = JSON.parse(body.toString('utf8'));
-      } catch {
-        throw new SourceError('SourceUnreachable', `listing tags of ${url}: the registry answered no JSON`);
-      }
-      const got = (page as { tags?: unknown } | null)?.tags;
-      if (got !== null && got !== undefined && !Array.isArray(got))
-        throw new SourceError('SourceUnreachable', `listing tags of ${url}: "tags" is not a list`);
-      for (const t of (got as unknown[] | null | undefined) ?? []) if (typeof t === 'string') tags.push(t);
-      if (tags.length > this.limits.maxTags)
-        throw new SourceError('TooManyTags', `listing tags of ${url}: more than ${this.limits.maxTags} tags`);
+      for (const t of parseTagPage(await readWithinBudget(res, budget), what)) if (sieve.keep(t)) kept.add(t);
+      if (kept.size > this.limits.maxTags)
+        throw new SourceError('TooManyTags', `${what}: more than ${this.limits.maxTags} release tags`);
       const link = nextLink(res.headers.get('link') ?? undefined);
       next = link === undefined ? undefined : new URL(link, next).toString();
       if (next !== undefined && new URL(next).origin !== origin)
-        throw new SourceError(
-          'SourceUnreachable',
-          `listing tags of ${url}: pagination left ${origin}; not following it`,
-        );
+        throw new SourceError('SourceUnreachable', `${what}: pagination left ${origin}; not following it`);
     }
-    return [...new Set(tags)].sort();
+    return withNotKept([...kept].sort(), sieve.notKept);
   }
 
   /** The manifest digest a tag points at now (HEAD; GET and hash when the registry names no digest). */
@@ -423,7 +455,7 @@ export class OciClient {
   }
 
   /**
-   * Tags as the poller wants them: every tag, and for each that is a release tag its manifest
+   * Tags as the poller wants them: the kept tags (listTagNames), and for each release tag its manifest
    * digest as `commit` (one HEAD per release tag per listing, so a moved tag shows at the next
    * listing). Other tags keep an empty commit: they never become releases. A tag whose manifest
    * is not found (404) is left out: the listing raced a push (Distribution lists a tag before its
@@ -454,7 +486,10 @@ export class OciClient {
     };
     const unsettled = new Set<string>();
     await Promise.all(Array.from({ length: Math.max(1, this.limits.resolveConcurrency) }, worker));
-    return out.filter((t) => !unsettled.has(t.tag));
+    return withNotKept(
+      out.filter((t) => !unsettled.has(t.tag)),
+      notKeptOf(names),
+    );
   }
 
   /**

@@ -16,11 +16,14 @@
 // MAX_BACKOFF_DOUBLINGS doublings, and never beyond the larger of the interval and
 // MAX_BACKOFF_MS), so an unreachable or stalled source is not hammered at a short interval; the
 // first good listing returns to the interval. A webhook or reconcile request still lists at once.
+// What is kept of a listing until the next one is sieved (listing.ts): release tags and a few
+// look-alikes; the other tags are only counted (SourceListing.notKept).
 import type { SourceListing } from '../reconcilers/clusterstack.ts';
 import { type Clock, realClock, type TimerHandle } from '../runtime/clock.ts';
 import { errorFields, type Logger, silentLogger } from '../runtime/logging.ts';
 import { type GitCredentials, type RemoteTag, SourceError } from './git.ts';
 import type { GitHubRepo, GitHubTagLister } from './github.ts';
+import { notKeptOf, sieveTags } from './listing.ts';
 
 /** Lists a source's tags; `o.insecure`: an OCI source over plain http (sources/releasetree.ts dispatches by URL). */
 export type TagLister = (
@@ -373,11 +376,13 @@ export class SourcePollers {
         p.ref.secretName !== undefined
           ? await this.resolveCredentials(p.ref.namespace, p.ref.secretName)
           : undefined;
-      const tags = await this.list(p.ref, creds);
+      // Only what a source's tags can become is kept until the next listing (listing.ts).
+      const tags = sieveTags(await this.list(p.ref, creds));
+      const notKept = notKeptOf(tags);
       p.retryAt = undefined;
       p.failures = 0;
       const listedAt = new Date(this.clock.now()).toISOString();
-      changed = p.listing?.ok !== true || !sameTags(p.tags, tags);
+      changed = p.listing?.ok !== true || !sameTags(p.tags, tags) || (p.listing.notKept ?? 0) !== notKept;
       p.tags = tags;
       if (p.awaiting.size > 0) {
         for (const t of tags) p.awaiting.delete(t.tag);
@@ -389,6 +394,7 @@ export class SourcePollers {
       next = {
         ok: true,
         tags: tags.map((t) => t.tag),
+        ...(notKept > 0 ? { notKept } : {}),
         ...(timed.length > 0 ? { times: Object.fromEntries(timed.map((t) => [t.tag, t.time ?? 0])) } : {}),
         listedAt,
       };

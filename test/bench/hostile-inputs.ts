@@ -14,6 +14,7 @@ import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts'
 import type { Endpoints } from '../../hack/lib/testenv.ts';
 import { CAPI, cutRelease, ferrolClusterStack, git } from '../support/e2e.ts';
 import { clusterName, createClusters, KUSTOMIZE_API } from '../support/fanout.ts';
+import { HostileRegistry, invalidTags, longTags } from '../support/hostile-listing.ts';
 import type { Obj } from './fleet.ts';
 
 /** What the bench hands every input. */
@@ -975,6 +976,46 @@ export function metadataRealm(): HostileInput {
     async stop() {
       await registry.stop();
       await metadata.stop();
+    },
+  };
+}
+
+// --- 15. issue 31 F2: an OCI registry whose tag listing is huge (1 MB tags) and invalid ----------
+export function hugeTagListing(): HostileInput {
+  const names = ['hugetags', 'badtags'];
+  let registry: HostileRegistry | undefined;
+  return {
+    name: 'hugetags',
+    input:
+      'ClusterStacks on a registry listing 100 pages of three 1 MB tags (300 MB) and half a million strings that are not tags',
+    async setup(h) {
+      registry = await HostileRegistry.start({
+        page: (i, repository) => {
+          if (repository.endsWith('/badtags')) return i === 0 ? invalidTags(500_000) : undefined;
+          return i < 100 ? longTags(3, 1_000_000, 3 * i) : undefined;
+        },
+      });
+      for (const name of names)
+        await h.client.create(
+          stack(h, h.ns.hostile, name, {
+            autoSubscribe: true,
+            interval: '10s',
+            source: { oci: { url: registry.url(`tenant/${name}`), insecure: true } },
+          }),
+        );
+    },
+    async report(h) {
+      const r = await conditionReport(h.client, API_VERSION, 'ClusterStack', names[0] ?? '', h.ns.hostile);
+      const bad = await conditionReport(h.client, API_VERSION, 'ClusterStack', names[1] ?? '', h.ns.hostile);
+      return {
+        ...r,
+        invalidTags: `${bad.reason}${bad.message ? `: ${bad.message}` : ''}`,
+        tagPagesSent: registry?.pagesSent ?? 0,
+        tagBytesSent: registry?.bytesSent ?? 0,
+      };
+    },
+    async stop() {
+      await registry?.stop();
     },
   };
 }

@@ -78,6 +78,7 @@ import {
   type HostileInput,
   heapExhaustion,
   hugeHelmValues,
+  hugeTagListing,
   manifestsToHelm,
   metadataRealm,
   type Reported,
@@ -114,6 +115,7 @@ export const HOSTILE_INPUTS = (): HostileInput[] => [
   chartRepositoryUrls(),
   unrelatedSecret(),
   metadataRealm(),
+  hugeTagListing(),
 ];
 /** Clusters the inputs other than the slow tenant take (rollout 2, six others 1 each). */
 const FIXED_HOSTILE_CLUSTERS = 9;

@@ -39,12 +39,14 @@ import {
 import { configureEgress, parseEgressAllowList } from '../../controller/sources/egress.ts';
 import { type GitCredentials, readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
 import { OciClient, sha256Digest } from '../../controller/sources/oci.ts';
+import { SourcePollers } from '../../controller/sources/poller.ts';
 import { sourceTagLister } from '../../controller/sources/releasetree.ts';
 import { MAX_BODY } from '../../controller/sources/webhook.ts';
 import { readStackDir } from '../../hack/lib/stack-dir.ts';
 import { nestedAll } from '../support/cel.ts';
 import { type CraftedEntry, CraftedRepo } from '../support/crafted-tree.ts';
 import { startMetadataServer, startServer } from '../support/egress.ts';
+import { HostileGitServer, HostileRegistry, invalidTags, longTags } from '../support/hostile-listing.ts';
 import { hookOutcome, servingCertificate } from '../support/runtimehook.ts';
 import { untilInFlight, unverifiedHeaders, webhookOutcome } from '../support/webhook.ts';
 
@@ -240,6 +242,44 @@ function stackOutcome(spec: Partial<ClusterStack['spec']>, listing: SourceListin
 }
 const listed = (tags: string[]): SourceListing => ({ ok: true, tags, listedAt: '2026-01-02T03:04:05Z' });
 
+/**
+ * Issue 31 F2: a source listed as the controller lists it (SourcePollers over sourceTagLister, the
+ * OCI client and git ls-remote) from a hostile server that `start` makes on 127.0.0.1, fed to the
+ * ClusterStack reconcile: its SourceReady condition.
+ */
+async function listedOutcome(
+  start: () => Promise<{ url: string; stop: () => Promise<void> }>,
+): Promise<{ reason: string; message: string }> {
+  const server = await start();
+  const pollers = new SourcePollers({
+    lister: sourceTagLister({ oci: new OciClient() }),
+    onChange: () => {},
+  });
+  try {
+    const insecure = server.url.startsWith('oci://') ? { insecure: true } : {};
+    pollers.subscribe('team/s', { url: server.url, namespace: NS, ...insecure, intervalMs: 3_600_000 });
+    await pollers.idle();
+    const r = reconcileClusterStack({
+      clusterStack: clusterStack(),
+      listing: pollers.listing('team/s'),
+      releases: [],
+      clusters: [],
+      now,
+    });
+    const c = find(r.status.conditions, 'SourceReady');
+    return { reason: c?.reason ?? '(none)', message: c?.message ?? '' };
+  } finally {
+    pollers.stop();
+    await server.stop();
+  }
+}
+
+/** A HostileRegistry whose one repository lists `page(i)`, as listedOutcome wants it. */
+async function hostileRegistry(page: (i: number) => string[] | undefined) {
+  const r = await HostileRegistry.start({ page });
+  return { url: r.url('stacks'), stop: () => r.stop() };
+}
+
 /** A Git repository with `build` applied to its work tree and committed: readTreeFromGit's verdict. */
 let repos = 0;
 async function gitTreeOutcome(
@@ -348,6 +388,34 @@ const corpus: Case[] = [
     run: () => stackOutcome({}, listed([`docker-ferrol-1-30-v${'9'.repeat(5000)}`])),
     reason: 'NoReleaseFound',
     message: /no stable release of docker-ferrol for Kubernetes 1\.30/,
+  },
+  {
+    name: 'source: an OCI registry listing pages of 1 MB tags (150 MB in all)',
+    run: () =>
+      listedOutcome(() => hostileRegistry((i) => (i < 50 ? longTags(3, 1_000_000, 3 * i) : undefined))),
+    reason: 'ListingTooLarge',
+    message: /oci:\/\/127\.0\.0\.1:\d+\/stacks: the listing is more than 4194304 bytes/,
+  },
+  {
+    name: 'source: an OCI registry listing half a million strings that are not tags, and a release',
+    run: () =>
+      listedOutcome(() => hostileRegistry((i) => (i === 0 ? [...invalidTags(500_000), TAG] : undefined))),
+    reason: 'Listed',
+    message:
+      /1 releases of this stack, 0 malformed \(500000 tags that are not release tags were counted, not kept\)/,
+  },
+  {
+    name: 'source: a Git server advertising 30 MB of long refs that are no release tags',
+    run: () =>
+      listedOutcome(async () => {
+        const g = await HostileGitServer.start(function* () {
+          yield `refs/tags/${TAG}`;
+          for (let i = 0; i < 500; i++) yield `refs/tags/build-${'x'.repeat(60_000)}-${i}`;
+        });
+        return { url: g.url, stop: () => g.stop() };
+      }),
+    reason: 'ListingTooLarge',
+    message: /hostile\.git: the listing is more than 4194304 bytes/,
   },
   {
     name: 'source: repository unreachable',

@@ -10,6 +10,7 @@ import {
   reconcileClusterStack,
   type SourceListing,
 } from '../../../controller/reconcilers/clusterstack.ts';
+import { notKeptOf, sieveTags } from '../../../controller/sources/listing.ts';
 
 const now = new Date('2025-01-02T03:04:05.678Z');
 const T = '2025-01-02T03:04:05Z';
@@ -155,6 +156,22 @@ describe('reconcileClusterStack', () => {
     assert.equal(cond(r, 'Ready')?.status, 'Unknown');
     assert.equal(cond(r, 'Reconciling')?.status, 'True');
     assert.equal(r.status.latestRelease, undefined, 'not Ready yet');
+  });
+
+  it('issue 31 F2: a sieved listing (release tags and look-alikes kept, the rest counted) reports the same counts', () => {
+    const listed = [...acceptance1Tags, ...Array.from({ length: 1000 }, (_, i) => `build-${i}`)];
+    const full = run({ listing: ok(listed) });
+    const kept = sieveTags(listed.map((tag) => ({ tag })));
+    assert.equal(kept.length, 7, 'v1.0.0 and the builds are not kept');
+    const sieved = run({
+      listing: { ok: true, tags: kept.map((t) => t.tag), notKept: notKeptOf(kept), listedAt: T },
+    });
+    assert.deepEqual(sieved.status.source, full.status.source);
+    assert.deepEqual(names(sieved), names(full));
+    assert.match(
+      cond(sieved, 'SourceReady')?.message ?? '',
+      /listed 1008 tags: 2 releases of this stack, 3 malformed \(1001 tags that are not release tags were counted, not kept\)/,
+    );
   });
 
   it('acceptance 1: once v2 is Ready, the ClusterStack is Ready with latest v2', () => {

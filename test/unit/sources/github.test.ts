@@ -124,7 +124,9 @@ describe('GitHubReleases', () => {
     assert.ok(names.includes('docker-ferrol-1-30-v0-sha-abc1234'), 'custom-channel prerelease included');
     assert.ok(names.includes('docker-ferrol-1-31-v1'), 'second page followed');
     assert.ok(!names.includes('not-in-tags-yet'));
-    assert.equal(tags.length, 4 + 95);
+    // The 95 other-N releases are not release tags: counted, not kept (issue 31 F2).
+    assert.equal(tags.length, 4);
+    assert.equal((tags as { notKept?: number }).notKept, 95);
     assert.deepEqual(
       tags.find((t) => t.tag === 'docker-ferrol-1-30-v2'),
       { tag: 'docker-ferrol-1-30-v2', commit: sha('2') },
@@ -428,5 +430,40 @@ describe('SourcePollers with a GitHub source', () => {
       sha('a'),
     );
     assert.equal(h.clock.nextDue(), reset * 1000 + 5 * MIN, 'back to the interval');
+  });
+});
+
+describe('GitHubReleases: a hostile repository (issue 31 F2)', () => {
+  it('a page of more than 8 MiB is ListingTooLarge naming the repository', async () => {
+    const notes = 'n'.repeat(100_000);
+    const gh = fakeGitHub((url) =>
+      url.pathname.endsWith('/releases')
+        ? json(
+            200,
+            Array.from({ length: 100 }, (_, i) => release(`docker-ferrol-1-30-v${i + 1}`, { body: notes })),
+          )
+        : json(200, []),
+    );
+    const err = await new GitHubReleases({ fetch: gh.fetch, clock: new FakeClock(T0) })
+      .listTags(REPO, TOKEN)
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError, String(err));
+    assert.equal(err.reason, 'ListingTooLarge');
+    assert.match(err.message, /acme\/stacks: the listing is more than 8388608 bytes/);
+  });
+
+  it('follows at most 100 pages of a list (TooManyTags), however many the Link headers promise', async () => {
+    const gh = fakeGitHub((url) => {
+      const page = Number(url.searchParams.get('page') ?? 1);
+      // 150 pages (an old client followed them all); this client stops at 100.
+      const link = `<${API}/repos/acme/stacks/releases?per_page=100&page=${page + 1}>; rel="next"`;
+      return json(200, [release(`build-${page}`)], page < 150 ? { link } : {});
+    });
+    const err = await new GitHubReleases({ fetch: gh.fetch, clock: new FakeClock(T0) })
+      .listTags(REPO, TOKEN)
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError, String(err));
+    assert.equal(err.reason, 'TooManyTags');
+    assert.equal(gh.requests.length, 100);
   });
 });

@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import { FakeClock } from '../../../controller/runtime/clock.ts';
 import { SourceError } from '../../../controller/sources/git.ts';
 import { nextLink, RateLimitedError } from '../../../controller/sources/github.ts';
+import { notKeptOf } from '../../../controller/sources/listing.ts';
 import {
   checkDigest,
   OciClient,
@@ -276,10 +277,9 @@ describe('OciClient listing', () => {
       return new Response(null, { status: 404 });
     }) as typeof globalThis.fetch;
     const tags = await new OciClient({ fetch }).listTags('oci://r.example/a', undefined);
-    assert.deepEqual(tags, [
-      { tag: 'docker-ferrol-1-30-v1', commit: digest },
-      { tag: 'latest', commit: '' },
-    ]);
+    // "latest" is no release tag: counted, not kept (issue 31 F2).
+    assert.deepEqual([...tags], [{ tag: 'docker-ferrol-1-30-v1', commit: digest }]);
+    assert.equal(notKeptOf(tags), 1);
   });
 
   it('fails the whole listing when a tag page fails (no partial listing)', async () => {
@@ -329,5 +329,54 @@ describe('OciClient token service', () => {
       .catch((e: unknown) => e);
     assert.ok(err instanceof RateLimitedError, String(err));
     assert.equal(err.retryAt, clock.now() + 45_000);
+  });
+});
+
+// Issue 31 F2: a registry a tenant names must not make the controller hold what it lists.
+describe('OciClient: a hostile tag listing', () => {
+  /** A registry whose tags/list answers page i from `pages`, linking the next. */
+  function registry(pages: string[][]): { fetch: typeof globalThis.fetch; served: () => number } {
+    let served = 0;
+    const fetch = (async (input: string | URL | Request) => {
+      const url = new URL(String(input));
+      if (!url.pathname.endsWith('/tags/list'))
+        return new Response(null, {
+          status: 200,
+          headers: { 'docker-content-digest': `sha256:${'e'.repeat(64)}` },
+        });
+      const i = Number(url.searchParams.get('page') ?? 0);
+      served += 1;
+      const headers: Record<string, string> = {};
+      if (i + 1 < pages.length) headers.link = `</v2/a/tags/list?page=${i + 1}>; rel="next"`;
+      return new Response(JSON.stringify({ name: 'a', tags: pages[i] }), { headers });
+    }) as typeof globalThis.fetch;
+    return { fetch, served: () => served };
+  }
+
+  it('pages of 1 MB tags (each page under the old 4 MiB page limit): ListingTooLarge after 4 MiB in all', async () => {
+    const page = Array.from({ length: 3 }, (_, i) => `${'a'.repeat(1_000_000)}${i}`);
+    const r = registry(Array.from({ length: 100 }, () => page));
+    const err = await new OciClient({ fetch: r.fetch })
+      .listTags('oci://r.example/a', undefined)
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof SourceError, String(err));
+    assert.equal(err.reason, 'ListingTooLarge');
+    assert.match(err.message, /oci:\/\/r\.example\/a/);
+    assert.match(err.message, /more than 4194304 bytes, the limit for one listing/);
+    assert.equal(r.served(), 2, 'no page read past the limit');
+  });
+
+  it('half a million strings that are not OCI tags: none kept, all counted; the release tags kept', async () => {
+    const junk = Array.from({ length: 500_000 }, (_, i) => `-${i.toString(36)}`);
+    const r = registry([
+      [...junk, 'docker-ferrol-1-30-v1', 'latest', 'x'.repeat(129)],
+      ['docker-ferrol-1-30-v2'],
+    ]);
+    const tags = await new OciClient({ fetch: r.fetch }).listTags('oci://r.example/a', undefined);
+    assert.deepEqual(
+      tags.map((t) => t.tag),
+      ['docker-ferrol-1-30-v1', 'docker-ferrol-1-30-v2'],
+    );
+    assert.equal((tags as { notKept?: number }).notKept, 500_002);
   });
 });
