@@ -254,13 +254,16 @@ export const SIMPLE_GIT_GUARDS = {
   ],
 } as unknown as Partial<NonNullable<Parameters<typeof simpleGit>[0]>>;
 
-function git(creds: GitCredentials | undefined, url: string, cwd?: string) {
-  // `block`: simple-git kills git once it has been silent this long (a stalled server).
+function git(creds: GitCredentials | undefined, url: string, cwd?: string, signal?: AbortSignal) {
+  // `block`: simple-git kills git once it has been silent this long (a stalled server); `abort`:
+  // kills it when the read's total deadline passes (a server dripping a byte a second is never
+  // silent, and GIT_HTTP_LOW_SPEED_LIMIT=1 keeps it alive).
   const timeout = { block: gitProcessTimeoutMs() };
+  const abort = signal !== undefined ? { abort: signal } : {};
   const g =
     cwd === undefined
-      ? simpleGit({ ...SIMPLE_GIT_GUARDS, timeout })
-      : simpleGit({ ...SIMPLE_GIT_GUARDS, baseDir: cwd, timeout });
+      ? simpleGit({ ...SIMPLE_GIT_GUARDS, timeout, ...abort })
+      : simpleGit({ ...SIMPLE_GIT_GUARDS, baseDir: cwd, timeout, ...abort });
   return g.env(gitEnv(creds, url));
 }
 
@@ -283,17 +286,21 @@ export function parseLsRemoteTags(output: string): RemoteTag[] {
     .sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0));
 }
 
-export async function listTags(url: string, creds?: GitCredentials): Promise<RemoteTag[]> {
+export async function listTags(
+  url: string,
+  creds?: GitCredentials,
+  o: { signal?: AbortSignal } = {},
+): Promise<RemoteTag[]> {
   validateRepoUrl(url);
   let tags: RemoteTag[];
   try {
-    const out = await git(creds, url).listRemote(['--tags', '--', url]);
+    const out = await git(creds, url, undefined, o.signal).listRemote(['--tags', '--', url]);
     tags = parseLsRemoteTags(out);
   } catch (err) {
     const message = withRedirectHint(scrub(err instanceof Error ? err.message : String(err), creds));
     throw new SourceError(classifyGitFailure(message), `listing tags of ${url}: ${message}`);
   }
-  return withCommitTimes(url, tags, creds);
+  return withCommitTimes(url, tags, creds, o.signal);
 }
 
 /** A custom channel release tag (…-v0-<channel>-<suffix>): the only tags ordered by commit time. */
@@ -313,13 +320,14 @@ async function withCommitTimes(
   url: string,
   tags: RemoteTag[],
   creds: GitCredentials | undefined,
+  signal: AbortSignal | undefined,
 ): Promise<RemoteTag[]> {
   const missing = tags.filter((t) => CUSTOM_TAG.test(t.tag) && !commitTimes.has(t.commit));
   if (missing.length > 0) {
     const tmp = mkdtempSync(join(tmpdir(), 'stackflux-times-'));
     try {
       await runLocalGit(tmp, ['init', '-q', '--bare', tmp]);
-      await git(creds, url, tmp).fetch([
+      await git(creds, url, tmp, signal).fetch([
         '--depth=1',
         '--filter=tree:0',
         '--no-tags',
@@ -669,6 +677,7 @@ export function fetchReleaseTree(
   cacheDir: string,
   creds?: GitCredentials,
   limits: ReleaseTreeLimits = RELEASE_TREE_LIMITS,
+  signal?: AbortSignal,
 ): Promise<ReleaseTree> {
   try {
     validateRepoUrl(url);
@@ -689,7 +698,7 @@ export function fetchReleaseTree(
     .digest('hex')
     .slice(0, 32);
   return cacheReleaseTree(cacheDir, key, (gitDir) =>
-    fetchTreeInto(gitDir, url, tag, commit, segments, creds, limits),
+    fetchTreeInto(gitDir, url, tag, commit, segments, creds, limits, signal),
   );
 }
 
@@ -699,8 +708,9 @@ async function fetchCommit(
   url: string,
   what: string,
   creds: GitCredentials | undefined,
+  signal: AbortSignal | undefined,
 ): Promise<string> {
-  await git(creds, url, gitDir).fetch(['--depth=1', '--no-tags', '--', url, what]);
+  await git(creds, url, gitDir, signal).fetch(['--depth=1', '--no-tags', '--', url, what]);
   return (await runLocalGit(gitDir, ['rev-parse', '--verify', 'FETCH_HEAD^{commit}'])).stdout
     .toString('utf8')
     .trim();
@@ -714,14 +724,15 @@ async function fetchTreeInto(
   segments: string[],
   creds: GitCredentials | undefined,
   limits: ReleaseTreeLimits,
+  signal: AbortSignal | undefined,
 ): Promise<ReleaseTree> {
   try {
     await runLocalGit(gitDir, ['init', '-q', '--bare', gitDir]);
-    const fetched = await fetchCommit(gitDir, url, `refs/tags/${tag}`, creds);
+    const fetched = await fetchCommit(gitDir, url, `refs/tags/${tag}`, creds, signal);
     if (fetched !== commit) {
       // The tag moved since `commit` was listed or validated: fetch that commit by its id (servers
       // serve reachable commits so), never the tag's new commit in its place.
-      const byId = await fetchCommit(gitDir, url, commit, creds).catch(() => undefined);
+      const byId = await fetchCommit(gitDir, url, commit, creds, signal).catch(() => undefined);
       if (byId !== commit) {
         throw new SourceError(
           'TagMoved',

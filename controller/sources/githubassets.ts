@@ -29,6 +29,7 @@ import { csctlAssetKind, releaseTreeFromCsctlAssets } from '../releases/csctl/as
 import { DEFAULT_GITHUB_API_URL } from '../releases/githuburl.ts';
 import { resolveUnder } from '../releases/paths.ts';
 import { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
+import { requestSignal } from './deadline.ts';
 
 export const GITHUB_ASSETS_IDENTITY_PREFIX = 'github-assets:sha256:';
 
@@ -113,6 +114,7 @@ export class GitHubReleaseAssets {
     token: string | undefined,
     cacheDir: string,
     limits: ReleaseTreeLimits = RELEASE_TREE_LIMITS,
+    signal?: AbortSignal,
   ): Promise<ReleaseTree> {
     const key = createHash('sha256')
       .update(`${this.baseUrl}\n${repo.owner}/${repo.repo}\n${tag}\n${identity}`)
@@ -121,7 +123,7 @@ export class GitHubReleaseAssets {
     const dir = join(cacheDir, 'github-assets', key);
     const running = this.inflight.get(key);
     if (running !== undefined) return running;
-    const promise = this.fetchOnce(repo, tag, identity, token, dir, limits).finally(() =>
+    const promise = this.fetchOnce(repo, tag, identity, token, dir, limits, signal).finally(() =>
       this.inflight.delete(key),
     );
     this.inflight.set(key, promise);
@@ -135,6 +137,7 @@ export class GitHubReleaseAssets {
     token: string | undefined,
     dir: string,
     limits: ReleaseTreeLimits,
+    signal: AbortSignal | undefined,
   ): Promise<ReleaseTree> {
     const cached = readCached(dir);
     if (cached !== undefined) return releaseTreeFromCsctlAssets(cached, limits);
@@ -145,6 +148,8 @@ export class GitHubReleaseAssets {
       token,
       name,
       'application/vnd.github+json',
+      undefined,
+      signal,
     );
     let release: unknown;
     try {
@@ -167,7 +172,8 @@ export class GitHubReleaseAssets {
         `the csctl assets of release ${tag} of ${name} are ${total} bytes (limit ${limits.maxBytes})`,
       );
     const assets = new Map<string, Uint8Array>();
-    for (const asset of wanted) assets.set(asset.name, await this.download(base, asset, token, name, tag));
+    for (const asset of wanted)
+      assets.set(asset.name, await this.download(base, asset, token, name, tag, signal));
     const tree = releaseTreeFromCsctlAssets(assets, limits);
     writeCached(dir, assets);
     return tree;
@@ -180,10 +186,11 @@ export class GitHubReleaseAssets {
     token: string | undefined,
     name: string,
     tag: string,
+    signal: AbortSignal | undefined,
   ): Promise<Uint8Array> {
     const where = `release asset ${asset.name} of ${tag} of ${name}`;
     let url = `${base}/releases/assets/${asset.id}`;
-    let res = await this.request(url, token, name, 'application/octet-stream', where).catch(
+    let res = await this.request(url, token, name, 'application/octet-stream', where, signal).catch(
       (err: unknown) => {
         // Listed a moment ago: an asset gone now was replaced or deleted since.
         if (err instanceof SourceError && err.reason === 'TagNotFound')
@@ -204,7 +211,7 @@ export class GitHubReleaseAssets {
         );
       url = next.toString();
       // The storage host gets no Authorization header: its URL is signed, the token is GitHub's.
-      res = await this.request(url, undefined, name, 'application/octet-stream', where);
+      res = await this.request(url, undefined, name, 'application/octet-stream', where, signal);
     }
     return readCapped(res, asset.size, where);
   }
@@ -215,6 +222,7 @@ export class GitHubReleaseAssets {
     name: string,
     accept: string,
     where = `listing the release assets of ${name}`,
+    signal?: AbortSignal,
   ): Promise<Response> {
     const headers: Record<string, string> = { accept, 'user-agent': this.userAgent };
     if (token) headers.authorization = `Bearer ${token}`;
@@ -224,9 +232,10 @@ export class GitHubReleaseAssets {
       res = await this.fetchImpl(url, {
         headers,
         redirect: 'manual',
-        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        signal: requestSignal(REQUEST_TIMEOUT_MS, signal),
       });
     } catch (err) {
+      if (signal?.aborted === true) throw signal.reason;
       throw new SourceError('SourceUnreachable', `${where}: ${scrub((err as Error).message, token)}`);
     }
     if (res.ok || (res.status >= 300 && res.status < 400)) return res;
