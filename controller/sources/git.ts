@@ -23,6 +23,7 @@ import type { ReleaseTree } from '../api/release.ts';
 import { pathProblem, resolveUnder } from '../releases/paths.ts';
 import { releaseTreeFromBytes, treeFileBytes } from '../releases/tree.ts';
 import { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
+import { GIT_READ_MARKER, killMarked, newGitReadMarker } from './gitkill.ts';
 
 export { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
 
@@ -264,7 +265,13 @@ function git(creds: GitCredentials | undefined, url: string, cwd?: string, signa
     cwd === undefined
       ? simpleGit({ ...SIMPLE_GIT_GUARDS, timeout, ...abort })
       : simpleGit({ ...SIMPLE_GIT_GUARDS, baseDir: cwd, timeout, ...abort });
-  return g.env(gitEnv(creds, url));
+  if (signal === undefined) return g.env(gitEnv(creds, url));
+  // simple-git stops git itself; its transport helpers are found by this marker (./gitkill.ts).
+  const marker = newGitReadMarker();
+  const onAbort = (): void => killMarked(marker);
+  if (signal.aborted) onAbort();
+  else signal.addEventListener('abort', onAbort, { once: true });
+  return g.env({ ...gitEnv(creds, url), [GIT_READ_MARKER]: marker });
 }
 
 /** Parses `git ls-remote --tags` output: peeled `^{}` lines win over the tag object's own id. */

@@ -169,7 +169,14 @@ describe('BackgroundFetcher', () => {
       manual<string>('b1', 'b'),
       manual<string>('c1', 'c'),
     ];
-    for (const j of jobs) f.request({ ...j.job, read: (s) => (order.push(j.job.key), j.job.read(s)) });
+    for (const j of jobs)
+      f.request({
+        ...j.job,
+        read: (s) => {
+          order.push(j.job.key);
+          return j.job.read(s);
+        },
+      });
     first.resolve('done');
     for (let i = 0; i < jobs.length; i++) {
       await flush();
