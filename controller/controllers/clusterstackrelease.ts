@@ -132,7 +132,7 @@ function fetchFailureOf(err: unknown): { reason: string; message: string; hint?:
 }
 
 /** What of a failed read the release's condition shows: the reason and, for a deadline, which. */
-function failureForCondition(err: unknown): { reason: string; hint?: string } {
+export function failureForCondition(err: unknown): { reason: string; hint?: string } {
   const { reason, hint } = fetchFailureOf(err);
   return hint !== undefined ? { reason, hint } : { reason };
 }

@@ -87,6 +87,11 @@ export class FaultProxy {
     }
   }
 
+  /** Answers held now by `stall`, or being dripped by `drip`/`drip-fetch`. */
+  get held(): number {
+    return this.#stalled.size;
+  }
+
   /** Client connections open now (a killed git process closes its own). */
   get openConnections(): number {
     return this.#sockets.size;
@@ -144,6 +149,7 @@ export class FaultProxy {
     res.writeHead(up.statusCode ?? 502, headers);
     res.flushHeaders();
     this.#stalled.add(res);
+    res.on('close', () => this.#stalled.delete(res));
     const chunks: Buffer[] = [];
     up.on('data', (c: Buffer) => chunks.push(c));
     up.on('end', () => {

@@ -6,8 +6,6 @@
 // git process (nor its transport helper) and no connection to the server.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -22,6 +20,7 @@ import { realClock } from '../../../controller/runtime/clock.ts';
 import { DeadlineError } from '../../../controller/sources/deadline.ts';
 import { OciClient } from '../../../controller/sources/oci.ts';
 import { releaseTreeFetcher, sourceTagLister } from '../../../controller/sources/releasetree.ts';
+import { DrippingServer } from '../../support/drip-server.ts';
 import { waitFor } from '../../support/e2e.ts';
 import { OciFaultProxy } from '../../support/oci-fault-proxy.ts';
 
@@ -30,40 +29,6 @@ const DEADLINE_MS = 3000;
 const COMMIT = 'a'.repeat(40);
 const DIGEST = `sha256:${'b'.repeat(64)}`;
 const TAG = 'docker-ferrol-1-30-v1';
-
-/** A "Git server" that answers every request 200 and then sends one byte every 100 ms, for ever. */
-class DrippingServer {
-  readonly sockets = new Set<Socket>();
-  requests = 0;
-  url = '';
-  port = 0;
-  #server: Server | undefined;
-
-  async start(): Promise<void> {
-    const server = createServer((req, res) => {
-      this.requests += 1;
-      req.resume();
-      res.writeHead(200, { 'content-type': 'application/x-git-upload-pack-advertisement' });
-      res.flushHeaders();
-      const timer = setInterval(() => res.write('0'), 100);
-      res.on('close', () => clearInterval(timer));
-    });
-    server.on('connection', (s) => {
-      this.sockets.add(s);
-      s.on('close', () => this.sockets.delete(s));
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const addr = server.address();
-    this.port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-    this.url = `http://127.0.0.1:${this.port}/tenant/release.git`;
-    this.#server = server;
-  }
-
-  async stop(): Promise<void> {
-    for (const s of this.sockets) s.destroy();
-    await new Promise<void>((resolve) => this.#server?.close(() => resolve()) ?? resolve());
-  }
-}
 
 /** Processes whose command line names `needle` (git and its transport helpers name the URL). */
 function processesNaming(needle: string): string[] {
