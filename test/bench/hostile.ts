@@ -83,6 +83,7 @@ import {
   redirectForCredentials,
   refusingHook,
   slowRenders,
+  slowSource,
   unrelatedSecret,
   webhookFlood,
 } from './hostile-inputs.ts';
@@ -112,6 +113,7 @@ export const HOSTILE_INPUTS = (): HostileInput[] => [
   redirectForCredentials(),
   chartRepositoryUrls(),
   unrelatedSecret(),
+  slowSource(),
 ];
 /** Clusters the inputs other than the slow tenant take (rollout 2, six others 1 each). */
 const FIXED_HOSTILE_CLUSTERS = 9;
