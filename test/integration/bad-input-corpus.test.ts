@@ -1340,7 +1340,7 @@ async function slowTreeOutcome(
     insecure?: boolean;
   },
   commit: string,
-): Promise<Condition | undefined> {
+): Promise<{ reason: string; message: string }> {
   const reads = sourceReads({ treeTimeoutMs: SLOW_DEADLINE_MS }, realClock, () => undefined);
   const fetchTree = releaseTreeFetcher({ oci: new OciClient() });
   const job = {
@@ -1362,7 +1362,8 @@ async function slowTreeOutcome(
     templates,
     now,
   });
-  return find(r.status.conditions, 'Ready');
+  const ready = find(r.status.conditions, 'Ready');
+  return { reason: ready?.reason ?? '(none)', message: ready?.message ?? '' };
 }
 
 function slowSourceCases(): Case[] {
