@@ -41,7 +41,13 @@ import { ownerKey, sameJson, secretCredentials, sourceSecretCredentials } from '
 import { namespaceInformer, namespaceLabelsChanged } from './namespaces.ts';
 import { ProviderKinds } from './provider.ts';
 import { type ReleaseFleet, releaseClassRenderer } from './releaseclass.ts';
-import { type ReleaseReads, type SourceReadLimits, sourceReads, withListingDeadline } from './sourcereads.ts';
+import {
+  type ReleaseReads,
+  type SourceReadLimits,
+  sourceReads,
+  withGitHubListingDeadline,
+  withListingDeadline,
+} from './sourcereads.ts';
 
 /** How long the ClusterClass versions the API server serves are taken as known (the README says 30 s). */
 const SERVED_VERSIONS_TTL_MS = 30_000;
@@ -162,9 +168,12 @@ export async function setupReleasePipeline(
   const pollers = new SourcePollers({
     // A listing that never ends would stop its source from being listed again.
     lister: withListingDeadline(lister, readLimits, clock),
-    githubLister:
+    githubLister: withGitHubListingDeadline(
       opts.githubLister ??
-      new GitHubReleases({ clock, ...(opts.githubApiUrl ? { baseUrl: opts.githubApiUrl } : {}) }).lister(),
+        new GitHubReleases({ clock, ...(opts.githubApiUrl ? { baseUrl: opts.githubApiUrl } : {}) }).lister(),
+      readLimits,
+      clock,
+    ),
     credentials,
     clock,
     logger: log,

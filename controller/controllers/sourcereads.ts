@@ -5,6 +5,7 @@ import type { ReleaseTree } from '../api/release.ts';
 import type { Clock } from '../runtime/clock.ts';
 import { withDeadline } from '../sources/deadline.ts';
 import type { RemoteTag } from '../sources/git.ts';
+import type { GitHubTagLister } from '../sources/github.ts';
 import type { TagLister } from '../sources/poller.ts';
 import { BackgroundFetcher } from './treefetcher.ts';
 
@@ -70,6 +71,26 @@ export function withListingDeadline(
       { ms, flag: LIST_DEADLINE_FLAG },
       `listing the tags of ${url}`,
       (signal) => lister(url, creds, { ...o, signal }),
+      { clock },
+    );
+}
+
+/**
+ * A GitHub Releases lister with the listing deadline. Its requests take no signal (each has its
+ * own timeout and the pages are bounded): the listing fails at the deadline all the same, so the
+ * poller lists the source again.
+ */
+export function withGitHubListingDeadline(
+  lister: GitHubTagLister,
+  limits: Partial<SourceReadLimits>,
+  clock: Clock,
+): GitHubTagLister {
+  const ms = limits.listTimeoutMs ?? SOURCE_READ_DEFAULTS.listTimeoutMs;
+  return (repo, token) =>
+    withDeadline(
+      { ms, flag: LIST_DEADLINE_FLAG },
+      `listing the releases of ${repo.owner}/${repo.repo}`,
+      () => lister(repo, token),
       { clock },
     );
 }

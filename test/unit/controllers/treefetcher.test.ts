@@ -4,6 +4,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  SOURCE_READ_DEFAULTS,
+  withGitHubListingDeadline,
+  withListingDeadline,
+} from '../../../controller/controllers/sourcereads.ts';
+import {
   BackgroundFetcher,
   type FetchJob,
   fetchBackoff,
@@ -230,5 +235,38 @@ describe('BackgroundFetcher', () => {
     await flush();
     assert.equal(a.started[0]?.aborted, true);
     assert.equal(b.started.length, 0);
+  });
+});
+
+describe('listing deadlines (the pollers list through these)', () => {
+  it('a listing that never ends fails at --source-list-timeout, its signal aborted', async () => {
+    const clock = new FakeClock();
+    let signal: AbortSignal | undefined;
+    const list = withListingDeadline(
+      (_url, _creds, o) => {
+        signal = o?.signal;
+        return new Promise<never>(() => undefined);
+      },
+      { listTimeoutMs: 120_000 },
+      clock,
+    );
+    const p = list('oci://registry.example/team/stacks', undefined, { insecure: true });
+    clock.advance(120_000);
+    await assert.rejects(
+      p,
+      /listing the tags of oci:\/\/registry.example\/team\/stacks did not finish within the 2m deadline of --source-list-timeout/,
+    );
+    assert.equal(signal?.aborted, true);
+  });
+
+  it('a GitHub Releases listing that never ends fails at the same deadline', async () => {
+    const clock = new FakeClock();
+    const list = withGitHubListingDeadline(() => new Promise<never>(() => undefined), {}, clock);
+    const p = list({ owner: 'team', repo: 'stacks' }, undefined);
+    clock.advance(SOURCE_READ_DEFAULTS.listTimeoutMs);
+    await assert.rejects(
+      p,
+      (err: unknown) => err instanceof DeadlineError && /team\/stacks/.test(err.message),
+    );
   });
 });
