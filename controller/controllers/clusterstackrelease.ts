@@ -317,6 +317,12 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       }
     }
 
+    // A release validated at this commit before (a restart, an evicted validation) keeps its
+    // status while its tree is read again (from the cache on disk, normally at once): no flap of
+    // Ready to Unknown for every release after a restart.
+    if (pending && pinned !== undefined && commit === pinned)
+      return { requeueAfter: READ_PENDING_RECHECK_MS };
+
     async function renderClass(at: string, description: StackDescription): Promise<RenderedClass> {
       if (deps.classes === undefined)
         return {
