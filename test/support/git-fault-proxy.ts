@@ -12,8 +12,9 @@
 //  - `fail`: answers every request with `status` (an HTTP error from the server side);
 //  - `drip`: forwards, but sends the upstream's answer one byte every DRIP_INTERVAL_MS (faster than
 //    git's GIT_HTTP_LOW_SPEED_LIMIT of 1 byte/s, so git's own stall check never ends it);
-//  - `drip-fetch`: `drip` for the answers to fetches only (upload-pack requests that want
-//    objects), so listings pass and every release tree read drips.
+//  - `drip-fetch`: `drip` for the answers to the git CLI's fetches only (upload-pack requests that
+//    want objects, from a `git/…` user agent), so listings pass, every release tree read of
+//    stackflux drips, and Flux (go-git) reading the same repository is not held.
 // Every request that reaches the proxy is logged (time, method, path, response body bytes sent) so
 // a test can count attempts over a window (back-off, not a hot loop); wireBytes counts every byte
 // sent (headers too), so a bench can compare what a listing costs on the wire.
@@ -230,6 +231,7 @@ export class FaultProxy {
 /** An upload-pack request that asks for objects (a fetch, protocol v0 or v2), not a listing. */
 function wantsObjects(req: IncomingMessage, sent: Buffer[]): boolean {
   if (req.method !== 'POST' || !/\/git-upload-pack$/.test((req.url ?? '').split('?')[0] ?? '')) return false;
+  if (!/^git\//.test(req.headers['user-agent'] ?? '')) return false;
   let body = Buffer.concat(sent);
   try {
     if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
