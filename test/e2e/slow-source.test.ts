@@ -39,7 +39,7 @@ const WORKERS = 2;
 /** A's release tags whose trees drip: more than the workers. */
 const SLOW = ['v1', 'v2', 'v3', 'v4'];
 /** --source-read-timeout: long enough for B to be read and applied meanwhile. */
-const DEADLINE_S = 60;
+const DEADLINE_S = 45;
 const a = releaseReaders(client, nsA);
 const b = releaseReaders(client, nsB);
 let controller: ControllerProcess | undefined;
@@ -155,7 +155,7 @@ describe("one tenant's slow source does not hold the shared workers", { timeout:
       assert.ok(events.length > 0, 'a SourceTimeout Warning event');
       assert.match(
         (events[0] as { message?: string }).message ?? '',
-        /did not finish within the 60s deadline of --source-read-timeout/,
+        /did not finish within the 45s deadline of --source-read-timeout/,
       );
       // B is untouched.
       assert.ok(await b.releaseReady(ferrolTag('v1')));
