@@ -81,7 +81,15 @@ describe("one tenant's slow source does not hold the shared workers", { timeout:
       namespace: '',
       cacheDir: join(work, 'cache'),
       concurrency: WORKERS,
-      extraArgs: [`--shard=${shard}`, `--source-read-timeout=${DEADLINE_S}s`, '--source-reads=2'],
+      extraArgs: [
+        `--shard=${shard}`,
+        // Without a total deadline only the stall timeouts bound a read: git is killed after this
+        // long without output (+15 s), an OCI request after 60 s each, up to 2,000 layers. A long
+        // one here stands for the OCI case, so only the total deadline can end A's reads in time.
+        '--git-timeout=10m',
+        `--source-read-timeout=${DEADLINE_S}s`,
+        '--source-reads=2',
+      ],
     });
     await client.create(sharded(pinnedFerrolStack(nsA, proxy.proxied(repoA), SLOW)));
   });
