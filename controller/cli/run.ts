@@ -25,6 +25,7 @@ import { serveWebhook, type WebhookServer } from '../sources/webhook.ts';
 import { type Command, UsageError } from './command.ts';
 import { renderLimitFlags, renderPoolOptions } from './renderlimits.ts';
 import { sourceFlags, sourceOptions } from './sourceflags.ts';
+import { sourceReadFlags, sourceReadLimits } from './sourcereadflags.ts';
 import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
 
 export function defaultCacheDir(env: Readonly<Record<string, string | undefined>>): string {
@@ -176,6 +177,7 @@ export const runCommand: Command = {
       default: '5m',
     },
     ...sourceFlags,
+    ...sourceReadFlags,
     'leader-elect': {
       type: 'boolean',
       description: 'elect a leader on a Lease before reconciling',
@@ -259,6 +261,7 @@ export const runCommand: Command = {
       throw new UsageError(`--poll-interval "${str(flags['poll-interval'])}" is not a duration like 5m`);
     const concurrency = positiveInt('concurrency', str(flags.concurrency) || '4');
     const { githubApiUrl } = sourceOptions(flags);
+    const sourceReads = sourceReadLimits(flags);
     // Fleet flags are checked before anything connects.
     for (const [flag, why] of Object.entries(REMOVED_FLEET_FLAGS))
       if (str(flags[flag]) !== '') throw new UsageError(`--${flag} was removed: ${why}`);
@@ -350,6 +353,7 @@ export const runCommand: Command = {
       concurrency,
       githubApiUrl,
       tenancy,
+      sourceReads,
     });
     let webhook: WebhookServer | undefined;
     if (webhookAddr !== '') {
@@ -440,6 +444,14 @@ export const runCommand: Command = {
       await setupImpactController(manager, {
         ...(namespace ? { namespace } : {}),
         cacheDir,
+        // The pollers' listings and the release controller's tree reads, not reads of its own.
+        sources: {
+          pollers: pipeline.pollers,
+          trees: pipeline.reads.trees,
+          fetchTree: pipeline.fetchTree,
+          cacheDir,
+          githubApiUrl,
+        },
         fleet: {
           url: fleetUrl,
           branchPrefix,

@@ -33,6 +33,7 @@ import {
   releaseTreeKey,
   withChartDependencies,
 } from '../sources/chartrepo.ts';
+import { DeadlineError } from '../sources/deadline.ts';
 import { type GitCredentials, SourceError } from '../sources/git.ts';
 import type { SourcePollers, SourceRef, TagLister } from '../sources/poller.ts';
 import type { ReleaseTreeFetcher } from '../sources/releasetree.ts';
@@ -41,6 +42,8 @@ import { needsApply, readyCondition, sameJson } from './common.ts';
 import { namespaceLabelsOf } from './namespaces.ts';
 import type { ProviderKinds } from './provider.ts';
 import type { releaseClassRenderer } from './releaseclass.ts';
+import type { ReleaseReads } from './sourcereads.ts';
+import type { BackgroundFetcher, FetchJob } from './treefetcher.ts';
 
 export interface ClusterStackReleaseDeps {
   client: KubeClient;
@@ -71,6 +74,8 @@ export interface ClusterStackReleaseDeps {
   sharing?: { clusterStacks: Informer<ClusterStack & KubeObject>; namespaces: Informer<KubeObject> };
   /** Renders and writes a Helm-chart cluster-class (csctl); absent: such a release cannot be applied. */
   classes?: ReturnType<typeof releaseClassRenderer>;
+  /** Background reads with a total deadline (absent: reads are awaited in the reconcile). */
+  reads?: ReleaseReads;
 }
 
 /** Look again at a release whose rendered cluster-class could not be written (the fleet may recover). */
@@ -117,12 +122,42 @@ function servedUsers(
 const MAX_CACHED_VALIDATIONS = 1000;
 
 /** The reason and message a failed read of a release tree shows in its condition. */
-function fetchFailureOf(err: unknown): { reason: string; message: string } {
+function fetchFailureOf(err: unknown): { reason: string; message: string; hint?: string } {
   return {
     reason: err instanceof SourceError ? err.reason : 'SourceUnavailable',
     message: err instanceof Error ? err.message : String(err),
+    // Stable text (the same on every try), so the condition may carry it.
+    ...(err instanceof DeadlineError ? { hint: `not finished within ${err.deadline}` } : {}),
   };
 }
+
+/** What of a failed read the release's condition shows: the reason and, for a deadline, which. */
+export function failureForCondition(err: unknown): { reason: string; hint?: string } {
+  const { reason, hint } = fetchFailureOf(err);
+  return hint !== undefined ? { reason, hint } : { reason };
+}
+
+/** A read still running in the background: the release waits (ArtifactNotReady) and is woken. */
+class ReadPending extends Error {}
+
+/**
+ * The value of a background read, or ReadPending while it runs; a failure is thrown (with its
+ * back-off the fetcher keeps). Without `fetcher` the read is awaited here.
+ */
+async function readOffWorker<T>(
+  fetcher: BackgroundFetcher<T> | undefined,
+  job: FetchJob<T>,
+  wake: () => void,
+): Promise<T> {
+  if (fetcher === undefined) return job.read(new AbortController().signal);
+  const got = fetcher.request(job, { id: job.key, wake });
+  if (got.state === 'ready') return got.value;
+  if (got.state === 'failed') throw got.error;
+  throw new ReadPending(job.what);
+}
+
+/** Look again at a release whose read runs in the background, in case its wake-up is lost. */
+const READ_PENDING_RECHECK_MS = 60_000;
 
 export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
   const validations = new Map<string, ValidationResult<StackDescription>>();
@@ -171,7 +206,16 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       if (cached !== undefined) return cached;
       let result: ValidationResult<StackDescription>;
       try {
-        const tree = await deps.fetchTree(source, tag, at, deps.cacheDir, await getCreds());
+        const tree = await readOffWorker(
+          deps.reads?.trees,
+          {
+            key: `${cacheKey}\n${ref.secretName ?? ''}\n${namespace}`,
+            namespace,
+            what: `reading tag ${tag} of ${source.url}`,
+            read: async (signal) => deps.fetchTree(source, tag, at, deps.cacheDir, await getCreds(), signal),
+          },
+          () => deps.reads?.wake(key),
+        );
         result = readReleaseDescription(tree, parsedTag);
         // Chart dependencies not vendored are fetched here, once per release (cached on disk by
         // commit), as CSO's `helm template --dependency-update` would, so that every Cluster's
@@ -218,6 +262,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
     let stack: ValidationResult<StackDescription> | undefined;
     let renderedClass: RenderedClass | undefined;
     let fetchError: unknown;
+    let pending = false;
     const parsed = parseReleaseTag(tag);
     if (!parsed.ok) {
       stack = { ok: false, errors: [`tag ${tag}: ${parsed.reason}`] };
@@ -225,10 +270,19 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       try {
         if (commit === undefined) {
           listed = (
-            await deps.listTags(
-              source.url,
-              await getCreds(),
-              source.insecure === true ? { insecure: true } : {},
+            await readOffWorker(
+              deps.reads?.listings,
+              {
+                key: `${source.url}\n${source.insecure === true}\n${ref.secretName ?? ''}\n${namespace}`,
+                namespace,
+                what: `listing the tags of ${source.url}`,
+                read: async (signal) =>
+                  deps.listTags(source.url, await getCreds(), {
+                    ...(source.insecure === true ? { insecure: true } : {}),
+                    signal,
+                  }),
+              },
+              () => deps.reads?.wake(key),
             )
           ).find((t) => t.tag === tag)?.commit;
           if (listed === undefined)
@@ -246,14 +300,28 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
           renderedClass = await renderClass(at, stack.value);
         }
       } catch (err) {
-        fetchError = err;
+        if (err instanceof ReadPending) {
+          // Not a failure: the read runs in the background and wakes this release when it settles.
+          pending = true;
+          stack = undefined;
+          renderedClass = undefined;
+        } else {
+          fetchError = err;
+        }
         if (err instanceof SourceError && err.reason === 'TagMoved') deps.pollers.trigger([source.url]);
-        ctx.log.warn(
-          { err: { message: err instanceof Error ? err.message : String(err) } },
-          'reading the release failed',
-        );
+        if (!pending)
+          ctx.log.warn(
+            { err: { message: err instanceof Error ? err.message : String(err) } },
+            'reading the release failed',
+          );
       }
     }
+
+    // A release validated at this commit before (a restart, an evicted validation) keeps its
+    // status while its tree is read again (from the cache on disk, normally at once): no flap of
+    // Ready to Unknown for every release after a restart.
+    if (pending && pinned !== undefined && commit === pinned)
+      return { requeueAfter: READ_PENDING_RECHECK_MS };
 
     async function renderClass(at: string, description: StackDescription): Promise<RenderedClass> {
       if (deps.classes === undefined)
@@ -283,7 +351,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       ...(renderedClass !== undefined ? { renderedClass } : {}),
       ...(commit !== undefined ? { commit } : {}),
       ...(listed !== undefined ? { listedCommit: listed } : {}),
-      ...(fetchError !== undefined ? { fetchFailure: { reason: fetchFailureOf(fetchError).reason } } : {}),
+      ...(fetchError !== undefined ? { fetchFailure: failureForCondition(fetchError) } : {}),
       clusters: clusters ?? [],
       ...(gap !== undefined ? { clustersUnknown: gap } : {}),
       ...(deps.tenancy !== undefined ? { tenancy: deps.tenancy } : {}),
@@ -393,6 +461,7 @@ export function clusterStackReleaseReconciler(deps: ClusterStackReleaseDeps) {
       void recorder.event(release, 'Warning', renderedClass.reason, 'Render', renderedClass.message);
     }
     if (fetchError !== undefined) throw fetchError;
+    if (pending) return { requeueAfter: READ_PENDING_RECHECK_MS };
     if (dependenciesUnreachable) return { requeueAfter: DEPENDENCY_RETRY_MS };
     if (renderedClass?.ok === false && renderedClass.reason !== 'InvalidRelease')
       return { requeueAfter: CLASS_RETRY_MS };

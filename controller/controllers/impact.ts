@@ -28,6 +28,7 @@ import type { Controller, ReconcileContext } from '../runtime/controller.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { secretCredentials } from './common.ts';
+import { type ImpactSources, impactSourceReader } from './impactsources.ts';
 
 export interface ImpactControllerOptions {
   namespace?: string;
@@ -40,7 +41,18 @@ export interface ImpactControllerOptions {
   tenancy?: TenancyPolicy;
   render?: RenderPoolOptions;
   clock?: Clock;
+  /**
+   * The pollers' listings and the release controller's background tree reads (absent: the
+   * snapshot lists and fetches on its own, as `stackflux diff` does).
+   */
+  sources?: ImpactSources;
 }
+
+/** Look again at an impact whose trees are being read, in case the wake-up is lost. */
+const TREES_PENDING_RECHECK_MS = 60_000;
+
+/** Some release tree the preview needs is still being read in the background. */
+class TreesPending extends Error {}
 
 type Obj = KubeObject;
 
@@ -63,8 +75,11 @@ export async function setupImpactController(
     cs: ClusterStack,
     release: ClusterStackRelease,
     now: Date,
+    waiter: { id: string; wake: () => void },
   ): Promise<ReleaseImpact> => {
     const namespace = release.metadata.namespace ?? 'default';
+    const reader =
+      opts.sources !== undefined ? impactSourceReader(opts.sources, namespace, waiter) : undefined;
     const commit = release.status?.commit ?? '';
     const credentials =
       opts.fleetSecret !== undefined
@@ -76,12 +91,15 @@ export async function setupImpactController(
       cacheDir: join(opts.cacheDir, 'impact'),
       ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
       extraTags: [release.metadata.name],
+      ...(reader !== undefined ? { reader } : {}),
       fleet: {
         url: opts.fleet.url,
         branchPrefix: opts.fleet.branchPrefix,
         ...(credentials !== undefined ? { credentials } : {}),
       },
     });
+    // A preview without a tree it needs would be wrong, not merely late: wait for the read.
+    if (reader?.pending() === true) throw new TreesPending();
     snapshot.settings.fleet = { ...snapshot.settings.fleet, ...opts.fleet };
     try {
       const input = previewInputOf(
@@ -106,7 +124,11 @@ export async function setupImpactController(
     }
   };
 
-  const reconcile = async (key: string, ctx: ReconcileContext): Promise<undefined> => {
+  let controller: Controller | undefined;
+  const reconcile = async (
+    key: string,
+    ctx: ReconcileContext,
+  ): Promise<{ requeueAfter: number } | undefined> => {
     const release = releases.get(key);
     if (release === undefined) return undefined;
     const cs = clusterStacks.get(`${release.metadata.namespace ?? ''}/${release.spec.clusterStack}`);
@@ -114,8 +136,12 @@ export async function setupImpactController(
     const started = clock.now();
     let impact: ReleaseImpact;
     try {
-      impact = await compute(cs, release, new Date(started));
+      impact = await compute(cs, release, new Date(started), {
+        id: key,
+        wake: () => controller?.enqueue(key),
+      });
     } catch (err) {
+      if (err instanceof TreesPending) return { requeueAfter: TREES_PENDING_RECHECK_MS };
       ctx.log.warn(errorFields(err), 'computing the impact of the release failed; retrying');
       throw err;
     }
@@ -136,7 +162,7 @@ export async function setupImpactController(
   };
 
   // One preview at a time: each lists a namespace, reads the fleet and renders every Cluster.
-  const controller = manager.addController({
+  controller = manager.addController({
     name: 'impact',
     kind: 'ClusterStackRelease',
     maxConcurrentReconciles: 1,

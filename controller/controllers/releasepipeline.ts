@@ -41,6 +41,13 @@ import { ownerKey, sameJson, secretCredentials, sourceSecretCredentials } from '
 import { namespaceInformer, namespaceLabelsChanged } from './namespaces.ts';
 import { ProviderKinds } from './provider.ts';
 import { type ReleaseFleet, releaseClassRenderer } from './releaseclass.ts';
+import {
+  type ReleaseReads,
+  type SourceReadLimits,
+  sourceReads,
+  withGitHubListingDeadline,
+  withListingDeadline,
+} from './sourcereads.ts';
 
 /** How long the ClusterClass versions the API server serves are taken as known (the README says 30 s). */
 const SERVED_VERSIONS_TTL_MS = 30_000;
@@ -67,6 +74,8 @@ export interface ReleasePipelineOptions {
   tenancy?: TenancyPolicy;
   /** Limits of the render processes a Helm-chart cluster-class (csctl) renders in. */
   render?: RenderPoolOptions;
+  /** Total deadlines of source reads and the background reads' slots (default: ./sourcereads.ts). */
+  sourceReads?: Partial<SourceReadLimits>;
   /**
    * The fleet repository (--fleet-url): a rendered cluster-class is written to a branch of it.
    * `writer` makes a writer for branches under `prefix` (credentials from the fleet Secret).
@@ -86,6 +95,8 @@ export interface ReleasePipeline {
   fetchTree: ReleaseTreeFetcher;
   /** Which Clusters use which ClusterClass, over every namespace and shard (garbage collection). */
   clusterView: ClusterUseView;
+  /** The background reads of release trees and listings (the impact controller reads with them too). */
+  reads: ReleaseReads;
 }
 
 function namespaceIndex(obj: KubeObject): string[] {
@@ -148,16 +159,21 @@ export async function setupReleasePipeline(
     ...(opts.githubApiUrl !== undefined ? { githubApiUrl: opts.githubApiUrl } : {}),
     ...opts.sources,
   };
+  const readLimits = opts.sourceReads ?? {};
   const lister = sourceTagLister(sources, opts.lister);
   const fetchTree = releaseTreeFetcher(sources);
   // The controller is created below; the pollers only notify once it exists.
   let csController: Controller | undefined;
   let relController: Controller | undefined;
   const pollers = new SourcePollers({
-    lister,
-    githubLister:
+    // A listing that never ends would stop its source from being listed again.
+    lister: withListingDeadline(lister, readLimits, clock),
+    githubLister: withGitHubListingDeadline(
       opts.githubLister ??
-      new GitHubReleases({ clock, ...(opts.githubApiUrl ? { baseUrl: opts.githubApiUrl } : {}) }).lister(),
+        new GitHubReleases({ clock, ...(opts.githubApiUrl ? { baseUrl: opts.githubApiUrl } : {}) }).lister(),
+      readLimits,
+      clock,
+    ),
     credentials,
     clock,
     logger: log,
@@ -252,6 +268,11 @@ export async function setupReleasePipeline(
     },
   });
 
+  const reads = sourceReads(readLimits, clock, (k) => relController?.enqueue(k));
+  void manager.done.then(() => {
+    reads.trees.stop();
+    reads.listings.stop();
+  });
   const releaseController = manager.addController({
     name: 'clusterstackrelease',
     kind: 'ClusterStackRelease',
@@ -275,6 +296,7 @@ export async function setupReleasePipeline(
       providers,
       sharing: { clusterStacks, namespaces },
       classes,
+      reads,
     }),
   });
   watchProviderKinds(providers, clusterStacks, releases, clusterStackController, releaseController);
@@ -363,7 +385,15 @@ export async function setupReleasePipeline(
     })
     .catch((err: unknown) => log.error(errorFields(err), 'stopping pollers'));
 
-  return { pollers, clusterStackController, releaseController, clusterApiVersion, clusterView, fetchTree };
+  return {
+    pollers,
+    clusterStackController,
+    releaseController,
+    clusterApiVersion,
+    clusterView,
+    fetchTree,
+    reads,
+  };
 }
 
 /**

@@ -21,10 +21,15 @@ import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { mapTreePaths } from '../releases/tree.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import { releaseTreeKey, withReleaseChartDependencies } from '../sources/chartrepo.ts';
-import { type GitCredentials, gitEnv, parseCatFileBatch, scrub } from '../sources/git.ts';
+import { type GitCredentials, gitEnv, parseCatFileBatch, type RemoteTag, scrub } from '../sources/git.ts';
 import { GitHubReleases } from '../sources/github.ts';
 import { OciClient } from '../sources/oci.ts';
-import { type ReleaseSources, releaseTreeFetcher, sourceTagLister } from '../sources/releasetree.ts';
+import {
+  type ReleaseSources,
+  type ReleaseTreeFetcher,
+  releaseTreeFetcher,
+  sourceTagLister,
+} from '../sources/releasetree.ts';
 import { emptySnapshot, objectKey, type Snapshot, type SnapshotObject, type SourceData } from './snapshot.ts';
 
 export interface LiveOptions {
@@ -36,6 +41,11 @@ export interface LiveOptions {
   extraTags?: readonly string[];
   /** Sources from a snapshot directory instead of the network. */
   sources?: SourceData[];
+  /**
+   * How sources are read (default: listed and fetched here, as `stackflux diff` does). The impact
+   * controller reads the pollers' last listings and the release controller's trees instead.
+   */
+  reader?: SourceReader;
   /** --github-api-url: where spec.source.github releases are listed and their csctl assets read (default api.github.com). */
   githubApiUrl?: string;
   fleet?: {
@@ -45,6 +55,13 @@ export interface LiveOptions {
     secretRef?: string;
     credentials?: GitCredentials;
   };
+}
+
+/** Where a snapshot's source listings and release trees come from. */
+export interface SourceReader {
+  /** The tags of the ClusterStack's source (its url); throws when they are not known. */
+  listTags: (cs: ClusterStack, url: string, creds: GitCredentials | undefined) => Promise<RemoteTag[]>;
+  fetchTree: ReleaseTreeFetcher;
 }
 
 const CLUSTER_API_VERSIONS = ['cluster.x-k8s.io/v1beta2', 'cluster.x-k8s.io/v1beta1'];
@@ -205,7 +222,7 @@ async function listSources(client: KubeClient, snapshot: Snapshot, opts: LiveOpt
   const sources: ReleaseSources = { oci: new OciClient(), ...(githubApiUrl ? { githubApiUrl } : {}) };
   const listTags = sourceTagLister(sources);
   const listGitHubReleases = new GitHubReleases(githubApiUrl ? { baseUrl: githubApiUrl } : {}).lister();
-  const fetchTree = releaseTreeFetcher(sources);
+  const fetchTree = opts.reader?.fetchTree ?? releaseTreeFetcher(sources);
   for (const cs of stacks) {
     const url = sourceUrl(cs, githubApiUrl);
     const github = cs.spec.source.github;
@@ -219,9 +236,11 @@ async function listSources(client: KubeClient, snapshot: Snapshot, opts: LiveOpt
       if (secret !== undefined) creds = await sourceSecretCredentials(client, ns, secret.name);
       if (source === undefined) {
         const tags =
-          github !== undefined
-            ? await listGitHubReleases({ owner: github.owner, repo: github.repo }, creds?.password)
-            : await listTags(url, creds, insecure ? { insecure: true } : {});
+          opts.reader !== undefined
+            ? await opts.reader.listTags(cs, url, creds)
+            : github !== undefined
+              ? await listGitHubReleases({ owner: github.owner, repo: github.repo }, creds?.password)
+              : await listTags(url, creds, insecure ? { insecure: true } : {});
         // The listing diff just did stands in for the controller's last one, and so does its time:
         // otherwise every ClusterStack's status.source.lastListedTime would show up as a change.
         const listedAt = lastListedTime(cs);

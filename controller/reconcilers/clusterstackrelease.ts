@@ -65,7 +65,11 @@ export interface ClusterStackReleaseInput {
    * matching their digest): no verdict, it is read again with back-off; the condition names the
    * reason, the Warning event of that reason has the details.
    */
-  fetchFailure?: { reason: string };
+  fetchFailure?: {
+    reason: string;
+    /** Stable words on the failure (the same on every try), e.g. which deadline passed. */
+    hint?: string;
+  };
   /** The commit `stack` is the validation of (the release's pinned commit, or the listed one before a pin). */
   commit?: string;
   /** The commit the tag points at in the latest listing, if known (to detect a moved tag). */
@@ -249,7 +253,7 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
             failure.reason,
             // No error text here: it can differ on every try (paths, addresses), and each status
             // write triggers the next reconcile at once, past the back-off. The event has it.
-            `reading the release tree of tag ${tag}${input.commit !== undefined ? ` at ${input.commit}` : ''} failed (${failure.reason}), nothing of it is applied; tried again with back-off (the ${failure.reason} event has the details)`,
+            `reading the release tree of tag ${tag}${input.commit !== undefined ? ` at ${input.commit}` : ''} failed (${failure.reason}${failure.hint !== undefined ? `: ${failure.hint}` : ''}), nothing of it is applied; tried again with back-off (the ${failure.reason} event has the details)`,
           )
         : mark(
             Reason.ArtifactNotReady,

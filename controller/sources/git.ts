@@ -24,6 +24,7 @@ import { pathProblem, resolveUnder } from '../releases/paths.ts';
 import { releaseTreeFromBytes, treeFileBytes } from '../releases/tree.ts';
 import { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
 import { gitPin } from './egress.ts';
+import { GIT_READ_MARKER, killMarked, newGitReadMarker } from './gitkill.ts';
 import {
   ByteBudget,
   LineSplitter,
@@ -270,16 +271,27 @@ export const SIMPLE_GIT_GUARDS = {
   ],
 } as unknown as Partial<NonNullable<Parameters<typeof simpleGit>[0]>>;
 
-/** simple-git for a request to `url`, after the outbound policy allowed its host (throws EgressRefused). */
-async function git(creds: GitCredentials | undefined, url: string, cwd?: string) {
+/**
+ * simple-git for a request to `url`, after the outbound policy allowed its host (throws
+ * EgressRefused). `block`: simple-git kills git once it has been silent this long (a stalled
+ * server); `abort`: kills it when the read's total deadline passes (a server dripping a byte a
+ * second is never silent, and GIT_HTTP_LOW_SPEED_LIMIT=1 keeps it alive).
+ */
+async function git(creds: GitCredentials | undefined, url: string, cwd?: string, signal?: AbortSignal) {
   const pin = await gitPin(url);
-  // `block`: simple-git kills git once it has been silent this long (a stalled server).
   const timeout = { block: gitProcessTimeoutMs() };
+  const abort = signal !== undefined ? { abort: signal } : {};
   const g =
     cwd === undefined
-      ? simpleGit({ ...SIMPLE_GIT_GUARDS, timeout })
-      : simpleGit({ ...SIMPLE_GIT_GUARDS, baseDir: cwd, timeout });
-  return g.env(gitEnv(creds, url, pin));
+      ? simpleGit({ ...SIMPLE_GIT_GUARDS, timeout, ...abort })
+      : simpleGit({ ...SIMPLE_GIT_GUARDS, baseDir: cwd, timeout, ...abort });
+  if (signal === undefined) return g.env(gitEnv(creds, url, pin));
+  // simple-git stops git itself; its transport helpers are found by this marker (./gitkill.ts).
+  const marker = newGitReadMarker();
+  const onAbort = (): void => killMarked(marker);
+  if (signal.aborted) onAbort();
+  else signal.addEventListener('abort', onAbort, { once: true });
+  return g.env({ ...gitEnv(creds, url, pin), [GIT_READ_MARKER]: marker });
 }
 
 /** Parses `git ls-remote --tags` output: peeled `^{}` lines win over the tag object's own id. */
@@ -301,13 +313,17 @@ export function parseLsRemoteTags(output: string): RemoteTag[] {
     .sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0));
 }
 
-export async function listTags(url: string, creds?: GitCredentials): Promise<RemoteTag[]> {
+export async function listTags(
+  url: string,
+  creds?: GitCredentials,
+  o: { signal?: AbortSignal } = {},
+): Promise<RemoteTag[]> {
   validateRepoUrl(url);
   let tags: SievedTags<RemoteTag>;
   try {
     // The outbound policy first (egress.ts): git connects only to the address it checked.
     const pin = await gitPin(url);
-    tags = await listingSlot(() => lsRemoteTags(url, creds, pin));
+    tags = await listingSlot(() => lsRemoteTags(url, creds, pin, o.signal));
   } catch (err) {
     if (err instanceof SourceError)
       throw err.message.startsWith('listing tags of ')
@@ -316,7 +332,7 @@ export async function listTags(url: string, creds?: GitCredentials): Promise<Rem
     const message = withRedirectHint(scrub(err instanceof Error ? err.message : String(err), creds));
     throw new SourceError(classifyGitFailure(message), `listing tags of ${url}: ${message}`);
   }
-  return withNotKept(await withCommitTimes(url, tags, creds), notKeptOf(tags));
+  return withNotKept(await withCommitTimes(url, tags, creds, o.signal), notKeptOf(tags));
 }
 
 /** One ls-remote line: an object id (at most 64 hex), a tab, refs/tags/, an OCI-length tag, ^{}. */
@@ -361,13 +377,17 @@ function lsRemoteTags(
   url: string,
   creds: GitCredentials | undefined,
   pin: string | undefined,
+  signal: AbortSignal | undefined,
 ): Promise<SievedTags<RemoteTag>> {
   return new Promise((resolve, reject) => {
     const budget = new ByteBudget(`listing tags of ${url}`);
     const sieve = new LsRemoteSieve();
     const lines = new LineSplitter(MAX_LS_REMOTE_LINE, (line) => sieve.line(line));
+    // Killing git leaves its transport helpers running (a dripping server keeps them alive):
+    // they carry this marker and are killed with it (./gitkill.ts).
+    const marker = newGitReadMarker();
     const child = spawn('git', ['ls-remote', '--tags', '--', url], {
-      env: gitEnv(creds, url, pin),
+      env: { ...gitEnv(creds, url, pin), [GIT_READ_MARKER]: marker },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
@@ -375,7 +395,11 @@ function lsRemoteTags(
     const stop = (err: Error): void => {
       failure ??= err;
       child.kill('SIGKILL');
+      killMarked(marker);
     };
+    const onAbort = (): void => stop(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
+    if (signal?.aborted === true) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
     const silence = gitProcessTimeoutMs();
     const timer = setTimeout(
       () => stop(new Error(`git ls-remote timed out (silent for ${silence / 1000} s)`)),
@@ -401,6 +425,7 @@ function lsRemoteTags(
     child.on('error', (err) => stop(err));
     child.on('close', (code) => {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
       if (failure !== undefined) return reject(failure);
       if (code !== 0) return reject(new Error(stderr.trim() || `git ls-remote exited with ${code}`));
       lines.end();
@@ -426,13 +451,14 @@ async function withCommitTimes(
   url: string,
   tags: RemoteTag[],
   creds: GitCredentials | undefined,
+  signal: AbortSignal | undefined,
 ): Promise<RemoteTag[]> {
   const missing = tags.filter((t) => CUSTOM_TAG.test(t.tag) && !commitTimes.has(t.commit));
   if (missing.length > 0) {
     const tmp = mkdtempSync(join(tmpdir(), 'stackflux-times-'));
     try {
       await runLocalGit(tmp, ['init', '-q', '--bare', tmp]);
-      await (await git(creds, url, tmp)).fetch([
+      await (await git(creds, url, tmp, signal)).fetch([
         '--depth=1',
         '--filter=tree:0',
         '--no-tags',
@@ -782,6 +808,7 @@ export function fetchReleaseTree(
   cacheDir: string,
   creds?: GitCredentials,
   limits: ReleaseTreeLimits = RELEASE_TREE_LIMITS,
+  signal?: AbortSignal,
 ): Promise<ReleaseTree> {
   try {
     validateRepoUrl(url);
@@ -802,7 +829,7 @@ export function fetchReleaseTree(
     .digest('hex')
     .slice(0, 32);
   return cacheReleaseTree(cacheDir, key, (gitDir) =>
-    fetchTreeInto(gitDir, url, tag, commit, segments, creds, limits),
+    fetchTreeInto(gitDir, url, tag, commit, segments, creds, limits, signal),
   );
 }
 
@@ -812,8 +839,9 @@ async function fetchCommit(
   url: string,
   what: string,
   creds: GitCredentials | undefined,
+  signal: AbortSignal | undefined,
 ): Promise<string> {
-  await (await git(creds, url, gitDir)).fetch(['--depth=1', '--no-tags', '--', url, what]);
+  await (await git(creds, url, gitDir, signal)).fetch(['--depth=1', '--no-tags', '--', url, what]);
   return (await runLocalGit(gitDir, ['rev-parse', '--verify', 'FETCH_HEAD^{commit}'])).stdout
     .toString('utf8')
     .trim();
@@ -827,14 +855,15 @@ async function fetchTreeInto(
   segments: string[],
   creds: GitCredentials | undefined,
   limits: ReleaseTreeLimits,
+  signal: AbortSignal | undefined,
 ): Promise<ReleaseTree> {
   try {
     await runLocalGit(gitDir, ['init', '-q', '--bare', gitDir]);
-    const fetched = await fetchCommit(gitDir, url, `refs/tags/${tag}`, creds);
+    const fetched = await fetchCommit(gitDir, url, `refs/tags/${tag}`, creds, signal);
     if (fetched !== commit) {
       // The tag moved since `commit` was listed or validated: fetch that commit by its id (servers
       // serve reachable commits so), never the tag's new commit in its place.
-      const byId = await fetchCommit(gitDir, url, commit, creds).catch(() => undefined);
+      const byId = await fetchCommit(gitDir, url, commit, creds, signal).catch(() => undefined);
       if (byId !== commit) {
         throw new SourceError(
           'TagMoved',

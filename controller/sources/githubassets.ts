@@ -31,6 +31,7 @@ import { resolveUnder } from '../releases/paths.ts';
 import { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
 import { EgressRefusedError, egressFetch, egressRefusal } from './egress.ts';
 import { ByteBudget, readWithinBudget } from './listing.ts';
+import { requestSignal } from './deadline.ts';
 
 export const GITHUB_ASSETS_IDENTITY_PREFIX = 'github-assets:sha256:';
 
@@ -118,6 +119,7 @@ export class GitHubReleaseAssets {
     token: string | undefined,
     cacheDir: string,
     limits: ReleaseTreeLimits = RELEASE_TREE_LIMITS,
+    signal?: AbortSignal,
   ): Promise<ReleaseTree> {
     const key = createHash('sha256')
       .update(`${this.baseUrl}\n${repo.owner}/${repo.repo}\n${tag}\n${identity}`)
@@ -126,7 +128,7 @@ export class GitHubReleaseAssets {
     const dir = join(cacheDir, 'github-assets', key);
     const running = this.inflight.get(key);
     if (running !== undefined) return running;
-    const promise = this.fetchOnce(repo, tag, identity, token, dir, limits).finally(() =>
+    const promise = this.fetchOnce(repo, tag, identity, token, dir, limits, signal).finally(() =>
       this.inflight.delete(key),
     );
     this.inflight.set(key, promise);
@@ -140,6 +142,7 @@ export class GitHubReleaseAssets {
     token: string | undefined,
     dir: string,
     limits: ReleaseTreeLimits,
+    signal: AbortSignal | undefined,
   ): Promise<ReleaseTree> {
     const cached = readCached(dir);
     if (cached !== undefined) return releaseTreeFromCsctlAssets(cached, limits);
@@ -150,6 +153,8 @@ export class GitHubReleaseAssets {
       token,
       name,
       'application/vnd.github+json',
+      undefined,
+      signal,
     );
     // A release's JSON is read within a bound too (its notes and up to 1,000 assets fit easily).
     const tooLarge = (what: string, max: number): SourceError =>
@@ -179,7 +184,8 @@ export class GitHubReleaseAssets {
         `the csctl assets of release ${tag} of ${name} are ${total} bytes (limit ${limits.maxBytes})`,
       );
     const assets = new Map<string, Uint8Array>();
-    for (const asset of wanted) assets.set(asset.name, await this.download(base, asset, token, name, tag));
+    for (const asset of wanted)
+      assets.set(asset.name, await this.download(base, asset, token, name, tag, signal));
     const tree = releaseTreeFromCsctlAssets(assets, limits);
     writeCached(dir, assets);
     return tree;
@@ -192,10 +198,11 @@ export class GitHubReleaseAssets {
     token: string | undefined,
     name: string,
     tag: string,
+    signal: AbortSignal | undefined,
   ): Promise<Uint8Array> {
     const where = `release asset ${asset.name} of ${tag} of ${name}`;
     let url = `${base}/releases/assets/${asset.id}`;
-    let res = await this.request(url, token, name, 'application/octet-stream', where).catch(
+    let res = await this.request(url, token, name, 'application/octet-stream', where, signal).catch(
       (err: unknown) => {
         // Listed a moment ago: an asset gone now was replaced or deleted since.
         if (err instanceof SourceError && err.reason === 'TagNotFound')
@@ -218,7 +225,7 @@ export class GitHubReleaseAssets {
         );
       url = next.toString();
       // The storage host gets no Authorization header: its URL is signed, the token is GitHub's.
-      res = await this.request(url, undefined, name, 'application/octet-stream', where);
+      res = await this.request(url, undefined, name, 'application/octet-stream', where, signal);
     }
     return readCapped(res, asset.size, where);
   }
@@ -229,6 +236,7 @@ export class GitHubReleaseAssets {
     name: string,
     accept: string,
     where = `listing the release assets of ${name}`,
+    signal?: AbortSignal,
   ): Promise<Response> {
     const headers: Record<string, string> = { accept, 'user-agent': this.userAgent };
     if (token) headers.authorization = `Bearer ${token}`;
@@ -238,9 +246,10 @@ export class GitHubReleaseAssets {
       res = await this.fetchImpl(url, {
         headers,
         redirect: 'manual',
-        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        signal: requestSignal(REQUEST_TIMEOUT_MS, signal),
       });
     } catch (err) {
+      if (signal?.aborted === true) throw signal.reason;
       const refused = egressRefusal(err);
       if (refused !== undefined) throw new EgressRefusedError(`${where}: ${scrub(refused.message, token)}`);
       throw new SourceError('SourceUnreachable', `${where}: ${scrub((err as Error).message, token)}`);

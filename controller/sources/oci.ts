@@ -30,6 +30,7 @@ import { pathProblem } from '../releases/paths.ts';
 import { parseReleaseTag } from '../releases/tags.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
 import { EgressRefusedError, egressFetch, egressRefusal } from './egress.ts';
+import { requestSignal } from './deadline.ts';
 import {
   cacheReleaseTree,
   type GitCredentials,
@@ -290,6 +291,8 @@ export const OCI_LIMITS: Readonly<OciLimits> = {
 export interface OciSourceOptions {
   /** Plain http allowed (spec.source.oci.insecure); default https only. */
   insecure?: boolean;
+  /** Ends every request of the read (its total deadline: ./deadline.ts). */
+  signal?: AbortSignal | undefined;
 }
 
 export interface OciClientOptions {
@@ -677,7 +680,7 @@ export class OciClient {
     const cacheKey = `${origin}\n${scope}\n${credsKey(creds)}`;
     let authorization = r.anonymous === true ? undefined : this.cachedAuthorization(cacheKey, creds);
     for (let attempt = 0; ; attempt++) {
-      const res = await this.send(url, r, authorization, what, creds);
+      const res = await this.send(url, { ...r, signal: o.signal }, authorization, what, creds);
       if (res.status === 401 && attempt === 0 && r.anonymous !== true) {
         const challenge = res.headers.get('www-authenticate') ?? '';
         await res.body?.cancel().catch(() => undefined);
@@ -764,7 +767,7 @@ export class OciClient {
       if (service !== undefined) form.set('service', service);
       res = await this.send(
         realmUrl.toString(),
-        { method: 'POST', accept: 'application/json', form },
+        { method: 'POST', accept: 'application/json', form, signal: o.signal },
         undefined,
         realmWhat,
         creds,
@@ -774,7 +777,7 @@ export class OciClient {
       realmUrl.searchParams.set('scope', scope);
       res = await this.send(
         realmUrl.toString(),
-        { method: 'GET', accept: 'application/json' },
+        { method: 'GET', accept: 'application/json', signal: o.signal },
         basicValue,
         realmWhat,
         creds,
@@ -817,7 +820,13 @@ export class OciClient {
 
   private async send(
     url: string,
-    r: { method: string; accept: string; manual?: boolean; form?: URLSearchParams },
+    r: {
+      method: string;
+      accept: string;
+      manual?: boolean;
+      form?: URLSearchParams;
+      signal?: AbortSignal | undefined;
+    },
     authorization: string | undefined,
     what: string,
     creds: OciCredentials | undefined,
@@ -832,9 +841,11 @@ export class OciClient {
         headers,
         redirect: 'manual',
         ...(r.form !== undefined ? { body: r.form.toString() } : {}),
-        signal: AbortSignal.timeout(this.limits.requestTimeoutMs),
+        signal: requestSignal(this.limits.requestTimeoutMs, r.signal),
       });
     } catch (err) {
+      // The read's deadline passed: its own error says so (withDeadline has already rejected).
+      if (r.signal?.aborted === true) throw r.signal.reason;
       const refused = egressRefusal(err);
       if (refused !== undefined)
         throw new EgressRefusedError(`${what}: ${scrubSecrets(refused.message, creds)}`);

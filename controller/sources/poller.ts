@@ -25,11 +25,14 @@ import { type GitCredentials, type RemoteTag, SourceError } from './git.ts';
 import type { GitHubRepo, GitHubTagLister } from './github.ts';
 import { notKeptOf, sieveTags } from './listing.ts';
 
-/** Lists a source's tags; `o.insecure`: an OCI source over plain http (sources/releasetree.ts dispatches by URL). */
+/**
+ * Lists a source's tags; `o.insecure`: an OCI source over plain http (sources/releasetree.ts
+ * dispatches by URL); `o.signal` ends the listing (its total deadline: ./deadline.ts).
+ */
 export type TagLister = (
   url: string,
   creds: GitCredentials | undefined,
-  o?: { insecure?: boolean },
+  o?: { insecure?: boolean; signal?: AbortSignal },
 ) => Promise<RemoteTag[]>;
 
 /** Resolves the credentials of a source's Secret (namespace/name); throws when it cannot. */

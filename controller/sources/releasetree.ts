@@ -38,13 +38,17 @@ export interface ReleaseSources {
   githubAssets?: GitHubReleaseAssets;
 }
 
-/** The tree of a release at `commit` (a Git commit, or an OCI manifest digest); cached on disk. */
+/**
+ * The tree of a release at `commit` (a Git commit, or an OCI manifest digest); cached on disk.
+ * `signal` ends the read (its total deadline: ./deadline.ts): git is killed, requests cancelled.
+ */
 export type ReleaseTreeFetcher = (
   source: ReleaseSource,
   tag: string,
   commit: string,
   cacheDir: string,
   creds: GitCredentials | undefined,
+  signal?: AbortSignal,
 ) => Promise<ReleaseTree>;
 
 export function isOciUrl(url: string): boolean {
@@ -77,7 +81,7 @@ export function releaseTreeFetcher(sources: ReleaseSources = {}): ReleaseTreeFet
   const githubAssets =
     sources.githubAssets ??
     new GitHubReleaseAssets(githubApiUrl !== undefined ? { baseUrl: githubApiUrl } : {});
-  return (source, tag, commit, cacheDir, creds) => {
+  return (source, tag, commit, cacheDir, creds, signal) => {
     if (isOciUrl(source.url)) {
       if (sources.oci === undefined) return Promise.reject(unsupported('OCI release sources'));
       const refused = plainHttpRefusal(creds, source.insecure);
@@ -86,6 +90,7 @@ export function releaseTreeFetcher(sources: ReleaseSources = {}): ReleaseTreeFet
         client: sources.oci,
         assetsToTree: sources.assetsToTree ?? ((assets) => releaseTreeFromCsctlAssets(assets)),
         ...(source.insecure === true ? { insecure: true } : {}),
+        signal,
       });
     }
     if (isGitHubAssetsIdentity(commit)) {
@@ -98,16 +103,16 @@ export function releaseTreeFetcher(sources: ReleaseSources = {}): ReleaseTreeFet
             `${source.url} is not a repository of the GitHub at ${githubApiUrl ?? DEFAULT_GITHUB_API_URL}`,
           ),
         );
-      return githubAssets.fetchTree(repo, tag, commit, creds?.password, cacheDir);
+      return githubAssets.fetchTree(repo, tag, commit, creds?.password, cacheDir, undefined, signal);
     }
-    return fetchReleaseTree(source.url, tag, commit, source.path ?? '', cacheDir, creds);
+    return fetchReleaseTree(source.url, tag, commit, source.path ?? '', cacheDir, creds, undefined, signal);
   };
 }
 
 /** Lists a source's tags: ls-remote for Git, tags/list plus a HEAD per release tag for OCI (the digest is the commit). */
 export function sourceTagLister(sources: ReleaseSources = {}, gitLister: TagLister = listTags): TagLister {
   return (url, creds, o): Promise<RemoteTag[]> => {
-    if (!isOciUrl(url)) return gitLister(url, creds);
+    if (!isOciUrl(url)) return gitLister(url, creds, o?.signal !== undefined ? { signal: o.signal } : {});
     if (sources.oci === undefined) return Promise.reject(unsupported('OCI release sources'));
     const refused = plainHttpRefusal(creds, o?.insecure);
     if (refused !== undefined) return Promise.reject(refused);

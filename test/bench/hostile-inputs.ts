@@ -14,6 +14,7 @@ import type { KubeClient, KubeObject } from '../../controller/runtime/client.ts'
 import type { Endpoints } from '../../hack/lib/testenv.ts';
 import { CAPI, cutRelease, ferrolClusterStack, git } from '../support/e2e.ts';
 import { clusterName, createClusters, KUSTOMIZE_API } from '../support/fanout.ts';
+import { FaultProxy } from '../support/git-fault-proxy.ts';
 import { HostileRegistry, invalidTags, longTags } from '../support/hostile-listing.ts';
 import type { Obj } from './fleet.ts';
 
@@ -1016,6 +1017,47 @@ export function hugeTagListing(): HostileInput {
     },
     async stop() {
       await registry?.stop();
+    },
+  };
+}
+
+// --- 16. a release repository whose every tree fetch drips (issue 31 F5, F11) --------------------
+export function slowSource(): HostileInput {
+  const name = 'slowsrc';
+  // More slow tags than the release controller has workers (--concurrency, 4 by default).
+  const versions = ['v1', 'v2', 'v3', 'v4', 'v5', 'v6'];
+  let proxy: FaultProxy | undefined;
+  return {
+    name,
+    input:
+      'ClusterStack on a Git server that lists at once but drips every tree fetch at 10 bytes/s (6 release tags)',
+    release(h) {
+      for (const v of versions) cut(h, name, v);
+    },
+    async setup(h) {
+      proxy = await FaultProxy.start(h.e.gitServerUrl);
+      await proxy.set('drip-fetch');
+      await h.client.create(
+        stack(h, h.ns.hostile, name, {
+          versions,
+          source: { git: { url: proxy.proxied(h.releaseUrl) }, path: name },
+        }),
+      );
+    },
+    async report(h) {
+      const reports = await Promise.all(versions.map((v) => releaseReport(h, tagOf(name, v))));
+      const first = reports.find((r) => r.reason.endsWith('/SourceTimeout')) ?? reports[0];
+      return {
+        ...(first ?? {
+          object: `ClusterStackRelease ${h.ns.hostile}/${tagOf(name, 'v1')}`,
+          reason: '(none)',
+        }),
+        releases: reports.map((r) => `${r.object.split('/').pop()}: ${r.reason}`),
+        fetchesDrippingNow: proxy?.held ?? 0,
+      };
+    },
+    async stop() {
+      await proxy?.stop();
     },
   };
 }

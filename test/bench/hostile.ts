@@ -85,6 +85,7 @@ import {
   redirectForCredentials,
   refusingHook,
   slowRenders,
+  slowSource,
   unrelatedSecret,
   webhookFlood,
 } from './hostile-inputs.ts';
@@ -116,6 +117,7 @@ export const HOSTILE_INPUTS = (): HostileInput[] => [
   unrelatedSecret(),
   metadataRealm(),
   hugeTagListing(),
+  slowSource(),
 ];
 /** Clusters the inputs other than the slow tenant take (rollout 2, six others 1 each). */
 const FIXED_HOSTILE_CLUSTERS = 9;

@@ -19,6 +19,8 @@ import type { Condition } from '../../controller/api/meta.ts';
 import { BEFORE_CLUSTER_UPGRADE_PATH, DISCOVERY_PATH } from '../../controller/api/runtimehooks.ts';
 import { main } from '../../controller/cli/main.ts';
 import { fleetBackoffMs, refusedBranchFailure } from '../../controller/controllers/clusteraddon.ts';
+import { failureForCondition } from '../../controller/controllers/clusterstackrelease.ts';
+import { sourceReads, withListingDeadline } from '../../controller/controllers/sourcereads.ts';
 import { narrowingBudget, pushNarrowing } from '../../controller/gitops/narrow.ts';
 import { FINALIZER_FLEET_CLEANUP, reconcileClusterAddon } from '../../controller/reconcilers/clusteraddon.ts';
 import { reconcileClusterStack, type SourceListing } from '../../controller/reconcilers/clusterstack.ts';
@@ -36,17 +38,20 @@ import {
   withBoundedGoEngine,
   withBoundedRenders,
 } from '../../controller/rendering/index.ts';
+import { realClock } from '../../controller/runtime/clock.ts';
 import { configureEgress, parseEgressAllowList } from '../../controller/sources/egress.ts';
 import { type GitCredentials, readTreeFromGit, SourceError } from '../../controller/sources/git.ts';
 import { OciClient, sha256Digest } from '../../controller/sources/oci.ts';
 import { SourcePollers } from '../../controller/sources/poller.ts';
-import { sourceTagLister } from '../../controller/sources/releasetree.ts';
+import { releaseTreeFetcher, sourceTagLister } from '../../controller/sources/releasetree.ts';
 import { MAX_BODY } from '../../controller/sources/webhook.ts';
 import { readStackDir } from '../../hack/lib/stack-dir.ts';
 import { nestedAll } from '../support/cel.ts';
 import { type CraftedEntry, CraftedRepo } from '../support/crafted-tree.ts';
+import { DrippingServer } from '../support/drip-server.ts';
 import { startMetadataServer, startServer } from '../support/egress.ts';
 import { HostileGitServer, HostileRegistry, invalidTags, longTags } from '../support/hostile-listing.ts';
+import { OciFaultProxy } from '../support/oci-fault-proxy.ts';
 import { hookOutcome, servingCertificate } from '../support/runtimehook.ts';
 import { untilInFlight, unverifiedHeaders, webhookOutcome } from '../support/webhook.ts';
 
@@ -1184,6 +1189,8 @@ const corpus: Case[] = [
       /spec\.name "x\\u001b\[2J.*OCI_REPOSITORY \(the value of Secret cso-system\/registry-login key repository\)/s,
   },
   ...egressCases(),
+  // ---- issue 31 F5/F11: slow sources end at their total deadline ----
+  ...slowSourceCases(),
 ];
 
 /**
@@ -1560,6 +1567,100 @@ function egressCases(): Case[] {
         ),
       reason: 'PlainHttpNotAllowed',
       message: /Secret team\/registry is not labelled stackflux\.io\/allow-plain-http: "true"/,
+    },
+  ];
+}
+
+// ---- issue 31 F5/F11: slow sources end at their total deadline ------------------------------------
+/** Short deadlines so the corpus stays quick; the flags' defaults are minutes. */
+const SLOW_DEADLINE_MS = 1500;
+
+/**
+ * A release tree read in the background as the release controller reads it, from a source that
+ * never finishes: the release's Ready condition once the read has failed at its deadline.
+ */
+async function slowTreeOutcome(
+  source: {
+    url: string;
+    insecure?: boolean;
+  },
+  commit: string,
+): Promise<{ reason: string; message: string }> {
+  const reads = sourceReads({ treeTimeoutMs: SLOW_DEADLINE_MS }, realClock, () => undefined);
+  const fetchTree = releaseTreeFetcher({ oci: new OciClient() });
+  const job = {
+    key: `${source.url}\n${commit}`,
+    namespace: NS,
+    what: `reading tag ${TAG} of ${source.url}`,
+    read: (signal: AbortSignal) =>
+      fetchTree(source, TAG, commit, join(work, 'slow-cache'), undefined, signal),
+  };
+  const woken = new Promise<void>((resolve) => reads.trees.request(job, { id: 'r', wake: resolve }));
+  await woken;
+  const got = reads.trees.request(job);
+  assert.equal(got.state, 'failed');
+  const r = reconcileClusterStackRelease({
+    release: release(),
+    ...(got.state === 'failed' ? { fetchFailure: failureForCondition(got.error) } : {}),
+    commit,
+    clusters: [],
+    templates,
+    now,
+  });
+  const ready = find(r.status.conditions, 'Ready');
+  return { reason: ready?.reason ?? '(none)', message: ready?.message ?? '' };
+}
+
+function slowSourceCases(): Case[] {
+  const drip = new DrippingServer();
+  let registry: OciFaultProxy | undefined;
+  const hangingRegistry = async (): Promise<OciFaultProxy> => {
+    // Never answers: nothing behind it is asked.
+    registry ??= await OciFaultProxy.start('http://127.0.0.1:9');
+    registry.set('hang');
+    return registry;
+  };
+  let started: Promise<void> | undefined;
+  const dripping = async (): Promise<DrippingServer> => {
+    started ??= drip.start();
+    await started;
+    return drip;
+  };
+  after(async () => {
+    if (started !== undefined) await drip.stop();
+    await registry?.stop();
+  });
+  return [
+    {
+      name: 'source: a Git server dripping a release tree (10 bytes/s, above git low-speed limit)',
+      run: async () => slowTreeOutcome({ url: (await dripping()).url }, 'a'.repeat(40)),
+      reason: 'SourceTimeout',
+      message: /failed \(SourceTimeout: not finished within the 1500ms deadline of --source-read-timeout\)/,
+    },
+    {
+      name: 'source: a registry that never answers for a release artifact',
+      run: async () =>
+        slowTreeOutcome(
+          { url: `oci://${(await hangingRegistry()).host}/team/slow`, insecure: true },
+          `sha256:${'b'.repeat(64)}`,
+        ),
+      reason: 'SourceTimeout',
+      message: /not finished within the 1500ms deadline of --source-read-timeout/,
+    },
+    {
+      name: 'source: a Git listing that drips',
+      run: async () => {
+        const list = withListingDeadline(sourceTagLister(), { listTimeoutMs: SLOW_DEADLINE_MS }, realClock);
+        try {
+          await list((await dripping()).url, undefined);
+          return { reason: '(listed)', message: '' };
+        } catch (err) {
+          if (err instanceof SourceError) return { reason: err.reason, message: err.message };
+          throw err;
+        }
+      },
+      reason: 'SourceTimeout',
+      message: /did not finish within the 1500ms deadline of --source-list-timeout/,
     },
   ];
 }

@@ -9,15 +9,24 @@
 //    chunk of the body, then stops answering (the connection stays open until the mode changes);
 //  - `reject-push`: forwards everything except the receive-pack POST, which gets `status` with a
 //    body naming the policy (as a hosting service refusing a push would);
-//  - `fail`: answers every request with `status` (an HTTP error from the server side).
+//  - `fail`: answers every request with `status` (an HTTP error from the server side);
+//  - `drip`: forwards, but sends the upstream's answer one byte every DRIP_INTERVAL_MS (faster than
+//    git's GIT_HTTP_LOW_SPEED_LIMIT of 1 byte/s, so git's own stall check never ends it);
+//  - `drip-fetch`: `drip` for the answers to the git CLI's fetches only (upload-pack requests that
+//    want objects, from a `git/…` user agent), so listings pass, every release tree read of
+//    stackflux drips, and Flux (go-git) reading the same repository is not held.
 // Every request that reaches the proxy is logged (time, method, path, response body bytes sent) so
 // a test can count attempts over a window (back-off, not a hot loop); wireBytes counts every byte
 // sent (headers too), so a bench can compare what a listing costs on the wire.
 import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { gunzipSync } from 'node:zlib';
 import { countBodyBytes } from './oci-fault-proxy.ts';
 
-export type FaultMode = 'pass' | 'refuse' | 'stall' | 'reject-push' | 'fail';
+export type FaultMode = 'pass' | 'refuse' | 'stall' | 'reject-push' | 'fail' | 'drip' | 'drip-fetch';
+
+/** One byte this often: 10 bytes/s, ten times git's low-speed limit. */
+const DRIP_INTERVAL_MS = 100;
 
 export interface ProxyRequest {
   at: number;
@@ -73,10 +82,20 @@ export class FaultProxy {
     this.#status = status;
     if (mode === 'refuse' && was !== 'refuse') await this.#close();
     if (mode !== 'refuse' && was === 'refuse') await this.#listen();
-    if (mode !== 'stall') {
+    if (mode !== 'stall' && mode !== 'drip' && mode !== 'drip-fetch') {
       for (const res of this.#stalled) res.destroy();
       this.#stalled.clear();
     }
+  }
+
+  /** Answers held now by `stall`, or being dripped by `drip`/`drip-fetch`. */
+  get held(): number {
+    return this.#stalled.size;
+  }
+
+  /** Client connections open now (a killed git process closes its own). */
+  get openConnections(): number {
+    return this.#sockets.size;
   }
 
   /** Every byte sent to clients so far (status lines, headers, framing and bodies). */
@@ -125,6 +144,31 @@ export class FaultProxy {
     return new Promise((resolve) => server.close(() => resolve()));
   }
 
+  /** The whole upstream answer, then one byte of it per DRIP_INTERVAL_MS (chunked: no length). */
+  #drip(up: IncomingMessage, res: ServerResponse): void {
+    const { 'content-length': _length, ...headers } = up.headers;
+    res.writeHead(up.statusCode ?? 502, headers);
+    res.flushHeaders();
+    this.#stalled.add(res);
+    res.on('close', () => this.#stalled.delete(res));
+    const chunks: Buffer[] = [];
+    up.on('data', (c: Buffer) => chunks.push(c));
+    up.on('end', () => {
+      const body = Buffer.concat(chunks);
+      let at = 0;
+      const timer = setInterval(() => {
+        if (res.destroyed || at >= body.length) {
+          clearInterval(timer);
+          if (!res.destroyed) res.end();
+          return;
+        }
+        res.write(body.subarray(at, at + 1));
+        at += 1;
+      }, DRIP_INTERVAL_MS);
+      res.on('close', () => clearInterval(timer));
+    });
+  }
+
   #handle(req: IncomingMessage, res: ServerResponse): void {
     const mode = this.#mode;
     const path = req.url ?? '/';
@@ -145,6 +189,9 @@ export class FaultProxy {
       res.end(`push refused by the fault proxy (HTTP ${this.#status})\n`);
       return;
     }
+    // The request body, to tell a fetch from a listing (drip-fetch).
+    const sent: Buffer[] = [];
+    if (mode === 'drip-fetch') req.on('data', (c: Buffer) => sent.push(c));
     const upstream = request(
       {
         host: this.#upstream.hostname,
@@ -165,6 +212,10 @@ export class FaultProxy {
           this.#stalled.add(res);
           return;
         }
+        if (this.#mode === 'drip' || (this.#mode === 'drip-fetch' && wantsObjects(req, sent))) {
+          this.#drip(up, res);
+          return;
+        }
         res.writeHead(up.statusCode ?? 502, up.headers);
         up.pipe(res);
       },
@@ -175,4 +226,16 @@ export class FaultProxy {
     res.on('close', () => upstream.destroy());
     req.pipe(upstream);
   }
+}
+
+/** An upload-pack request that asks for objects (a fetch, protocol v0 or v2), not a listing. */
+function wantsObjects(req: IncomingMessage, sent: Buffer[]): boolean {
+  if (req.method !== 'POST' || !/\/git-upload-pack$/.test((req.url ?? '').split('?')[0] ?? '')) return false;
+  if (!/^git\//.test(req.headers['user-agent'] ?? '')) return false;
+  let body = Buffer.concat(sent);
+  try {
+    if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
+  } catch {}
+  const text = body.toString('latin1');
+  return text.includes('command=fetch') || /(^|\n)[0-9a-f]{4}want /.test(text);
 }

@@ -74,6 +74,13 @@ describe('stackflux CLI', () => {
       ],
       [['run', '--git-timeout=10ms'], /--git-timeout "10ms" is not a duration of at least 1s/],
       [['diff', '--git-timeout=soon'], /--git-timeout "soon"/],
+      // Issue 31 F5: the total deadlines of source reads and the background reads' slots.
+      [
+        ['run', '--source-read-timeout=500ms'],
+        /--source-read-timeout "500ms" is not a duration of at least 1s/,
+      ],
+      [['run', '--source-list-timeout=later'], /--source-list-timeout "later"/],
+      [['run', '--source-reads=0'], /--source-reads "0" is not a positive integer/],
       [
         [
           'preview',
