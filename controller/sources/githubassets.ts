@@ -29,9 +29,9 @@ import { csctlAssetKind, releaseTreeFromCsctlAssets } from '../releases/csctl/as
 import { DEFAULT_GITHUB_API_URL } from '../releases/githuburl.ts';
 import { resolveUnder } from '../releases/paths.ts';
 import { RELEASE_TREE_LIMITS, type ReleaseTreeLimits, SourceError } from './contract.ts';
+import { requestSignal } from './deadline.ts';
 import { EgressRefusedError, egressFetch, egressRefusal } from './egress.ts';
 import { ByteBudget, readWithinBudget } from './listing.ts';
-import { requestSignal } from './deadline.ts';
 
 export const GITHUB_ASSETS_IDENTITY_PREFIX = 'github-assets:sha256:';
 

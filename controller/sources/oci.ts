@@ -29,8 +29,8 @@ import type { ReleaseTree } from '../api/release.ts';
 import { pathProblem } from '../releases/paths.ts';
 import { parseReleaseTag } from '../releases/tags.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
-import { EgressRefusedError, egressFetch, egressRefusal } from './egress.ts';
 import { requestSignal } from './deadline.ts';
+import { EgressRefusedError, egressFetch, egressRefusal } from './egress.ts';
 import {
   cacheReleaseTree,
   type GitCredentials,
