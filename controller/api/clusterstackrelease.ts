@@ -89,6 +89,20 @@ export const releaseImpactSchema = schema({
       type: 'string',
       description: 'Why the impact could not be computed (the counts are then absent).',
     },
+    renders: {
+      type: 'object',
+      additionalProperties: { type: 'string' },
+      description:
+        '<namespace>/<name> → digest of the fleet branch files the preview rendered for that Cluster at this release. ' +
+        'The live render of a Cluster moving to this release must have the same digest, else the Cluster is held ' +
+        '(ClusterAddon condition RenderApproved=False, reason RenderDiffersFromApproved) and the impact is computed again.',
+    },
+    digest: {
+      type: 'string',
+      description:
+        'Digest of this impact (commit, counts and renders): the approval names it ' +
+        '(annotation rollout.stackflux.io/approved-impact), so approving an older impact does not approve a newer one.',
+    },
   },
 });
 export type ReleaseImpact = FromSchema<typeof releaseImpactSchema>;

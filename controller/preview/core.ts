@@ -85,6 +85,8 @@ export interface PreviewInput {
   render?: AddonRenderer;
   /** Answers Go engine calls of a csctl cluster-class (default: in this process). */
   goEngine?: SyncGoEngine;
+  /** The installation's render seed key (the impact controller: the live controller's). */
+  renderSeedKey?: string;
 }
 
 export interface ValuesChange {
@@ -110,6 +112,8 @@ export interface ClusterPreview {
   values: ValuesChange[];
   /** Index into PreviewResult.groups. */
   group: number;
+  /** Digest of the branch files rendered (reconcilers/approvedrender.ts renderDigest); absent: failed. */
+  render?: string;
 }
 
 /** Clusters whose change is identical (same objects, same diffs, same failure). */
@@ -215,6 +219,7 @@ function readyOf(conditions: readonly { type: string; reason?: string; message?:
 interface Rendered {
   files?: BranchFiles;
   failure?: { reason: string; message: string };
+  digest?: string;
 }
 
 /** The branch after the move, through the controller's own reconcile. */
@@ -249,15 +254,17 @@ function renderMoved(
     ...(input.tenancy !== undefined ? { tenancy: input.tenancy } : {}),
     templates: input.templates,
     now: input.now,
+    ...(input.renderSeedKey !== undefined ? { renderSeedKey: input.renderSeedKey } : {}),
     render,
   });
   if (result === undefined)
     return { failure: { reason: Reason.NotAStackfluxClass, message: 'the Cluster is not rendered' } };
-  if (result.branch !== undefined) return { files: result.branch.files ?? new Map() };
+  const digest = result.renderDigest !== undefined ? { digest: result.renderDigest } : {};
+  if (result.branch !== undefined) return { files: result.branch.files ?? new Map(), ...digest };
   const ready = readyOf(result.status.conditions);
   if (ready?.reason !== undefined && NOT_RENDERED.has(ready.reason))
     return { failure: { reason: ready.reason, message: ready.message ?? '' } };
-  return { files: c.branch };
+  return { files: c.branch, ...digest };
 }
 
 function valuesChanges(objects: readonly ObjectChange[]): ValuesChange[] {
@@ -382,6 +389,7 @@ export function previewRelease(input: PreviewInput): PreviewResult {
       values: valuesChanges(objects),
     };
     const signature = changeSignature(preview);
+    if (rendered.failure === undefined && rendered.digest !== undefined) preview.render = rendered.digest;
     let group = bySignature.get(signature);
     if (group === undefined) {
       group = groups.length;

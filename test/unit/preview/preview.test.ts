@@ -407,7 +407,11 @@ describe('impactSummary: the counts status.impact carries', () => {
       objectsChanged: sum(r, 'changed'),
       objectsRemoved: sum(r, 'removed'),
       clustersFailing: 0,
+      renders: Object.fromEntries(r.clusters.map((c) => [`${c.namespace}/${c.name}`, c.render])),
+      digest: i.digest,
     });
+    assert.match(i.digest ?? '', /^sha256:[0-9a-f]{32}$/);
+    assert.equal(Object.keys(i.renders ?? {}).length, 6, 'a render digest per Cluster');
     assert.ok((i.objectsChanged ?? 0) >= 18 && (i.objectsRemoved ?? 0) >= 6, JSON.stringify(i));
   });
 
@@ -445,8 +449,29 @@ describe('impactSummary: the counts status.impact carries', () => {
       },
     };
     assert.equal(impactWanted(progressive, ready), true);
-    const computed = { ...ready, status: { ...ready.status, impact: { commit: 'c2', computedAt: 'x' } } };
+    const computed = {
+      ...ready,
+      status: { ...ready.status, impact: { commit: 'c2', computedAt: 'x', digest: 'sha256:i1' } },
+    };
     assert.equal(impactWanted(progressive, computed), false, 'computed for this commit');
+    assert.equal(
+      impactWanted(progressive, {
+        ...computed,
+        status: { ...computed.status, impact: { commit: 'c2', computedAt: 'x' } },
+      }),
+      true,
+      'an impact without a digest (computed before approvals named one) is computed again',
+    );
+    assert.equal(
+      impactWanted(progressive, computed, new Set(['sha256:i1'])),
+      true,
+      'a Cluster held against it',
+    );
+    assert.equal(
+      impactWanted(progressive, computed, new Set(['sha256:i0'])),
+      false,
+      'held against an older one',
+    );
     const moved = { ...computed, status: { ...computed.status, commit: 'c3' } };
     assert.equal(impactWanted(progressive, moved), true, 'the tag moved: computed again');
     assert.equal(
