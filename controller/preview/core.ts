@@ -306,6 +306,24 @@ function changeSignature(p: Omit<ClusterPreview, 'group'>): string {
   ]);
 }
 
+/**
+ * The release a Cluster moves from: its class's, or, for a Cluster the rollout moved to the
+ * candidate whose branch still holds another release (in flight, or held because its live render
+ * differed from the impact's: reconcilers/approvedrender.ts), the release on its branch. The impact
+ * computed again must render that Cluster too.
+ */
+function movedFrom(
+  c: PreviewClusterInput,
+  byClass: ReleaseTag | undefined,
+  candidate: ReleaseTag,
+): ReleaseTag | undefined {
+  if (byClass === undefined || byClass.tag !== candidate.tag) return byClass;
+  const onBranch = c.clusterAddon?.status?.release;
+  if (onBranch === undefined || onBranch === candidate.tag) return byClass;
+  const parsed = parseReleaseTag(onBranch);
+  return parsed.ok ? parsed.value : byClass;
+}
+
 /** Clusters of the ClusterStack (its namespace's classes of its releases), not being deleted. */
 function stackClusters(input: PreviewInput, candidate: ReleaseTag) {
   const ns = input.clusterStack.metadata.namespace ?? 'default';
@@ -315,7 +333,7 @@ function stackClusters(input: PreviewInput, candidate: ReleaseTag) {
     const use = clusterUse(c.cluster);
     if (use === undefined) return [];
     if ((use.classNamespace ?? String(meta.namespace ?? '')) !== ns) return [];
-    const from = tagForClusterClassName(use.className);
+    const from = movedFrom(c, tagForClusterClassName(use.className), candidate);
     if (from === undefined || !sameClusterStack(from, candidate) || from.tag === candidate.tag) return [];
     const labels = stringMap(meta.labels);
     if (!selects(input.selector, labels)) return [];

@@ -545,3 +545,44 @@ describe('parseLabelSelector (kubectl -l syntax)', () => {
     assert.throws(() => parseLabelSelector('-bad'), /not a valid label key/);
   });
 });
+
+describe('previewRelease: a Cluster moved to the candidate whose branch still holds another release (F4)', () => {
+  const cs = clusterStack('ferrol', 'ferrol', waves);
+  const trees = { [ferrol('v1')]: V1, [ferrol('v2')]: V2 };
+
+  it('is previewed from the release on its branch, so an impact computed again renders a held Cluster', () => {
+    const onV1 = fleet(ferrol('v1')).slice(0, 1);
+    const base = input(cs, trees, ferrol('v2'), onV1);
+    const [first] = base.clusters;
+    assert.ok(first);
+    // The rollout moved c1 (its class is v2's), its ClusterAddon still says v1: held or in flight.
+    const moved = cluster('c1', ferrol('v2'), {});
+    const heldAddon = {
+      apiVersion: 'stackflux.io/v1alpha1' as const,
+      kind: 'ClusterAddon' as const,
+      metadata: { name: 'c1', namespace: NS },
+      spec: { cluster: 'c1' },
+      status: { release: ferrol('v1') },
+    };
+    const result = previewRelease({
+      ...base,
+      clusters: [{ ...first, cluster: moved, clusterAddon: heldAddon as never }],
+    });
+    assert.deepEqual(
+      result.clusters.map((c) => [c.name, c.from, c.outcome]),
+      [['c1', ferrol('v1'), 'changed']],
+    );
+    assert.ok(result.clusters[0]?.render, 'its render digest is recorded');
+    const done = previewRelease({
+      ...base,
+      clusters: [
+        {
+          ...first,
+          cluster: moved,
+          clusterAddon: { ...heldAddon, status: { release: ferrol('v2') } } as never,
+        },
+      ],
+    });
+    assert.deepEqual(done.clusters, [], 'a Cluster whose branch holds the candidate is not moved again');
+  });
+});
