@@ -166,7 +166,7 @@ function input(over: Partial<ClusterAddonInput> & { cluster: unknown }): Cluster
   };
 }
 
-function rendered(i: ClusterAddonInput): Map<string, string> {
+function rendered(i: ClusterAddonInput): ReadonlyMap<string, string> {
   const r = reconcileClusterAddon(i);
   assert.ok(r?.branch?.files, JSON.stringify(r?.status.conditions));
   return r.branch.files;
