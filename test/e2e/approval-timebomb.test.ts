@@ -56,7 +56,7 @@ data:
   now: {{ now | unixEpoch | quote }}
   id: {{ uuidv4 | quote }}
   token: {{ randAlphaNum 24 | quote }}
-{{- if gt (now | unixEpoch) 1796083200 }}
+{{- if gt (now | unixEpoch | atoi) 1796083200 }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
