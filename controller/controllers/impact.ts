@@ -17,7 +17,13 @@ import {
 import { API_VERSION } from '../api/meta.ts';
 import { liveSnapshot } from '../offline/live.ts';
 import { PreviewError, previewRelease } from '../preview/core.ts';
-import { heldImpacts, impactError, impactSummary, impactWanted } from '../preview/impact.ts';
+import {
+  heldImpacts,
+  impactError,
+  impactSummary,
+  impactWanted,
+  recomputedImpact,
+} from '../preview/impact.ts';
 import { previewInputOf } from '../preview/snapshot.ts';
 import type { FleetSettings } from '../reconcilers/clusteraddon.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
@@ -130,13 +136,19 @@ export async function setupImpactController(
     const started = clock.now();
     let impact: ReleaseImpact;
     try {
-      impact = await compute(cs, release, new Date(started));
+      impact = recomputedImpact(await compute(cs, release, new Date(started)), release.status?.impact);
     } catch (err) {
       ctx.log.warn(errorFields(err), 'computing the impact of the release failed; retrying');
       throw err;
     }
+    const { renders, ...counts } = impact;
     ctx.log.info(
-      { release: release.metadata.name, ...impact, ms: clock.now() - started },
+      {
+        release: release.metadata.name,
+        ...counts,
+        renders: Object.keys(renders ?? {}).length,
+        ms: clock.now() - started,
+      },
       'impact of the new rollout target',
     );
     await client.applyStatus(

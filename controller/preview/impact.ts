@@ -6,6 +6,7 @@ import type { ClusterStack } from '../api/clusterstack.ts';
 import {
   type ClusterStackRelease,
   MAX_IMPACT_LISTED,
+  MAX_IMPACT_RECOMPUTES,
   type ReleaseImpact,
 } from '../api/clusterstackrelease.ts';
 import {
@@ -66,8 +67,17 @@ export function impactWanted(
   const impact = release.status?.impact;
   if (commit === undefined) return false;
   if (impact?.commit !== commit || impact.digest === undefined) return true;
-  // A Cluster's live render differed from the one this impact recorded: compute it again, once.
-  return heldAgainst.has(impact.digest);
+  // A Cluster's live render differed from the one this impact recorded: compute it again, a few times.
+  return heldAgainst.has(impact.digest) && (impact.recomputed ?? 0) < MAX_IMPACT_RECOMPUTES;
+}
+
+/** `impact` computed again for the commit of `previous`: counted, with its digest over the count. */
+export function recomputedImpact(impact: ReleaseImpact, previous: ReleaseImpact | undefined): ReleaseImpact {
+  if (previous === undefined || previous.commit !== impact.commit || previous.digest === undefined)
+    return impact;
+  const { digest: _d, ...rest } = impact;
+  const counted = { ...rest, recomputed: (previous.recomputed ?? 0) + 1 };
+  return { ...counted, digest: impactDigest(counted) };
 }
 
 /**

@@ -8,7 +8,11 @@
 // impact's digest: reconcilers/rollout.ts approvedImpact).
 import { createHash } from 'node:crypto';
 import type { ClusterStack } from '../api/clusterstack.ts';
-import type { ClusterStackRelease, ReleaseImpact } from '../api/clusterstackrelease.ts';
+import {
+  type ClusterStackRelease,
+  MAX_IMPACT_RECOMPUTES,
+  type ReleaseImpact,
+} from '../api/clusterstackrelease.ts';
 import { approvalGate } from './rollout.ts';
 
 /** Condition type on a ClusterAddon: whether its render may roll out (absent: nothing held). */
@@ -81,9 +85,13 @@ export function renderHold(input: RenderHoldInput): RenderHold | undefined {
   if (impact === undefined || impact.error !== undefined) return undefined;
   const recorded = impact.renders?.[cluster];
   if (recorded === digest) return undefined;
+  const exhausted = (impact.recomputed ?? 0) >= MAX_IMPACT_RECOMPUTES;
+  const next = exhausted
+    ? `the impact was computed again ${impact.recomputed} times and the render still differs: the release's templates do not render reproducibly (sprig's randInt or shuffle, or a Cluster that keeps changing); fix the release, or move the Cluster back`
+    : 'nothing is written until the impact, computed again, passes the approval gate';
   return {
     reason: RENDER_DIFFERS_REASON,
-    message: `release ${name}: the live render (${digest}) differs from the one its impact ${impact.digest ?? ''} recorded (${recorded ?? 'none: the Cluster was not rendered in the impact'}); nothing is written until the impact, computed again, passes the approval gate`,
+    message: `release ${name}: the live render (${digest}) differs from the one its impact ${impact.digest ?? ''} recorded (${recorded ?? 'none: the Cluster was not rendered in the impact'}); ${next}`,
     ...(impact.digest !== undefined ? { impact: impact.digest } : {}),
   };
 }

@@ -13,7 +13,7 @@ import {
   type PreviewRelease,
   previewRelease,
 } from '../../../controller/preview/core.ts';
-import { impactSummary, impactWanted } from '../../../controller/preview/impact.ts';
+import { impactSummary, impactWanted, recomputedImpact } from '../../../controller/preview/impact.ts';
 import { diffBranchObjects, MASK, MASK_CHANGED, maskSecret } from '../../../controller/preview/objects.ts';
 import { diffText, summaryText } from '../../../controller/preview/report.ts';
 import { parseLabelSelector } from '../../../controller/preview/selector.ts';
@@ -472,6 +472,20 @@ describe('impactSummary: the counts status.impact carries', () => {
       false,
       'held against an older one',
     );
+    const again = recomputedImpact({ commit: 'c2', computedAt: 'y', clusters: 1 }, computed.status.impact);
+    assert.equal(again.recomputed, 1);
+    assert.notEqual(again.digest, undefined);
+    let impact = again;
+    for (let n = 1; n < 3; n++)
+      impact = recomputedImpact({ commit: 'c2', computedAt: 'z', clusters: 1 }, impact);
+    assert.equal(impact.recomputed, 3);
+    const exhausted = { ...ready, status: { ...ready.status, impact } };
+    assert.equal(
+      impactWanted(progressive, exhausted, new Set([impact.digest ?? ''])),
+      false,
+      'a render that differs every time does not keep the impact controller busy for ever',
+    );
+    assert.equal(recomputedImpact(again, undefined), again, 'a first impact is not counted');
     const moved = { ...computed, status: { ...computed.status, commit: 'c3' } };
     assert.equal(impactWanted(progressive, moved), true, 'the tag moved: computed again');
     assert.equal(

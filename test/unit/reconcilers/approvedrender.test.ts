@@ -312,6 +312,12 @@ describe('renderHold: a move to the rollout target is bound to its approved impa
     assert.match(held?.message ?? '', /sha256:previewed/);
     const missing = hold(stack(GATED), v2With(impactOf({}), impactOf({}).digest), 'sha256:x');
     assert.equal(missing?.reason, RENDER_DIFFERS_REASON, 'a Cluster the impact did not render is held');
+    const i = { ...impactOf({ [`${NS}/alpha`]: 'sha256:previewed' }), recomputed: 3 };
+    const last = { ...i, digest: impactDigest(i) };
+    assert.match(
+      hold(stack(GATED), v2With(last, last.digest), 'sha256:other')?.message ?? '',
+      /computed again 3 times and the render still differs: the release's templates do not render reproducibly/,
+    );
   });
 
   it('an approval of an older impact does not approve the newer one', () => {
