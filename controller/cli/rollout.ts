@@ -4,7 +4,9 @@
 //   resume  spec.rollout.paused=false.
 //   abort   spec.rollout.strategy=Manual: nothing moves any more; Clusters stay where they are.
 //   approve annotates the target ClusterStackRelease (or --release) rollout.stackflux.io/approved:
-//           <release>, so a rollout held by spec.rollout.requireApproval starts.
+//           <release> and rollout.stackflux.io/approved-impact: <status.impact.digest> (the impact
+//           it shows), so a rollout held by spec.rollout.requireApproval starts; a newer impact
+//           (computed again when a live render differed) needs another approval.
 import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import { API_VERSION } from '../api/meta.ts';
