@@ -78,6 +78,20 @@ export const clusterAddonStatusSchema = schema({
       'x-kubernetes-list-map-keys': ['name'],
     },
     lastHandledReconcileAt: lastHandledReconcileAtSchema,
+    heldRender: {
+      type: 'object',
+      description:
+        "Set while the Cluster's move to a release is held because its live render differs from the render the release's approved impact recorded (condition RenderApproved=False): the impact controller computes the impact again.",
+      required: ['release', 'digest'],
+      properties: {
+        release: { type: 'string' },
+        impact: {
+          type: 'string',
+          description: 'status.impact.digest of the release the render was held against.',
+        },
+        digest: { type: 'string', description: 'Digest of the live render (fleet branch files).' },
+      },
+    },
     conditions: conditionsSchema,
   },
 });

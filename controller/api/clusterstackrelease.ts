@@ -53,6 +53,13 @@ export const clusterStackReleaseSpecSchema = schema({
 });
 export type ClusterStackReleaseSpec = FromSchema<typeof clusterStackReleaseSpecSchema>;
 
+/**
+ * Most times the impact of one commit is computed again for a held Cluster: a render that differs
+ * every time (a release reading randomness the engine cannot fix) must not keep the impact
+ * controller's one worker busy for ever.
+ */
+export const MAX_IMPACT_RECOMPUTES = 3;
+
 /** Most Clusters named in status.impact.failing (the count is always whole). */
 export const MAX_IMPACT_LISTED = 20;
 
@@ -88,6 +95,26 @@ export const releaseImpactSchema = schema({
     error: {
       type: 'string',
       description: 'Why the impact could not be computed (the counts are then absent).',
+    },
+    renders: {
+      type: 'object',
+      additionalProperties: { type: 'string' },
+      description:
+        '<namespace>/<name> → digest of the fleet branch files the preview rendered for that Cluster at this release. ' +
+        'The live render of a Cluster moving to this release must have the same digest, else the Cluster is held ' +
+        '(ClusterAddon condition RenderApproved=False, reason RenderDiffersFromApproved) and the impact is computed again.',
+    },
+    recomputed: {
+      type: 'integer',
+      minimum: 0,
+      description:
+        'Times the impact of this commit was computed again because a live render differed from the recorded one (at most 3).',
+    },
+    digest: {
+      type: 'string',
+      description:
+        'Digest of this impact (commit, counts and renders): the approval names it ' +
+        '(annotation rollout.stackflux.io/approved-impact), so approving an older impact does not approve a newer one.',
     },
   },
 });

@@ -131,7 +131,7 @@ export const rolloutSpecSchema = schema({
     requireApproval: {
       type: 'object',
       description:
-        "Hold a new target release until a person approves it (annotation rollout.stackflux.io/approved: <release> on the ClusterStackRelease, or `stackflux rollout approve`) when its impact (the release's status.impact) crosses any threshold set here. No threshold set: every new release waits for approval. A release whose impact is not computed yet waits.",
+        "Hold a new target release until a person approves it (annotations rollout.stackflux.io/approved: <release> and rollout.stackflux.io/approved-impact: <status.impact.digest> on the ClusterStackRelease, or `stackflux rollout approve`) when its impact (the release's status.impact) crosses any threshold set here. No threshold set: every new release waits for approval. A release whose impact is not computed yet waits. A Cluster whose live render differs from the one the impact recorded is held (ClusterAddon RenderApproved=False) and the impact is computed again.",
       properties: {
         maxClustersFailing: {
           type: 'integer',
@@ -237,6 +237,12 @@ export const ROLLOUT_ANNOTATIONS = {
 
 /** On a ClusterStackRelease: its name, when a person approved the rollout to it (spec.rollout.requireApproval). */
 export const APPROVED_ANNOTATION = 'rollout.stackflux.io/approved';
+/**
+ * On a ClusterStackRelease, with APPROVED_ANNOTATION: the status.impact.digest a person approved.
+ * An approval holds only for the impact it names: a newer impact (computed again because a live
+ * render differed from the previewed one) waits for approval again.
+ */
+export const APPROVED_IMPACT_ANNOTATION = 'rollout.stackflux.io/approved-impact';
 
 /** The value of ROLLOUT_ANNOTATIONS.phase before the move. */
 export const PREPARING_PHASE = 'Preparing';

@@ -4,11 +4,13 @@
 //   resume  spec.rollout.paused=false.
 //   abort   spec.rollout.strategy=Manual: nothing moves any more; Clusters stay where they are.
 //   approve annotates the target ClusterStackRelease (or --release) rollout.stackflux.io/approved:
-//           <release>, so a rollout held by spec.rollout.requireApproval starts.
+//           <release> and rollout.stackflux.io/approved-impact: <status.impact.digest> (the impact
+//           it shows), so a rollout held by spec.rollout.requireApproval starts; a newer impact
+//           (computed again when a live render differed) needs another approval.
 import type { ClusterStack } from '../api/clusterstack.ts';
 import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import { API_VERSION } from '../api/meta.ts';
-import { APPROVED_ANNOTATION } from '../api/rollout.ts';
+import { APPROVED_ANNOTATION, APPROVED_IMPACT_ANNOTATION } from '../api/rollout.ts';
 import type { KubeClient, KubeObject } from '../runtime/client.ts';
 import { type Command, type CommandIO, UsageError } from './command.ts';
 import { clientFromFlags, kubeFlags, namespaceFlag } from './kube.ts';
@@ -53,11 +55,17 @@ async function approve(
       `◎ impact of ${target}: ${i.clustersAffected ?? 0} of ${i.clusters ?? 0} Cluster(s) affected, ${i.clustersFailing ?? 0} failing to render, objects +${i.objectsAdded ?? 0} ~${i.objectsChanged ?? 0} -${i.objectsRemoved ?? 0}\n`,
     );
   else if (i?.error !== undefined) io.stderr(`◎ the impact of ${target} could not be computed: ${i.error}\n`);
+  // The approval names the impact shown: a newer impact (computed again when a live render
+  // differed from this one) is not approved by it.
+  if (i?.digest === undefined || i.commit !== r.status?.commit) {
+    io.stderr(`✗ the impact of ${target} is not computed yet: nothing to approve; try again shortly\n`);
+    return 1;
+  }
   io.stderr(
-    `► approving the rollout of ClusterStack ${cs.metadata.name} to ${target} in ${namespace} namespace\n`,
+    `► approving the rollout of ClusterStack ${cs.metadata.name} to ${target} in ${namespace} namespace (impact ${i.digest})\n`,
   );
   await client.mergePatch(API_VERSION, 'ClusterStackRelease', target, namespace, {
-    metadata: { annotations: { [APPROVED_ANNOTATION]: target } },
+    metadata: { annotations: { [APPROVED_ANNOTATION]: target, [APPROVED_IMPACT_ANNOTATION]: i.digest } },
   });
   io.stderr(`✔ rollout to ${target} approved\n`);
   return 0;

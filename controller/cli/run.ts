@@ -18,6 +18,7 @@ import {
 import { GitFleetWriter } from '../gitops/writer.ts';
 import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
+import { renderSeedKeyOf } from '../rendering/determinism.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { errorFields, newLogger } from '../runtime/logging.ts';
 import { Manager } from '../runtime/manager.ts';
@@ -410,6 +411,8 @@ export const runCommand: Command = {
           `--fleet-url/--fleet-branch-prefix: ${err instanceof Error ? err.message : String(err)}`,
         );
       }
+      // One seed key for the live renders and the impact's, so a preview renders what rolls out.
+      const renderSeedKey = renderSeedKeyOf(cacheDir);
       await setupClusterAddonController(manager, {
         ...(namespace ? { namespace } : {}),
         fleet: {
@@ -437,6 +440,7 @@ export const runCommand: Command = {
         concurrency,
         batchWindowMs,
         render,
+        renderSeedKey,
       });
       // Progressive rollouts gate on ClusterAddons, so they run where the addon controller runs.
       await setupRolloutController(manager, { ...(namespace ? { namespace } : {}), concurrency });
@@ -461,6 +465,7 @@ export const runCommand: Command = {
           ...(fluxShards >= 1 ? { fluxShards } : {}),
         },
         ...(secretNs && secretName ? { fleetSecret: { namespace: secretNs, name: secretName } } : {}),
+        renderSeedKey,
         templates,
         ...(tenancy !== undefined ? { tenancy } : {}),
         render,

@@ -156,6 +156,8 @@ export interface ClusterAddonControllerOptions {
   render?: RenderPoolOptions;
   /** Window of fleet writes (default 2 s), from the first change waiting; not extended. */
   batchWindowMs?: number;
+  /** Key of the Go engine's per-render seeds, shared with the impact controller (rendering/determinism.ts). */
+  renderSeedKey?: string;
   clock?: Clock;
 }
 
@@ -820,6 +822,8 @@ export async function setupClusterAddonController(
       ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
       templates: opts.templates,
       now: new Date(clock.now()),
+      holdUnapproved: true,
+      ...(opts.renderSeedKey !== undefined ? { renderSeedKey: opts.renderSeedKey } : {}),
     };
     return { input, deleting, fetchError, refsPending };
   };

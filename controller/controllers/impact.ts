@@ -7,6 +7,7 @@
 // from the fleet repository), the same previewRelease, renders in a bounded render pool that lives
 // only while the preview runs.
 import { join } from 'node:path';
+import type { ClusterAddon } from '../api/clusteraddon.ts';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import {
   type ClusterStackRelease,
@@ -16,7 +17,13 @@ import {
 import { API_VERSION } from '../api/meta.ts';
 import { liveSnapshot } from '../offline/live.ts';
 import { PreviewError, previewRelease } from '../preview/core.ts';
-import { impactError, impactSummary, impactWanted } from '../preview/impact.ts';
+import {
+  heldImpacts,
+  impactError,
+  impactSummary,
+  impactWanted,
+  recomputedImpact,
+} from '../preview/impact.ts';
 import { previewInputOf } from '../preview/snapshot.ts';
 import type { FleetSettings } from '../reconcilers/clusteraddon.ts';
 import type { FluxTemplates } from '../releases/flux.ts';
@@ -40,6 +47,8 @@ export interface ImpactControllerOptions {
   templates: FluxTemplates;
   tenancy?: TenancyPolicy;
   render?: RenderPoolOptions;
+  /** The ClusterAddon controller's render seed key: the impact renders what the live render will. */
+  renderSeedKey?: string;
   clock?: Clock;
   /**
    * The pollers' listings and the release controller's background tree reads (absent: the
@@ -55,6 +64,7 @@ const TREES_PENDING_RECHECK_MS = 60_000;
 class TreesPending extends Error {}
 
 type Obj = KubeObject;
+const HELD_INDEX = 'held-release';
 
 export async function setupImpactController(
   manager: Manager,
@@ -69,6 +79,12 @@ export async function setupImpactController(
     'ClusterStackRelease',
     scope,
   );
+  // A Cluster held because its live render differs from the impact's asks for a new impact.
+  const clusterAddons = manager.shardedInformer<ClusterAddon & Obj>(API_VERSION, 'ClusterAddon', scope);
+  clusterAddons.addIndexer(HELD_INDEX, (a) => {
+    const held = a.status?.heldRender;
+    return held !== undefined ? [`${a.metadata.namespace ?? ''}/${held.release}`] : [];
+  });
 
   /** The preview of `release` as `stackflux preview clusterstack CS -n NS --release R` makes it. */
   const compute = async (
@@ -110,7 +126,12 @@ export async function setupImpactController(
       const pool = new RenderPool(opts.render);
       try {
         const result = await withPooledRendering(pool, (render, goEngine) =>
-          previewRelease({ ...input, render, goEngine }),
+          previewRelease({
+            ...input,
+            render,
+            goEngine,
+            ...(opts.renderSeedKey !== undefined ? { renderSeedKey: opts.renderSeedKey } : {}),
+          }),
         );
         return impactSummary(result, commit, now);
       } finally {
@@ -132,21 +153,31 @@ export async function setupImpactController(
     const release = releases.get(key);
     if (release === undefined) return undefined;
     const cs = clusterStacks.get(`${release.metadata.namespace ?? ''}/${release.spec.clusterStack}`);
-    if (cs === undefined || !impactWanted(cs, release)) return undefined;
+    const held = heldImpacts(clusterAddons.byIndex(HELD_INDEX, key), release.metadata.name);
+    if (cs === undefined || !impactWanted(cs, release, held)) return undefined;
     const started = clock.now();
     let impact: ReleaseImpact;
     try {
-      impact = await compute(cs, release, new Date(started), {
-        id: key,
-        wake: () => controller?.enqueue(key),
-      });
+      impact = recomputedImpact(
+        await compute(cs, release, new Date(started), {
+          id: key,
+          wake: () => controller?.enqueue(key),
+        }),
+        release.status?.impact,
+      );
     } catch (err) {
       if (err instanceof TreesPending) return { requeueAfter: TREES_PENDING_RECHECK_MS };
       ctx.log.warn(errorFields(err), 'computing the impact of the release failed; retrying');
       throw err;
     }
+    const { renders, ...counts } = impact;
     ctx.log.info(
-      { release: release.metadata.name, ...impact, ms: clock.now() - started },
+      {
+        release: release.metadata.name,
+        ...counts,
+        renders: Object.keys(renders ?? {}).length,
+        ms: clock.now() - started,
+      },
       'impact of the new rollout target',
     );
     await client.applyStatus(
@@ -169,6 +200,11 @@ export async function setupImpactController(
     reconcile,
   });
   manager.watch(controller, releases);
+  manager.watch(controller, clusterAddons, (a) =>
+    a.status?.heldRender !== undefined
+      ? [`${a.metadata.namespace ?? ''}/${a.status.heldRender.release}`]
+      : [],
+  );
   manager.watch(controller, clusterStacks, (cs) =>
     cs.status?.latestRelease !== undefined
       ? [`${cs.metadata.namespace ?? ''}/${cs.status.latestRelease}`]

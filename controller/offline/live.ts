@@ -66,7 +66,8 @@ export interface SourceReader {
 
 const CLUSTER_API_VERSIONS = ['cluster.x-k8s.io/v1beta2', 'cluster.x-k8s.io/v1beta1'];
 
-function clean(obj: KubeObject): SnapshotObject {
+/** An object as the snapshot keeps it (what a preview and the impact render from). */
+export function clean(obj: KubeObject): SnapshotObject {
   const { managedFields: _m, resourceVersion: _rv, ...metadata } = obj.metadata;
   return { ...obj, metadata } as SnapshotObject;
 }

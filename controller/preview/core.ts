@@ -85,6 +85,8 @@ export interface PreviewInput {
   render?: AddonRenderer;
   /** Answers Go engine calls of a csctl cluster-class (default: in this process). */
   goEngine?: SyncGoEngine;
+  /** The installation's render seed key (the impact controller: the live controller's). */
+  renderSeedKey?: string;
 }
 
 export interface ValuesChange {
@@ -110,6 +112,8 @@ export interface ClusterPreview {
   values: ValuesChange[];
   /** Index into PreviewResult.groups. */
   group: number;
+  /** Digest of the branch files rendered (reconcilers/approvedrender.ts renderDigest); absent: failed. */
+  render?: string;
 }
 
 /** Clusters whose change is identical (same objects, same diffs, same failure). */
@@ -215,6 +219,7 @@ function readyOf(conditions: readonly { type: string; reason?: string; message?:
 interface Rendered {
   files?: BranchFiles;
   failure?: { reason: string; message: string };
+  digest?: string;
 }
 
 /** The branch after the move, through the controller's own reconcile. */
@@ -249,15 +254,17 @@ function renderMoved(
     ...(input.tenancy !== undefined ? { tenancy: input.tenancy } : {}),
     templates: input.templates,
     now: input.now,
+    ...(input.renderSeedKey !== undefined ? { renderSeedKey: input.renderSeedKey } : {}),
     render,
   });
   if (result === undefined)
     return { failure: { reason: Reason.NotAStackfluxClass, message: 'the Cluster is not rendered' } };
-  if (result.branch !== undefined) return { files: result.branch.files ?? new Map() };
+  const digest = result.renderDigest !== undefined ? { digest: result.renderDigest } : {};
+  if (result.branch !== undefined) return { files: result.branch.files ?? new Map(), ...digest };
   const ready = readyOf(result.status.conditions);
   if (ready?.reason !== undefined && NOT_RENDERED.has(ready.reason))
     return { failure: { reason: ready.reason, message: ready.message ?? '' } };
-  return { files: c.branch };
+  return { files: c.branch, ...digest };
 }
 
 function valuesChanges(objects: readonly ObjectChange[]): ValuesChange[] {
@@ -299,6 +306,24 @@ function changeSignature(p: Omit<ClusterPreview, 'group'>): string {
   ]);
 }
 
+/**
+ * The release a Cluster moves from: its class's, or, for a Cluster the rollout moved to the
+ * candidate whose branch still holds another release (in flight, or held because its live render
+ * differed from the impact's: reconcilers/approvedrender.ts), the release on its branch. The impact
+ * computed again must render that Cluster too.
+ */
+function movedFrom(
+  c: PreviewClusterInput,
+  byClass: ReleaseTag | undefined,
+  candidate: ReleaseTag,
+): ReleaseTag | undefined {
+  if (byClass === undefined || byClass.tag !== candidate.tag) return byClass;
+  const onBranch = c.clusterAddon?.status?.release;
+  if (onBranch === undefined || onBranch === candidate.tag) return byClass;
+  const parsed = parseReleaseTag(onBranch);
+  return parsed.ok ? parsed.value : byClass;
+}
+
 /** Clusters of the ClusterStack (its namespace's classes of its releases), not being deleted. */
 function stackClusters(input: PreviewInput, candidate: ReleaseTag) {
   const ns = input.clusterStack.metadata.namespace ?? 'default';
@@ -308,7 +333,7 @@ function stackClusters(input: PreviewInput, candidate: ReleaseTag) {
     const use = clusterUse(c.cluster);
     if (use === undefined) return [];
     if ((use.classNamespace ?? String(meta.namespace ?? '')) !== ns) return [];
-    const from = tagForClusterClassName(use.className);
+    const from = movedFrom(c, tagForClusterClassName(use.className), candidate);
     if (from === undefined || !sameClusterStack(from, candidate) || from.tag === candidate.tag) return [];
     const labels = stringMap(meta.labels);
     if (!selects(input.selector, labels)) return [];
@@ -382,6 +407,7 @@ export function previewRelease(input: PreviewInput): PreviewResult {
       values: valuesChanges(objects),
     };
     const signature = changeSignature(preview);
+    if (rendered.failure === undefined && rendered.digest !== undefined) preview.render = rendered.digest;
     let group = bySignature.get(signature);
     if (group === undefined) {
       group = groups.length;

@@ -67,6 +67,7 @@ import {
   type OwnerReference,
 } from '../api/meta.ts';
 import type { ReleaseTree, StackManifest } from '../api/release.ts';
+import { APPROVED_ANNOTATION, APPROVED_IMPACT_ANNOTATION } from '../api/rollout.ts';
 import type { BranchChange, BranchState } from '../gitops/branches.ts';
 import { branchTreeIds } from '../gitops/objects.ts';
 import {
@@ -99,6 +100,7 @@ import {
 import { parseReleaseTag } from '../releases/tags.ts';
 import { type TenancyPolicy, withChartPolicy } from '../releases/tenancy.ts';
 import { binaryFilesOf } from '../releases/tree.ts';
+import { type FixedRender, fixedRender } from '../rendering/determinism.ts';
 import {
   type AddonOrderEntry,
   type AddonRenderer,
@@ -110,6 +112,7 @@ import {
   type RenderFailure,
   renderAnyAddon,
 } from '../rendering/index.ts';
+import { templateInputOf } from '../rendering/templateinput.ts';
 import {
   findCondition,
   markNotReady,
@@ -120,6 +123,7 @@ import {
   setCondition,
 } from '../runtime/conditions.ts';
 import { addonReleaseTag, clusterForAddons } from './addonrelease.ts';
+import { RENDER_APPROVED_CONDITION, type RenderHold, renderDigest, renderHold } from './approvedrender.ts';
 import { clusterUse } from './clusterstack.ts';
 import { ProviderReason, releaseProviderBlock } from './provider.ts';
 import { acknowledgeReconcileRequest } from './reconcilerequest.ts';
@@ -241,6 +245,17 @@ export interface ClusterAddonInput {
   templates: FluxTemplates;
   now: Date;
   /**
+   * The live controller: a move to the rollout target whose render differs from the one its
+   * approved impact recorded is held (reconcilers/approvedrender.ts). Not the preview, which makes
+   * the impact.
+   */
+  holdUnapproved?: boolean;
+  /**
+   * Key of the per-render seed of the Go engine's randomness (rendering/determinism.ts); the live
+   * controller and the impact controller share one, so a preview renders what the live render will.
+   */
+  renderSeedKey?: string;
+  /**
    * Renders one addon; default renderAddon in-line. The controller and `stackflux render` pass
    * the bounded renderer (rendering/bounded.ts: child processes with a time and memory budget).
    */
@@ -292,6 +307,8 @@ export interface ClusterAddonResult {
   deleteKustomizations: string[];
   /** Merge patches to existing Kustomizations (deletion: deletionPolicy Orphan). */
   patches: MergePatch[];
+  /** renderDigest of the branch files this reconcile rendered (absent: nothing rendered). */
+  renderDigest?: string;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -308,7 +325,8 @@ function compareStrings(a: string, b: string): number {
  * (release summaries, rollout progress) must not re-render every Cluster of the namespace.
  */
 export function clusterStackAddonInputs(cs: ClusterStack): unknown {
-  return [cs.metadata.name, cs.metadata.deletionTimestamp, cs.spec];
+  // status.latestRelease: the rollout target whose moves are bound to its impact (approvedrender.ts).
+  return [cs.metadata.name, cs.metadata.deletionTimestamp, cs.spec, cs.status?.latestRelease];
 }
 
 /**
@@ -323,6 +341,10 @@ export function releaseAddonInputs(r: ClusterStackRelease): unknown {
     r.metadata.deletionTimestamp,
     r.spec,
     r.status?.commit,
+    // The approval gate of a Cluster's move (reconcilers/approvedrender.ts): a new impact or approval.
+    r.status?.impact?.digest,
+    r.metadata.annotations?.[APPROVED_ANNOTATION],
+    r.metadata.annotations?.[APPROVED_IMPACT_ANNOTATION],
     provider?.status,
     provider?.message,
     releaseInvalidMessage(r),
@@ -990,6 +1012,19 @@ function helmAddonFiles(
   return out;
 }
 
+/** The Go engine's clock and seed for one addon of this Cluster at this release (rendering/determinism.ts). */
+function fixedRenderOf(ctx: Context, target: Target, addon: string): FixedRender {
+  const meta = isRecord(target.cluster.metadata) ? target.cluster.metadata : {};
+  return fixedRender({
+    key: ctx.input.renderSeedKey,
+    release: target.releaseName,
+    commit: ctx.input.treeCommit ?? '',
+    clusterUid: typeof meta.uid === 'string' ? meta.uid : `${ctx.namespace}/${ctx.name}`,
+    addon,
+    time: target.release.metadata.creationTimestamp,
+  });
+}
+
 /**
  * Phase "render": every enabled addon's files, keyed `<addon>/<path>` as on the branch (a Helm
  * addon: its HelmRelease with the rendered values). Any failure → no change at all, with per-addon
@@ -1006,10 +1041,12 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
   const preConditions: ConditionSummary = { count: 0, unmapped: [] };
   const failures: { addon: string; failure: RenderFailure }[] = [];
   const render = input.render ?? renderAnyAddon;
-  const refs = {
+  // The one template input of live and preview renders (rendering/templateinput.ts).
+  const { cluster, ...refs } = templateInputOf({
+    cluster: target.cluster,
     ...(input.controlPlane !== undefined ? { controlPlane: input.controlPlane } : {}),
     ...(input.infraCluster !== undefined ? { infraCluster: input.infraCluster } : {}),
-  };
+  });
   for (const entry of selection.order) {
     const addon = entry.name;
     const described = target.description.addons.find((a) => a.name === addon);
@@ -1019,7 +1056,7 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
             tree: target.tree,
             stack: target.stack as StackManifest,
             addon,
-            cluster: target.cluster,
+            cluster,
             ...refs,
             ...(selection.clusterValues !== undefined ? { clusterValues: selection.clusterValues } : {}),
             ...(centralValues !== undefined ? { centralValues } : {}),
@@ -1033,8 +1070,9 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
             chartPath: described.path,
             ...(described.valuesTemplate !== undefined ? { valuesTemplate: described.valuesTemplate } : {}),
             kubernetesVersion: target.description.kubernetesVersion,
-            cluster: target.cluster,
+            cluster,
             ...refs,
+            fixed: fixedRenderOf(ctx, target, addon),
           };
     const result = render(renderInput);
     if (!result.ok) failures.push({ addon, failure: result });
@@ -1557,6 +1595,40 @@ function waitConditionsCondition(
   );
 }
 
+/** Why this render must not roll out yet (reconcilers/approvedrender.ts), or undefined. */
+function holdOf(ctx: Context, target: Target, digest: string): RenderHold | undefined {
+  return renderHold({
+    clusterStack: target.clusterStack,
+    release: target.release,
+    cluster: `${ctx.namespace}/${ctx.name}`,
+    from: ctx.previous?.release,
+    digest,
+  });
+}
+
+/**
+ * A render held back from the branch: nothing written, the Flux objects left as they are, Ready and
+ * RenderApproved False with the reason; status.heldRender asks the impact controller for a new impact.
+ */
+function heldRender(ctx: Context, target: Target, hold: RenderHold, digest: string): ClusterAddonResult {
+  const mark = markOf(ctx, hold.reason, hold.message);
+  const conditions = setCondition(
+    markNotReady(ctx.previous?.conditions, mark, ctx.input.now),
+    { type: RENDER_APPROVED_CONDITION, status: 'False', ...mark },
+    ctx.input.now,
+  );
+  const heldRender = {
+    release: target.releaseName,
+    digest,
+    ...(hold.impact !== undefined ? { impact: hold.impact } : {}),
+  };
+  return {
+    ...base({ ...keepStatus(ctx, conditions), heldRender }, ctx.withFinalizer),
+    clusterAddon: target.clusterAddon,
+    renderDigest: digest,
+  };
+}
+
 /** One reconcile, with a reconcile.fluxcd.io/requestedAt request acknowledged in the status (Flux's convention). */
 export function reconcileClusterAddon(input: ClusterAddonInput): ClusterAddonResult | undefined {
   const result = reconcilePhases(input);
@@ -1574,10 +1646,19 @@ function reconcilePhases(input: ClusterAddonInput): ClusterAddonResult | undefin
   if (!rendered.ok) return rendered.result;
   const { files, helm, healthChecks, postConditions, gates, preConditions } = rendered.value;
   const update = branchUpdate(ctx, target.value, selection.value, files);
+  const digest = renderDigest(files);
+  const hold =
+    update !== undefined && input.holdUnapproved === true ? holdOf(ctx, target.value, digest) : undefined;
+  if (hold !== undefined) return heldRender(ctx, target.value, hold, digest);
   const status = addonStatus(ctx, target.value, selection.value, update, helm, gates);
   const conditions = waitConditionsCondition(
     ctx,
-    waitConditionsCondition(ctx, status.conditions ?? [], postConditions, 'post'),
+    waitConditionsCondition(
+      ctx,
+      removeCondition(status.conditions ?? [], RENDER_APPROVED_CONDITION),
+      postConditions,
+      'post',
+    ),
     preConditions,
     'pre',
   );
@@ -1585,6 +1666,7 @@ function reconcilePhases(input: ClusterAddonInput): ClusterAddonResult | undefin
     clusterAddon: target.value.clusterAddon,
     finalizers: ctx.withFinalizer,
     status: { ...status, conditions },
+    renderDigest: digest,
     ...(update !== undefined ? { branch: update } : {}),
     ...fluxObjects(
       ctx,

@@ -22,6 +22,7 @@ import { parseDurationOrZero } from '../api/duration.ts';
 import type { Condition } from '../api/meta.ts';
 import {
   APPROVED_ANNOTATION,
+  APPROVED_IMPACT_ANNOTATION,
   type MaintenanceWindow,
   PREPARING_PHASE,
   ROLLOUT_ANNOTATIONS,
@@ -652,6 +653,20 @@ function targetOf(
   return r !== undefined && releaseReady(r) ? r : undefined;
 }
 
+/**
+ * Whether a person approved the release's current impact: the approval names the release and the
+ * impact's digest, so it does not carry over to another release nor to a newer impact of this one.
+ */
+export function approvedImpact(target: ClusterStackRelease): boolean {
+  const digest = target.status?.impact?.digest;
+  const a = target.metadata.annotations;
+  return (
+    digest !== undefined &&
+    a?.[APPROVED_ANNOTATION] === target.metadata.name &&
+    a[APPROVED_IMPACT_ANNOTATION] === digest
+  );
+}
+
 /** Why the rollout to `target` must wait for a person (spec.rollout.requireApproval), or undefined. */
 export function approvalGate(
   spec: RolloutSpec,
@@ -660,11 +675,13 @@ export function approvalGate(
 ): { reason: 'WaitingForApproval' | 'ImpactPending'; message: string } | undefined {
   const limits = spec.requireApproval;
   const name = target.metadata.name;
-  if (limits === undefined || target.metadata.annotations?.[APPROVED_ANNOTATION] === name) return undefined;
-  const ask = `approve with \`stackflux rollout approve ${clusterStack} -n ${target.metadata.namespace ?? 'default'}\` (annotation ${APPROVED_ANNOTATION}: ${name} on the ClusterStackRelease)`;
+  if (limits === undefined) return undefined;
   const impact = target.status?.impact;
-  if (impact === undefined || impact.commit !== target.status?.commit)
+  // An impact of another commit, or one computed before impacts had a digest, is computed again.
+  if (impact === undefined || impact.commit !== target.status?.commit || impact.digest === undefined)
     return { reason: 'ImpactPending', message: `computing the impact of ${name} before the rollout starts` };
+  if (approvedImpact(target)) return undefined;
+  const ask = `approve with \`stackflux rollout approve ${clusterStack} -n ${target.metadata.namespace ?? 'default'}\` (annotations ${APPROVED_ANNOTATION}: ${name} and ${APPROVED_IMPACT_ANNOTATION}: ${impact.digest} on the ClusterStackRelease)`;
   if (impact.error !== undefined)
     return {
       reason: 'WaitingForApproval',

@@ -241,6 +241,7 @@ export function renderKey(slim: AddonRenderInput): string {
       slim.cluster,
       slim.controlPlane ?? null,
       slim.infraCluster ?? null,
+      slim.fixed ?? null,
     ]);
   }
   return JSON.stringify([

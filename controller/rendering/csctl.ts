@@ -82,6 +82,7 @@ export function csctlAddonValues(
     name: `cluster-addon-values-${clusterName(input.cluster)}`,
     funcs: 'cso',
     maxOutputBytes,
+    ...(input.fixed !== undefined ? { fixed: input.fixed } : {}),
   });
   if (!rendered.ok) return engineFailure(file, rendered, 'TemplateError', maxOutputBytes);
   // parseGoYaml trims each document as Helm splits manifests; a closing comment line keeps the
@@ -137,6 +138,7 @@ export function renderCsctlAddon(input: CsctlAddonInput, options: RenderOptions 
     kubeVersion: input.kubernetesVersion,
     includeCrds: true,
     maxOutputBytes: maxOutputBytes - budget.bytes,
+    ...(input.fixed !== undefined ? { fixed: input.fixed } : {}),
   });
   if (!rendered.ok) return engineFailure(input.chartPath, rendered, 'TemplateError', maxOutputBytes);
 

@@ -1,6 +1,7 @@
 // Inputs and outputs of addon rendering (controller/rendering). Everything here is data:
 // rendering is a pure function of these inputs.
 import type { ReleaseTree, StackManifest } from '../api/release.ts';
+import type { FixedRender } from './determinism.ts';
 
 /** A JSON-like object, as read from YAML or the API server. */
 export type PlainObject = Record<string, unknown>;
@@ -135,6 +136,8 @@ export interface CsctlAddonInput {
   controlPlane?: PlainObject;
   /** Template name `.InfraCluster`; absent when the Cluster has no infrastructureRef. */
   infraCluster?: PlainObject;
+  /** The Go engine's clock and random seed for this render (./determinism.ts); default: real ones. */
+  fixed?: FixedRender;
 }
 
 /** What an addon renderer takes: a stackflux (native) addon, or a csctl (cluster-stack-operator) one. */

@@ -14,14 +14,16 @@ import { after, describe, it } from 'node:test';
 import type { ClusterAddon } from '../../controller/api/clusteraddon.ts';
 import { clusterRef } from '../../controller/api/clusterrefs.ts';
 import type { ClusterStack } from '../../controller/api/clusterstack.ts';
-import type { ClusterStackRelease } from '../../controller/api/clusterstackrelease.ts';
+import type { ClusterStackRelease, ReleaseImpact } from '../../controller/api/clusterstackrelease.ts';
 import type { Condition } from '../../controller/api/meta.ts';
+import { APPROVED_ANNOTATION, APPROVED_IMPACT_ANNOTATION } from '../../controller/api/rollout.ts';
 import { BEFORE_CLUSTER_UPGRADE_PATH, DISCOVERY_PATH } from '../../controller/api/runtimehooks.ts';
 import { main } from '../../controller/cli/main.ts';
 import { fleetBackoffMs, refusedBranchFailure } from '../../controller/controllers/clusteraddon.ts';
 import { failureForCondition } from '../../controller/controllers/clusterstackrelease.ts';
 import { sourceReads, withListingDeadline } from '../../controller/controllers/sourcereads.ts';
 import { narrowingBudget, pushNarrowing } from '../../controller/gitops/narrow.ts';
+import { impactDigest } from '../../controller/reconcilers/approvedrender.ts';
 import { FINALIZER_FLEET_CLEANUP, reconcileClusterAddon } from '../../controller/reconcilers/clusteraddon.ts';
 import { reconcileClusterStack, type SourceListing } from '../../controller/reconcilers/clusterstack.ts';
 import { reconcileClusterStackRelease } from '../../controller/reconcilers/clusterstackrelease.ts';
@@ -1191,7 +1193,96 @@ const corpus: Case[] = [
   ...egressCases(),
   // ---- issue 31 F5/F11: slow sources end at their total deadline ----
   ...slowSourceCases(),
+  // ---- issue 31 (F4): a divergent preview; an approval of another impact ----
+  {
+    name: 'divergent preview: a template branching on the resourceVersion the live Cluster shows',
+    run: () =>
+      moveOutcome({
+        tree: treeWith({
+          'cluster-addon/cni/escalation.yaml.hbs':
+            '{{#if Cluster.metadata.resourceVersion}}apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: x\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\n{{/if}}',
+        }),
+        previewed: 'live-equals-preview',
+      }),
+    reason: 'FleetSyncPending',
+    message: /waiting for the commit to fleet branch/,
+  },
+  {
+    name: 'divergent preview: a live render other than the one the approved impact recorded',
+    run: () => moveOutcome({ previewed: 'sha256:what-the-preview-showed' }),
+    reason: 'RenderDiffersFromApproved',
+    message:
+      /live render \(sha256:[0-9a-f]{64}\) differs from the one its impact .* recorded \(sha256:what-the-preview-showed\)/,
+  },
+  {
+    name: 'divergent preview: approving an older impact of the release',
+    run: () => moveOutcome({ previewed: 'live-equals-preview', approvedImpact: 'sha256:an-older-impact' }),
+    reason: 'WaitingForApproval',
+    message: /rollout\.stackflux\.io\/approved-impact: sha256:[0-9a-f]{32}/,
+  },
 ];
+
+/**
+ * Cluster alpha moving from v0 to TAG, the rollout target of a Progressive stack requiring approval,
+ * in the live controller (holdUnapproved). The impact recorded `previewed` for alpha
+ * ('live-equals-preview': the digest this very render has, as an impact that previewed it would);
+ * approved: `approvedImpact` (default the impact's own digest).
+ */
+function moveOutcome(o: { tree?: ReadonlyMap<string, string>; previewed: string; approvedImpact?: string }) {
+  const tree = o.tree ?? treeWith();
+  const served = {
+    ...cluster(),
+    metadata: { name: 'alpha', namespace: NS, uid: 'uid-alpha', resourceVersion: '4711', generation: 2 },
+  };
+  const input = (r: ClusterStackRelease) => ({
+    cluster: served,
+    namespace: NS,
+    name: 'alpha',
+    clusterAddon: { ...clusterAddon, status: { release: 'docker-ferrol-1-30-v0' } },
+    release: r,
+    tree,
+    treeCommit: 'c'.repeat(40),
+    clusterStack: {
+      ...clusterStack({ rollout: { strategy: 'Progressive' as const, requireApproval: {} } }),
+      status: { latestRelease: TAG },
+    },
+    kustomizations: [],
+    branch: undefined,
+    fleetSettings: { url: 'https://git.example.com/fleet.git', branchPrefix: 'stackflux/' },
+    templates,
+    now,
+    holdUnapproved: true,
+  });
+  // The preview's side: the same reconcile, not bound to an impact, gives the digest it records.
+  const digest = reconcileClusterAddon({ ...input(release()), holdUnapproved: false })?.renderDigest ?? '';
+  const recorded = o.previewed === 'live-equals-preview' ? digest : o.previewed;
+  const i: ReleaseImpact = {
+    commit: 'c'.repeat(40),
+    computedAt: 't',
+    clusters: 1,
+    renders: { [`${NS}/alpha`]: recorded },
+  };
+  const impact = { ...i, digest: impactDigest(i) };
+  const r: ClusterStackRelease = {
+    ...release(),
+    metadata: {
+      ...release().metadata,
+      annotations: {
+        [APPROVED_ANNOTATION]: TAG,
+        [APPROVED_IMPACT_ANNOTATION]: o.approvedImpact ?? impact.digest,
+      },
+    },
+    status: { commit: 'c'.repeat(40), impact },
+  };
+  const result = reconcileClusterAddon(input(r));
+  if (result?.branch !== undefined) {
+    const text = [...(result.branch.files ?? new Map()).values()].join('\n');
+    assert.doesNotMatch(text, /ClusterRoleBinding/, 'the live render sees no resourceVersion');
+  }
+  const conditions = result?.status.conditions;
+  const ready = find(conditions, 'Ready');
+  return ready?.status === 'Unknown' ? (find(conditions, 'Reconciling') ?? ready) : ready;
+}
 
 /**
  * A batch of 12 branches whose push the host refuses as a whole while it holds alpha's branch

@@ -12,6 +12,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { WASI as WasiClass } from 'node:wasi';
+import { type FixedRender, fixedWasiImports, SeedStream, timeNanos } from '../determinism.ts';
 import { locateGoEngine } from './locate.ts';
 import { withMemoryMaximum } from './memory.ts';
 
@@ -59,6 +60,8 @@ let compiled: { module: WasmModule; maxMemoryMb: number } | undefined;
 let instance: EngineExports | undefined;
 let stderrFile: string | undefined;
 let stderrFd: number | undefined;
+/** The fixed clock and random stream of the call running now (undefined: the real ones). */
+let fixedCall: { stream: SeedStream; timeNs: bigint } | undefined;
 process.once('exit', () => {
   if (stderrFile !== undefined) rmSync(join(stderrFile, '..'), { recursive: true, force: true });
 });
@@ -135,7 +138,16 @@ function engine(): EngineExports | EngineFailure {
       stderr,
       returnOnExit: true,
     });
-    const started = new Wasm.Instance(compiled.module, wasi.getImportObject());
+    // random_get and the wall clock answer from the render's fixed seed and time during a call
+    // that carries them (../determinism.ts).
+    const imports = wasi.getImportObject() as Record<string, Record<string, (...a: never[]) => number>>;
+    let memory: WasmMemory | undefined;
+    const memoryOf = () => memory as WasmMemory;
+    const fixedImports = Object.fromEntries(
+      Object.entries(imports).map(([name, fns]) => [name, fixedWasiImports(fns, memoryOf, () => fixedCall)]),
+    );
+    const started = new Wasm.Instance(compiled.module, fixedImports);
+    memory = (started.exports as unknown as EngineExports).memory;
     wasi.initialize(started as Parameters<WasiClass['initialize']>[0]);
     closeSync(devNull);
     instance = started.exports as unknown as EngineExports;
@@ -164,10 +176,17 @@ export function loadGoEngine(): EngineFailure | undefined {
  * engine before it is copied out. Never throws: an engine that runs out of its memory or stops
  * is dropped (the next call starts a fresh one) and the call fails.
  */
-export function callEngine(request: object, maxOutputBytes: number): Record<string, unknown> | EngineFailure {
+export function callEngine(
+  request: object,
+  maxOutputBytes: number,
+  fixed?: FixedRender,
+): Record<string, unknown> | EngineFailure {
   const e = engine();
   if ('ok' in e) return e;
   const body = Buffer.from(JSON.stringify(request));
+  // A fresh stream per call: the same call with the same seed reads the same bytes.
+  fixedCall =
+    fixed !== undefined ? { stream: new SeedStream(fixed.seed), timeNs: timeNanos(fixed.time) } : undefined;
   try {
     const ptr = e.alloc(body.length);
     new Uint8Array(e.memory.buffer, ptr, body.length).set(body);
@@ -196,5 +215,7 @@ export function callEngine(request: object, maxOutputBytes: number): Record<stri
       error: `the Go engine stopped: ${(err as Error).message}${firstLine(stderrHead())}`,
       engine: 'crashed',
     };
+  } finally {
+    fixedCall = undefined;
   }
 }

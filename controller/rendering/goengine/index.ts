@@ -6,6 +6,7 @@
 // lenient YAML); the engine is one WebAssembly module built from pinned Go modules
 // (hack/build-goengine.sh), loaded once per process. Callers see pure, synchronous functions.
 // Stackflux-specific release logic (which chart, which values, csctl's layout) stays with them.
+import type { FixedRender } from '../determinism.ts';
 import { callEngine, type EngineFailure } from './engine.ts';
 
 export {
@@ -29,6 +30,8 @@ export interface GoTemplateOptions {
   options?: string[];
   /** Longest response accepted, in bytes (default DEFAULT_MAX_OUTPUT_BYTES). */
   maxOutputBytes?: number;
+  /** The clock and random seed the template reads (../determinism.ts); default: the real ones. */
+  fixed?: FixedRender;
 }
 
 export type GoTemplateResult = { ok: true; output: string } | EngineFailure;
@@ -49,6 +52,7 @@ export function goTemplate(text: string, data: unknown, opts: GoTemplateOptions 
       options: opts.options ?? [],
     },
     opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
+    opts.fixed,
   );
   if (!isAnswer(res)) return res;
   return res.ok === true ? { ok: true, output: String(res.output ?? '') } : failure(res);
@@ -68,6 +72,8 @@ export interface HelmTemplateRequest {
   /** Replaces Chart.yaml's version (csctl writes the release version there). */
   chartVersion?: string;
   maxOutputBytes?: number;
+  /** The clock and random seed the chart's templates read (../determinism.ts). */
+  fixed?: FixedRender;
 }
 
 export interface HelmManifest {
@@ -102,6 +108,7 @@ export function helmTemplate(req: HelmTemplateRequest): HelmTemplateResult {
       chartVersion: req.chartVersion ?? '',
     },
     req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
+    req.fixed,
   );
   if (!isAnswer(res)) return res;
   if (res.ok !== true) return failure(res);

@@ -13,7 +13,7 @@ import {
   type PreviewRelease,
   previewRelease,
 } from '../../../controller/preview/core.ts';
-import { impactSummary, impactWanted } from '../../../controller/preview/impact.ts';
+import { impactSummary, impactWanted, recomputedImpact } from '../../../controller/preview/impact.ts';
 import { diffBranchObjects, MASK, MASK_CHANGED, maskSecret } from '../../../controller/preview/objects.ts';
 import { diffText, summaryText } from '../../../controller/preview/report.ts';
 import { parseLabelSelector } from '../../../controller/preview/selector.ts';
@@ -407,7 +407,11 @@ describe('impactSummary: the counts status.impact carries', () => {
       objectsChanged: sum(r, 'changed'),
       objectsRemoved: sum(r, 'removed'),
       clustersFailing: 0,
+      renders: Object.fromEntries(r.clusters.map((c) => [`${c.namespace}/${c.name}`, c.render])),
+      digest: i.digest,
     });
+    assert.match(i.digest ?? '', /^sha256:[0-9a-f]{32}$/);
+    assert.equal(Object.keys(i.renders ?? {}).length, 6, 'a render digest per Cluster');
     assert.ok((i.objectsChanged ?? 0) >= 18 && (i.objectsRemoved ?? 0) >= 6, JSON.stringify(i));
   });
 
@@ -445,8 +449,43 @@ describe('impactSummary: the counts status.impact carries', () => {
       },
     };
     assert.equal(impactWanted(progressive, ready), true);
-    const computed = { ...ready, status: { ...ready.status, impact: { commit: 'c2', computedAt: 'x' } } };
+    const computed = {
+      ...ready,
+      status: { ...ready.status, impact: { commit: 'c2', computedAt: 'x', digest: 'sha256:i1' } },
+    };
     assert.equal(impactWanted(progressive, computed), false, 'computed for this commit');
+    assert.equal(
+      impactWanted(progressive, {
+        ...computed,
+        status: { ...computed.status, impact: { commit: 'c2', computedAt: 'x' } },
+      }),
+      true,
+      'an impact without a digest (computed before approvals named one) is computed again',
+    );
+    assert.equal(
+      impactWanted(progressive, computed, new Set(['sha256:i1'])),
+      true,
+      'a Cluster held against it',
+    );
+    assert.equal(
+      impactWanted(progressive, computed, new Set(['sha256:i0'])),
+      false,
+      'held against an older one',
+    );
+    const again = recomputedImpact({ commit: 'c2', computedAt: 'y', clusters: 1 }, computed.status.impact);
+    assert.equal(again.recomputed, 1);
+    assert.notEqual(again.digest, undefined);
+    let impact = again;
+    for (let n = 1; n < 3; n++)
+      impact = recomputedImpact({ commit: 'c2', computedAt: 'z', clusters: 1 }, impact);
+    assert.equal(impact.recomputed, 3);
+    const exhausted = { ...ready, status: { ...ready.status, impact } };
+    assert.equal(
+      impactWanted(progressive, exhausted, new Set([impact.digest ?? ''])),
+      false,
+      'a render that differs every time does not keep the impact controller busy for ever',
+    );
+    assert.equal(recomputedImpact(again, undefined), again, 'a first impact is not counted');
     const moved = { ...computed, status: { ...computed.status, commit: 'c3' } };
     assert.equal(impactWanted(progressive, moved), true, 'the tag moved: computed again');
     assert.equal(
@@ -518,5 +557,46 @@ describe('parseLabelSelector (kubectl -l syntax)', () => {
   it('refuses what is no label key or value', () => {
     assert.throws(() => parseLabelSelector('tier=can ary'), /not a valid label/);
     assert.throws(() => parseLabelSelector('-bad'), /not a valid label key/);
+  });
+});
+
+describe('previewRelease: a Cluster moved to the candidate whose branch still holds another release (F4)', () => {
+  const cs = clusterStack('ferrol', 'ferrol', waves);
+  const trees = { [ferrol('v1')]: V1, [ferrol('v2')]: V2 };
+
+  it('is previewed from the release on its branch, so an impact computed again renders a held Cluster', () => {
+    const onV1 = fleet(ferrol('v1')).slice(0, 1);
+    const base = input(cs, trees, ferrol('v2'), onV1);
+    const [first] = base.clusters;
+    assert.ok(first);
+    // The rollout moved c1 (its class is v2's), its ClusterAddon still says v1: held or in flight.
+    const moved = cluster('c1', ferrol('v2'), {});
+    const heldAddon = {
+      apiVersion: 'stackflux.io/v1alpha1' as const,
+      kind: 'ClusterAddon' as const,
+      metadata: { name: 'c1', namespace: NS },
+      spec: { cluster: 'c1' },
+      status: { release: ferrol('v1') },
+    };
+    const result = previewRelease({
+      ...base,
+      clusters: [{ ...first, cluster: moved, clusterAddon: heldAddon as never }],
+    });
+    assert.deepEqual(
+      result.clusters.map((c) => [c.name, c.from, c.outcome]),
+      [['c1', ferrol('v1'), 'changed']],
+    );
+    assert.ok(result.clusters[0]?.render, 'its render digest is recorded');
+    const done = previewRelease({
+      ...base,
+      clusters: [
+        {
+          ...first,
+          cluster: moved,
+          clusterAddon: { ...heldAddon, status: { release: ferrol('v2') } } as never,
+        },
+      ],
+    });
+    assert.deepEqual(done.clusters, [], 'a Cluster whose branch holds the candidate is not moved again');
   });
 });

@@ -1628,12 +1628,35 @@ describe('what of a release or ClusterStack requeues its Clusters', () => {
       assert.ok(!same(inputs, releaseAddonInputs(changed)));
   });
 
-  it('a ClusterStack status change does not; a spec change (central values) does', () => {
-    const stack = clusterStack({ values: { logLevel: 'info' } });
+  it('a new impact and an approval do: a held move may go on (reconcilers/approvedrender.ts)', () => {
+    const base = withStatus({
+      commit: 'a'.repeat(40),
+      impact: { commit: 'a'.repeat(40), computedAt: 't', digest: 'd1' },
+    });
+    const inputs = releaseAddonInputs(base);
+    const newImpact = withStatus({
+      commit: 'a'.repeat(40),
+      impact: { commit: 'a'.repeat(40), computedAt: 't', digest: 'd2' },
+    });
+    const approved = {
+      ...base,
+      metadata: {
+        ...base.metadata,
+        annotations: { 'rollout.stackflux.io/approved': V1, 'rollout.stackflux.io/approved-impact': 'd1' },
+      },
+    };
+    for (const changed of [newImpact, approved]) assert.ok(!same(inputs, releaseAddonInputs(changed)));
+  });
+
+  it('a ClusterStack status change does not; a spec change (central values) or a new rollout target does', () => {
+    const stack = { ...clusterStack({ values: { logLevel: 'info' } }), status: { latestRelease: V1 } };
     const withSummary = { ...stack, status: { latestRelease: V1, usableVersions: 'v1' } };
     assert.ok(same(clusterStackAddonInputs(stack), clusterStackAddonInputs(withSummary)));
-    const newValues = clusterStack({ values: { logLevel: 'debug' } });
+    const newValues = { ...clusterStack({ values: { logLevel: 'debug' } }), status: { latestRelease: V1 } };
     assert.ok(!same(clusterStackAddonInputs(stack), clusterStackAddonInputs(newValues)));
+    // The rollout target's moves are bound to its approved impact (reconcilers/approvedrender.ts).
+    const newTarget = { ...stack, status: { latestRelease: V2 } };
+    assert.ok(!same(clusterStackAddonInputs(stack), clusterStackAddonInputs(newTarget)));
   });
 });
 

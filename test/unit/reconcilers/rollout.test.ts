@@ -9,6 +9,7 @@ import type { ClusterStack } from '../../../controller/api/clusterstack.ts';
 import type { ClusterStackRelease } from '../../../controller/api/clusterstackrelease.ts';
 import {
   APPROVED_ANNOTATION,
+  APPROVED_IMPACT_ANNOTATION,
   ROLLOUT_ANNOTATIONS,
   type RolloutSpec,
 } from '../../../controller/api/rollout.ts';
@@ -556,11 +557,16 @@ describe('approval gate (spec.rollout.requireApproval)', () => {
     ...(n.failing
       ? { failing: Array.from({ length: n.failing }, (_, i) => `fleet/r0${i + 1}: RenderFailed`) }
       : {}),
+    digest: 'sha256:impact-1',
   });
-  const approve = (f: Fleet, value = V2) => {
+  /** Approves `value` and the impact named `digest` (default: v2 and its current impact). */
+  const approve = (f: Fleet, value = V2, digest?: string) => {
     const v2 = f.releases.find((r) => r.metadata.name === V2);
     assert.ok(v2);
-    v2.metadata.annotations = { [APPROVED_ANNOTATION]: value };
+    v2.metadata.annotations = {
+      [APPROVED_ANNOTATION]: value,
+      [APPROVED_IMPACT_ANNOTATION]: digest ?? v2.status?.impact?.digest ?? '',
+    };
   };
 
   it('holds a release whose impact crosses a threshold until it is approved, and says why', () => {
@@ -582,6 +588,12 @@ describe('approval gate (spec.rollout.requireApproval)', () => {
     assert.deepEqual(f.step().changes, [], 'time alone does not approve');
     approve(f, 'docker-ferrol-1-30-v1');
     assert.deepEqual(f.step().changes, [], 'an approval of another release does not count');
+    approve(f, V2, 'sha256:an-older-impact');
+    assert.deepEqual(f.step().changes, [], 'an approval of another impact of the release does not count');
+    const v2 = f.releases.find((r) => r.metadata.name === V2);
+    assert.ok(v2);
+    v2.metadata.annotations = { [APPROVED_ANNOTATION]: V2 };
+    assert.deepEqual(f.step().changes, [], 'an approval naming no impact does not count');
     approve(f);
     const moved = f.step();
     assert.deepEqual(
@@ -612,10 +624,12 @@ describe('approval gate (spec.rollout.requireApproval)', () => {
     assert.match(r.status?.message ?? '', /12 > maxObjectsChanged 11/);
   });
 
-  it('waits while the impact is not computed, or is of another commit', () => {
+  it('waits while the impact is not computed, is of another commit or has no digest', () => {
+    const { digest: _d, ...undigested } = impact({});
     for (const f of [
       withImpact({ requireApproval: { maxClustersFailing: 0 } }),
       withImpact({ requireApproval: { maxClustersFailing: 0 } }, { ...impact({}), commit: 'c1' }),
+      withImpact({ requireApproval: { maxClustersFailing: 0 } }, undigested),
     ]) {
       const r = f.step();
       assert.deepEqual(r.changes, []);
@@ -626,7 +640,12 @@ describe('approval gate (spec.rollout.requireApproval)', () => {
   it('an impact that could not be computed waits for approval, naming the error', () => {
     const f = withImpact(
       { requireApproval: { maxClustersFailing: 0 } },
-      { commit: 'c2', computedAt: '2026-11-23T09:00:00Z', error: 'release x is not a tag' },
+      {
+        commit: 'c2',
+        computedAt: '2026-11-23T09:00:00Z',
+        error: 'release x is not a tag',
+        digest: 'sha256:e',
+      },
     );
     const r = f.step();
     assert.equal(r.status?.reason, 'WaitingForApproval');
