@@ -172,18 +172,23 @@ describe('F4: the approval binds the previewed render', { timeout: 20 * 60_000 }
         'no ClusterRoleBinding: live and preview see the same Cluster object',
       );
 
-      // c2: held on v1, and the impact is computed again.
-      const held = await waitFor('c2 held: its live render differs from the approved one', async () => {
-        const a = await addon('c2');
-        const rc = cond(a, RENDER_APPROVED_CONDITION);
-        return rc?.status === 'False' && rc.reason === RENDER_DIFFERS_REASON ? a : undefined;
-      });
-      assert.equal(held.status?.release, ferrolTag('v1'), 'c2 stays on v1');
-      assert.match(cond(held, RENDER_APPROVED_CONDITION)?.message ?? '', new RegExp(first.digest));
+      // c2: held on v1, and the impact is computed again. RenderDiffersFromApproved lasts only
+      // until the new impact is written (it can be within one poll of this test, as on a busy
+      // machine), so the impact's recompute count is what shows it: nothing but a Cluster held
+      // with that reason asks for one.
       const second = await waitFor('the impact is computed again', async () => {
         const i = (await v2())?.status?.impact;
         return i?.digest !== undefined && i.digest !== first.digest ? i : undefined;
       });
+      assert.equal(second.recomputed, 1, 'computed again once, for c2 held with RenderDiffersFromApproved');
+      const held = await addon('c2');
+      assert.equal(held?.status?.release, ferrolTag('v1'), 'c2 stays on v1');
+      assert.ok(
+        [RENDER_DIFFERS_REASON, 'WaitingForApproval'].includes(
+          cond(held, RENDER_APPROVED_CONDITION)?.reason ?? '',
+        ),
+        `c2 held: ${JSON.stringify(cond(held, RENDER_APPROVED_CONDITION))}`,
+      );
       assert.notEqual(
         second.renders?.[`${ns}/c2`],
         first.renders?.[`${ns}/c2`],

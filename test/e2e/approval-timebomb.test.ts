@@ -35,6 +35,7 @@ import {
   fleetBranchFiles,
   fleetCommitsAt,
   initRepo,
+  installFixtureCrds,
   push,
   releaseControllerHolds,
   stackflux,
@@ -94,6 +95,9 @@ describe('F4: Go templates read a clock and randomness fixed per render', { time
 
   before(async () => {
     await createTestNamespace(client, ns);
+    // The release's ClusterClass templates (Flux applies them): this file must not depend on
+    // another test having installed them first.
+    await installFixtureCrds(client, 'capi-template-crds.yaml');
     const repoUrl = await createRepo(env as Endpoints, `${ns}-release`);
     fleetUrl = await createRepo(env as Endpoints, `${ns}-fleet`);
     initRepo(repoDir);

@@ -37,6 +37,7 @@ import {
   e2eEnv,
   freePort,
   initRepo,
+  installFixtureCrds,
   push,
   ROOT,
   releaseAddonNamespace,
@@ -99,6 +100,9 @@ describe('a csctl addon chart whose dependency is fetched from a chart repositor
   before(async () => {
     charts = await serveChartRepository({}, [join(ROOT, 'hack', 'stack-charts', 'cni-config')]);
     await createTestNamespace(client, ns);
+    // The release's ClusterClass templates (Flux applies them): this file must not depend on
+    // another test having installed them first.
+    await installFixtureCrds(client, 'capi-template-crds.yaml');
     const repoUrl = await createRepo(env as Endpoints, `${ns}-release`);
     const fleetUrl = await createRepo(env as Endpoints, `${ns}-fleet`);
     initRepo(repoDir);
