@@ -118,7 +118,11 @@ function comparable(o: Obj): Obj {
 }
 
 function installObjectsOf(flags: string[]): Obj[] {
-  const out = stackflux(['install', '--export', '--skip-namespace', `--namespace=${ns}`, ...flags]);
+  // Without the test environment's allow-list in the environment: `install` would pass it on as
+  // --allow-source-networks (every flag reads STACKFLUX_<FLAG>), which the chart's values do not set.
+  const out = stackflux(['install', '--export', '--skip-namespace', `--namespace=${ns}`, ...flags], {
+    STACKFLUX_ALLOW_SOURCE_NETWORKS: undefined,
+  });
   assert.equal(out.status, 0, out.stderr);
   return parseAllDocuments(out.stdout)
     .map((d) => d.toJS() as Obj | null)
