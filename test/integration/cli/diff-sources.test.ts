@@ -98,6 +98,8 @@ describe('stackflux diff reads OCI and GitHub-assets sources as run does', () =>
         'diff',
         '-n',
         namespace,
+        // The registry and the GitHub fake are on loopback, which sources may reach only when allowed.
+        '--allow-source-networks=127.0.0.1/32',
         '--kubeconfig',
         testEnv().kubeconfig,
         '--cache-dir',
