@@ -62,6 +62,27 @@ export class TagSieve {
     this.maxLookAlikes = maxLookAlikes;
   }
 
+  /** A sieve that goes on from `state()` of another (a page sieved in tagpage.ts's worker). */
+  static restore(lookAlikes: readonly string[], maxLookAlikes: number): TagSieve {
+    const sieve = new TagSieve(maxLookAlikes);
+    for (const t of lookAlikes) sieve.lookAlikes.add(t);
+    return sieve;
+  }
+
+  state(): { lookAlikes: string[]; maxLookAlikes: number } {
+    return { lookAlikes: this.lookAlikeList(), maxLookAlikes: this.maxLookAlikes };
+  }
+
+  lookAlikeList(): string[] {
+    return [...this.lookAlikes];
+  }
+
+  /** Takes over what a restored copy of this sieve counted and kept of one page. */
+  absorb(notKept: number, lookAlikes: readonly string[]): void {
+    this.notKept += notKept;
+    for (const t of lookAlikes) this.lookAlikes.add(t);
+  }
+
   keep(tag: string): boolean {
     const kind = tagKind(tag);
     if (kind === 'release') return true;

@@ -49,6 +49,7 @@ import {
   TagSieve,
   withNotKept,
 } from './listing.ts';
+import { sieveTagPage } from './tagpage.ts';
 
 /** The artifact type csctl gives a release (csctl pkg/cmd/mediatype.go clusterStackArtifactType). */
 export const CSCTL_ARTIFACT_TYPE = 'application/vnd.scs.cluster-stacks.v1';
@@ -240,22 +241,7 @@ export function checkDigest(bytes: Uint8Array, digest: string, what: string, siz
     throw new SourceError('DigestMismatch', `${what}: the content does not match its digest ${digest}`);
 }
 
-/**
- * The tags of one tags/list page (`{"name": …, "tags": [...]}`), strings only; anything else the
- * registry answered is SourceUnreachable naming `what`.
- */
-export function parseTagPage(body: Buffer, what: string): string[] {
-  let page: unknown;
-  try {
-    page = JSON.parse(body.toString('utf8'));
-  } catch {
-    throw new SourceError('SourceUnreachable', `${what}: the registry answered no JSON`);
-  }
-  const got = (page as { tags?: unknown } | null)?.tags;
-  if (got === null || got === undefined) return [];
-  if (!Array.isArray(got)) throw new SourceError('SourceUnreachable', `${what}: "tags" is not a list`);
-  return got.filter((t): t is string => typeof t === 'string');
-}
+export { parseTagPage } from './tagpage.ts';
 
 export interface OciLimits {
   /** Tags per page asked for (the registry may send fewer). */
@@ -428,7 +414,7 @@ export class OciClient {
         o,
         what,
       );
-      for (const t of parseTagPage(await readWithinBudget(res, budget), what)) if (sieve.keep(t)) kept.add(t);
+      for (const t of await sieveTagPage(await readWithinBudget(res, budget), what, sieve)) kept.add(t);
       if (kept.size > this.limits.maxTags)
         throw new SourceError('TooManyTags', `${what}: more than ${this.limits.maxTags} release tags`);
       const link = nextLink(res.headers.get('link') ?? undefined);
