@@ -1,16 +1,23 @@
 // `npm test`: builds the test environment if it is not cached, starts one environment for
 // the whole run, runs every test file with node's test runner, and stops the environment.
 // Arguments narrow the run to some test files. A running environment named by
-// STACKFLUX_TESTENV_DIR is reused and left running (fast local loop). Files named
-// *.workload.test.ts apply the same objects into the one workload cluster (Flux's prune skips
-// an object another Kustomization has re-labelled), so they run one at a time, in a lane beside
-// the other files. Files named *.disruptive.test.ts (they restart shared components) run last,
-// one at a time.
+// STACKFLUX_TESTENV_DIR is reused and left running (fast local loop).
+//
+// Two slots (the machine's two cores), each file in its own `node --test` process:
+//   - first the files that use the environment: *.workload.test.ts apply the same objects into
+//     the one workload cluster (Flux's prune skips an object another Kustomization has
+//     re-labelled), so at most one of them runs at a time; a slot that finishes one takes the next
+//     (their chain is as long as the other files together, so it never waits), the other slot
+//     and any gap take the other files;
+//   - then the *.disruptive.test.ts files (they restart shared components), one at a time, while
+//     the other slot runs the unit tests, which use no environment.
+// Each file's report is printed whole when it ends, then a summary of all of them.
 import { spawn } from 'node:child_process';
 import { existsSync, globSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { down, envVars, isRunning, readEndpoints, up } from './lib/testenv.ts';
+import { type FileResult, planLanes, summarize } from './lib/testlanes.ts';
 
 const log = (m: string) => process.stderr.write(`run-tests: ${m}\n`);
 const files = process.argv.slice(2);
@@ -32,14 +39,40 @@ try {
     `${reuse ? 'reusing' : 'started'} test environment in ${((Date.now() - started) / 1000).toFixed(1)}s (${stateDir})`,
   );
   const env = { ...process.env, ...envVars(endpoints) };
-  const disruptive = testFiles.filter((f) => f.endsWith('.disruptive.test.ts'));
-  const workload = testFiles.filter((f) => f.endsWith('.workload.test.ts'));
-  const shared = testFiles.filter((f) => !disruptive.includes(f) && !workload.includes(f));
-  // Two lanes at once (two files in flight, as many as the machine's two cores carry), then the
-  // disruptive files alone.
-  const lanes = await Promise.all([runFiles(shared, 1, env), runFiles(workload, 1, env)]);
-  const last = await runFiles(disruptive, 1, env);
-  status = [...lanes, last].find((code) => code !== 0) ?? 0;
+  const plan = planLanes(testFiles);
+  const run = (file: string) => runFile(file, env);
+  const results: FileResult[] = [];
+  // Phase 1: the files that use the environment without disrupting it.
+  const workload = [...plan.workload];
+  const shared = [...plan.shared];
+  let workloadRunning = false;
+  const nextOfPhase1 = (): { file: string; workload: boolean } | undefined => {
+    if (!workloadRunning && workload.length > 0) return { file: workload.shift() as string, workload: true };
+    const file = shared.shift();
+    return file === undefined ? undefined : { file, workload: false };
+  };
+  const phase1Slot = async () => {
+    for (let next = nextOfPhase1(); next !== undefined; next = nextOfPhase1()) {
+      if (next.workload) workloadRunning = true;
+      try {
+        results.push(await run(next.file));
+      } finally {
+        if (next.workload) workloadRunning = false;
+      }
+    }
+  };
+  await Promise.all([phase1Slot(), phase1Slot()]);
+  // Phase 2: the disruptive files alone with the environment, the unit tests beside them.
+  const unit = [...plan.unit];
+  const disruptive = [...plan.disruptive];
+  const phase2Slot = async (own: string[]) => {
+    for (let file = own.shift() ?? unit.shift(); file !== undefined; file = own.shift() ?? unit.shift())
+      results.push(await run(file));
+  };
+  await Promise.all([phase2Slot(disruptive), phase2Slot([])]);
+  const summary = summarize(results);
+  for (const line of summary.lines) log(line);
+  status = summary.failed ? 1 : 0;
 } catch (err) {
   log(`test environment failed: ${err instanceof Error ? err.message : String(err)}`);
   log(`component logs are in ${stateDir}/logs`);
@@ -48,15 +81,23 @@ try {
 }
 process.exit(status);
 
-/** Runs files with node's test runner; resolves with its exit code (0 for no files). */
-async function runFiles(files: string[], concurrency: number, env: NodeJS.ProcessEnv): Promise<number> {
-  if (files.length === 0) return 0;
+/** Runs one file with node's test runner; its report is printed whole once it ends. */
+async function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
+  const started = Date.now();
+  log(`${file}: started`);
   // Asynchronous, so this process keeps reaping the environment's processes (a test that
   // restarts a component kills one of our children) while the tests run.
-  const child = spawn(
-    process.execPath,
-    ['--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000', ...files],
-    { stdio: 'inherit', env },
-  );
-  return new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+  const child = spawn(process.execPath, ['--test', '--test-timeout=600000', file], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env,
+  });
+  const out: Buffer[] = [];
+  child.stdout.on('data', (b: Buffer) => out.push(b));
+  child.stderr.on('data', (b: Buffer) => out.push(b));
+  const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
+  const report = Buffer.concat(out).toString('utf8');
+  process.stdout.write(report.endsWith('\n') || report === '' ? report : `${report}\n`);
+  const seconds = (Date.now() - started) / 1000;
+  log(`${file}: ${code === 0 ? 'passed' : `FAILED (exit ${code})`} in ${seconds.toFixed(1)}s`);
+  return { file, code, seconds, report };
 }
