@@ -487,7 +487,7 @@ async function main(): Promise<void> {
         workloadKubeconfigSecret(ns, name, readFileSync(env.workloadKubeconfig, 'utf8')) as KubeObject,
         { force: true },
       );
-      // Created by this demo, not applied from Git: see the README on Clusters Flux applies.
+      // Created by this demo, not applied from Git: see docs/rollout.md on Clusters applied by Flux.
       await client.create(cluster(name, v1.tag));
     }
     const addon = (name = 'workload') => client.get<Obj>('stackflux.io/v1alpha1', 'ClusterAddon', name, ns);
