@@ -1,9 +1,34 @@
-// The stack description: what a release is, in any release format (controller/releases/format.ts
-// reads a release tree into it). Types only, plus the stage names, so that format modules and
-// their registry do not import each other.
-import type { RemoteChart, StackManifest } from '../api/release.ts';
+// The release-format interface and what every format shares: the stack description (what a
+// release is, in any format), the result of reading one, and the renderer seams. The formats
+// implement it (controller/releases/native.ts, controller/releases/csctl/) without knowing each
+// other; their registry beside them (controller/releases/format.ts) picks one by the tree. This
+// module imports neither format nor the registry: types only, plus the stage names.
+import type { ReleaseTree, RemoteChart, StackManifest } from '../api/release.ts';
+import type { ReleaseTag } from './tags.ts';
+
+/** A value, or every error found reading it (each naming its file and field). */
+export type ValidationResult<T> = { ok: true; value: T } | { ok: false; errors: string[] };
 
 export type ReleaseFormatName = 'native' | 'csctl';
+
+/**
+ * How surely a tree is in a format, by its content (not by file names alone):
+ * - `certain`: a file only this format has: stackflux's stack.yaml (apiVersion stackflux.io/… or
+ *   kind Stack), csctl.yaml;
+ * - `possible`: files this format reads that do not single it out: a stack.yaml of another schema,
+ *   the metadata.yaml of a release csctl packaged (which has no csctl.yaml).
+ * A format certain of a tree wins over one for which it is possible; ties go by the registry's order.
+ */
+export type FormatClaim = 'certain' | 'possible';
+
+/** One release format: whether a tree is in it (by content), and how to read it. */
+export interface ReleaseFormat {
+  name: ReleaseFormatName;
+  /** How surely the tree is in this format; undefined: not at all. Looks at this format's files only. */
+  claims(tree: ReleaseTree): FormatClaim | undefined;
+  /** Reads and validates the release against its tag; all errors at once, each naming file and field. */
+  read(tree: ReleaseTree, tag: ReleaseTag): ValidationResult<StackDescription>;
+}
 
 /** The cluster-stack-operator's hooks an addon stage belongs to (clusteraddon.yaml addonStages keys). */
 export const ADDON_STAGES = ['AfterControlPlaneInitialized', 'BeforeClusterUpgrade'] as const;
@@ -111,3 +136,26 @@ export interface StackDescription {
     metadata?: CsctlMetadata;
   };
 }
+
+// Renderer seams, wired by the rendering layer (the Go engine: controller/rendering/goengine).
+
+/** Renders a release's cluster-class/ for the management cluster into the YAML of its objects. */
+export type ClusterClassRenderer = (input: {
+  tree: ReleaseTree;
+  description: StackDescription;
+  /** Helm release name: the first four dash-parts of the tag, e.g. docker-scs-1-30 (csctl). */
+  releaseName: string;
+  /** The ClusterStack's namespace (Helm's .Release.Namespace). */
+  namespace: string;
+}) => Promise<ValidationResult<string>>;
+
+/**
+ * Renders the values of one addon step for one Cluster: the addon's valuesTemplate over the live
+ * objects (undefined when the Cluster does not reference one), giving the values YAML.
+ */
+export type AddonValuesRenderer = (input: {
+  template: string;
+  cluster: Record<string, unknown>;
+  controlPlane?: Record<string, unknown>;
+  infraCluster?: Record<string, unknown>;
+}) => Promise<ValidationResult<string>>;

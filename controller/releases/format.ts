@@ -1,6 +1,9 @@
-// The one interface between a release tree and everything after it: read a release (its files at
-// a tag) into a stack description, whatever format it is in. Reconcilers, fleet, rollout and GC
-// see only the description (and, per format, the renderers), never the format's files.
+// The registry of release formats, and the one way from a release tree to everything after it: read
+// a release (its files at a tag) into a stack description, whatever format it is in. Reconcilers,
+// fleet, rollout and GC see only the description (and, per format, the renderers), never the
+// format's files. The interface and the shared types are in controller/releases/description.ts,
+// which imports no format; each format implements it without knowing the other; only this module
+// knows them all, and it picks the one a tree is in.
 //
 // Formats, told apart by CONTENT (not by file name alone):
 // - native (controller/releases/native.ts): stackflux's stack.yaml (apiVersion stackflux.io/…,
@@ -10,38 +13,46 @@
 //   schema beside csctl.yaml, so a stack.yaml that is not stackflux's does not make a tree native.
 import type { ReleaseTree, StackManifest } from '../api/release.ts';
 import { csctlFormat } from './csctl/index.ts';
-import type { ReleaseFormatName, StackDescription } from './description.ts';
+import type { ReleaseFormat, StackDescription, ValidationResult } from './description.ts';
 import { nativeFormat } from './native.ts';
-import type { ValidationResult } from './stack.ts';
 import type { ReleaseTag } from './tags.ts';
 
+// What callers imported from here before the interface moved down to description.ts.
 export type {
   AddonStage,
+  AddonValuesRenderer,
+  ClusterClassRenderer,
   ClusterClassSource,
   ConditionObject,
   CsctlMetadata,
   DescribedAddon,
+  FormatClaim,
+  ReleaseFormat,
   ReleaseFormatName,
   StackDescription,
   WaitForCondition,
 } from './description.ts';
 export { ADDON_STAGES } from './description.ts';
 
-/** One release format: whether a tree is in it (by content), and how to read it. */
-export interface ReleaseFormat {
-  name: ReleaseFormatName;
-  /** True when the tree is in this format; checked in RELEASE_FORMATS order. */
-  claims(tree: ReleaseTree): boolean;
-  /** Reads and validates the release against its tag; all errors at once, each naming file and field. */
-  read(tree: ReleaseTree, tag: ReleaseTag): ValidationResult<StackDescription>;
-}
-
-/** Native first: a stackflux stack.yaml wins even beside a csctl.yaml. */
+/**
+ * Native first: a stackflux stack.yaml wins even beside a csctl.yaml (both certain), and so does
+ * any stack.yaml beside a packaged release's metadata.yaml (both possible).
+ */
 export const RELEASE_FORMATS: readonly ReleaseFormat[] = [nativeFormat, csctlFormat];
 
-/** The format of a tree, or undefined when it is in none. */
+/**
+ * The format of a tree, or undefined when it is in none: the first in RELEASE_FORMATS certain of
+ * it, else the first for which it is possible. So a tree without a csctl.yaml is read as native
+ * whenever it has a stack.yaml, and one with a csctl.yaml is csctl unless its stack.yaml is stackflux's.
+ */
 export function releaseFormatOf(tree: ReleaseTree): ReleaseFormat | undefined {
-  return RELEASE_FORMATS.find((f) => f.claims(tree));
+  let possible: ReleaseFormat | undefined;
+  for (const format of RELEASE_FORMATS) {
+    const claim = format.claims(tree);
+    if (claim === 'certain') return format;
+    if (claim === 'possible') possible ??= format;
+  }
+  return possible;
 }
 
 /**
@@ -106,26 +117,3 @@ export function nativeManifestOf(read: ValidationResult<StackDescription>): Vali
     ],
   };
 }
-
-// Renderer seams, wired by the rendering layer (the Go engine: controller/rendering/goengine).
-
-/** Renders a release's cluster-class/ for the management cluster into the YAML of its objects. */
-export type ClusterClassRenderer = (input: {
-  tree: ReleaseTree;
-  description: StackDescription;
-  /** Helm release name: the first four dash-parts of the tag, e.g. docker-scs-1-30 (csctl). */
-  releaseName: string;
-  /** The ClusterStack's namespace (Helm's .Release.Namespace). */
-  namespace: string;
-}) => Promise<ValidationResult<string>>;
-
-/**
- * Renders the values of one addon step for one Cluster: the addon's valuesTemplate over the live
- * objects (undefined when the Cluster does not reference one), giving the values YAML.
- */
-export type AddonValuesRenderer = (input: {
-  template: string;
-  cluster: Record<string, unknown>;
-  controlPlane?: Record<string, unknown>;
-  infraCluster?: Record<string, unknown>;
-}) => Promise<ValidationResult<string>>;

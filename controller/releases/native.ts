@@ -2,12 +2,8 @@
 // unchanged), a plain YAML cluster-class/, Handlebars values.
 import { isMap, parseDocument } from 'yaml';
 import type { ReleaseTree, StackManifest } from '../api/release.ts';
-import type { DescribedAddon, StackDescription } from './description.ts';
-import type { ReleaseFormat } from './format.ts';
+import type { DescribedAddon, ReleaseFormat, StackDescription } from './description.ts';
 import { addonDependencies, CLUSTER_ADDON_DIR, CLUSTER_CLASS_DIR, readRelease, STACK_FILE } from './stack.ts';
-
-/** The file whose presence makes a tree a csctl (cluster-stack-operator) stack. */
-const CSCTL_FILE = 'csctl.yaml';
 
 /**
  * Whether stack.yaml is stackflux's by content: apiVersion stackflux.io/… or kind Stack. SCS's
@@ -52,12 +48,13 @@ export function describeManifest(manifest: StackManifest, tree: ReleaseTree): St
 
 export const nativeFormat: ReleaseFormat = {
   name: 'native',
-  // Without a csctl.yaml every tree is read as native, as before there were two formats (so a
-  // broken or missing stack.yaml gets stack.yaml's errors); beside one, only a stackflux stack.yaml.
+  // Any stack.yaml may be native (so a broken one gets stack.yaml's errors, as before there were
+  // two formats); only stackflux's by content is certain: another format's own file (csctl.yaml
+  // beside SCS's stack.yaml) wins over the rest.
   claims(tree) {
     const text = tree.get(STACK_FILE);
-    if (text === undefined) return false;
-    return !tree.has(CSCTL_FILE) || isStackfluxStackFile(text);
+    if (text === undefined) return undefined;
+    return isStackfluxStackFile(text) ? 'certain' : 'possible';
   },
   read(tree, tag) {
     const read = readRelease(tree, tag);

@@ -18,13 +18,15 @@
 // Every error message starts with "stack.yaml: " and names the field.
 import { isMap, isSeq, parseDocument } from 'yaml';
 import { MAX_YAML_ALIASES, type ReleaseTree, type StackAddon, type StackManifest } from '../api/release.ts';
+import type { ValidationResult } from './description.ts';
 import { parseStackVersion, type ReleaseTag, toDashForm } from './tags.ts';
 
 export const STACK_FILE = 'stack.yaml';
 export const CLUSTER_CLASS_DIR = 'cluster-class/';
 export const CLUSTER_ADDON_DIR = 'cluster-addon/';
 
-export type ValidationResult<T> = { ok: true; value: T } | { ok: false; errors: string[] };
+// Where it was defined before the release-format interface took it (its importers still find it here).
+export type { ValidationResult } from './description.ts';
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const KUBERNETES_VERSION =

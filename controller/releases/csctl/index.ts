@@ -21,12 +21,12 @@ import {
   type AddonStage,
   type CsctlMetadata,
   type DescribedAddon,
+  type ReleaseFormat,
   type StackDescription,
+  type ValidationResult,
   type WaitForCondition,
 } from '../description.ts';
-import type { ReleaseFormat } from '../format.ts';
 import { pathProblem } from '../paths.ts';
-import type { ValidationResult } from '../stack.ts';
 import { parseStackVersion, type ReleaseTag, toDashForm } from '../tags.ts';
 import { StructReader } from './struct.ts';
 
@@ -377,6 +377,7 @@ export function isPackagedCsctlTree(tree: ReleaseTree): boolean {
 
 export const csctlFormat: ReleaseFormat = {
   name: 'csctl',
-  claims: (tree) => tree.has(CSCTL_FILE) || isPackagedCsctlTree(tree),
+  // A packaged release's metadata.yaml is only possible: a stack.yaml beside it is read as native.
+  claims: (tree) => (tree.has(CSCTL_FILE) ? 'certain' : isPackagedCsctlTree(tree) ? 'possible' : undefined),
   read: readCsctlRelease,
 };
