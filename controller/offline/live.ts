@@ -2,7 +2,8 @@
 // from the API server, plus the release sources listed and fetched with the same git functions
 // the controller uses (or taken from a snapshot directory), plus the fleet repository's files.
 
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { clusterRef } from '../api/clusterrefs.ts';
@@ -427,6 +428,7 @@ async function readFleet(
     const blobs = new Map(ids.map((id, i) => [id, contents[i]?.toString('utf8') ?? '']));
     return { files: new Map(entries.map((e) => [e.path, blobs.get(e.id) ?? ''])), tips };
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    // Off the event loop: the live snapshot runs inside the controller (the impact controller).
+    await rm(dir, { recursive: true, force: true }).catch(() => undefined);
   }
 }
