@@ -34,6 +34,7 @@ import { type Clock, realClock } from '../runtime/clock.ts';
 import type { Controller, ReconcileContext } from '../runtime/controller.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
+import { OwnWrites } from '../runtime/ownwrites.ts';
 import { secretCredentials } from './common.ts';
 import { type ImpactSources, impactSourceReader } from './impactsources.ts';
 
@@ -59,6 +60,9 @@ export interface ImpactControllerOptions {
 
 /** Look again at an impact whose trees are being read, in case the wake-up is lost. */
 const TREES_PENDING_RECHECK_MS = 60_000;
+
+/** Look again at a release whose impact write the informer has not shown yet, in case its event is lost. */
+const STALE_RECHECK_MS = 2_000;
 
 /** Some release tree the preview needs is still being read in the background. */
 class TreesPending extends Error {}
@@ -145,13 +149,23 @@ export async function setupImpactController(
     }
   };
 
+  // The impact each release was last given here and the one it replaced: until the informer shows
+  // the write, the release it holds is stale, and a reconcile on it (a held Cluster's event) would
+  // compute the impact once more and replace one a person may be approving.
+  const written = new OwnWrites();
+
   let controller: Controller | undefined;
   const reconcile = async (
     key: string,
     ctx: ReconcileContext,
   ): Promise<{ requeueAfter: number } | undefined> => {
     const release = releases.get(key);
-    if (release === undefined) return undefined;
+    if (release === undefined) {
+      written.forget(key);
+      return undefined;
+    }
+    // Still the impact before this controller's write: the write's event requeues the key.
+    if (written.stale(key, release.status?.impact?.digest)) return { requeueAfter: STALE_RECHECK_MS };
     const cs = clusterStacks.get(`${release.metadata.namespace ?? ''}/${release.spec.clusterStack}`);
     const held = heldImpacts(clusterAddons.byIndex(HELD_INDEX, key), release.metadata.name);
     if (cs === undefined || !impactWanted(cs, release, held)) return undefined;
@@ -189,6 +203,7 @@ export async function setupImpactController(
       },
       { fieldManager: IMPACT_FIELD_MANAGER, force: true, signal: ctx.signal },
     );
+    if (impact.digest !== undefined) written.record(key, release.status?.impact?.digest, impact.digest);
     return undefined;
   };
 
