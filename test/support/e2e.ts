@@ -762,7 +762,9 @@ export class ControllerProcess {
       // The whole log stays in a file for a look; the tail goes with the failure.
       const file = join(mkdtempSync(join(tmpdir(), 'stackflux-e2e-log-')), 'stackflux.log');
       writeFileSync(file, `${this.logLines.join('\n')}\n`);
-      process.stderr.write(`\n--- stackflux log tail (whole log: ${file}) ---\n${this.logTail()}\n--- end ---\n`);
+      process.stderr.write(
+        `\n--- stackflux log tail (whole log: ${file}) ---\n${this.logTail()}\n--- end ---\n`,
+      );
       throw err;
     }
   }

@@ -23,8 +23,22 @@ describe('npm test lanes', () => {
 
   it('reads the last ℹ counts of a spec report', () => {
     const report = '✔ a (1ms)\nℹ tests 1\nℹ pass 1\n▶ more\nℹ tests 12\nℹ pass 10\nℹ fail 2\nℹ skipped 0\n';
-    assert.deepEqual(reportCounts(report), { tests: 12, pass: 10, fail: 2, cancelled: 0, skipped: 0, todo: 0 });
-    assert.deepEqual(reportCounts('no summary'), { tests: 0, pass: 0, fail: 0, cancelled: 0, skipped: 0, todo: 0 });
+    assert.deepEqual(reportCounts(report), {
+      tests: 12,
+      pass: 10,
+      fail: 2,
+      cancelled: 0,
+      skipped: 0,
+      todo: 0,
+    });
+    assert.deepEqual(reportCounts('no summary'), {
+      tests: 0,
+      pass: 0,
+      fail: 0,
+      cancelled: 0,
+      skipped: 0,
+      todo: 0,
+    });
   });
 
   it('sums the files, fails on any non-zero exit (also without a summary) and names the longest', () => {
@@ -33,7 +47,10 @@ describe('npm test lanes', () => {
     const crashed = { file: 'z', code: 7, seconds: 1, report: 'Error: cannot find module' };
     const s = summarize([ok, bad, crashed], 2);
     assert.equal(s.failed, true);
-    assert.match(s.lines[0] ?? '', /^3 files, tests 5, pass 4, fail 1, cancelled 0, skipped 0, todo 0; 2\.0 min/);
+    assert.match(
+      s.lines[0] ?? '',
+      /^3 files, tests 5, pass 4, fail 1, cancelled 0, skipped 0, todo 0; 2\.0 min/,
+    );
     assert.deepEqual(s.lines.slice(1, 3), ['failed: y (exit 1)', 'failed: z (exit 7)']);
     assert.equal(s.lines[3], 'longest files: y 90s, x 30s');
     assert.equal(summarize([ok]).failed, false);

@@ -21,7 +21,10 @@ describe('tagpage: a large page is sieved in the worker as in place', () => {
     const inPlace = new TagSieve(100);
     const expected = [...sievePage(big, 'w', inPlace), ...sievePage(second, 'w', inPlace)];
     const viaWorker = new TagSieve(100);
-    const got = [...(await sieveTagPage(big, 'w', viaWorker)), ...(await sieveTagPage(second, 'w', viaWorker))];
+    const got = [
+      ...(await sieveTagPage(big, 'w', viaWorker)),
+      ...(await sieveTagPage(second, 'w', viaWorker)),
+    ];
 
     assert.deepEqual(got, expected);
     assert.equal(viaWorker.notKept, inPlace.notKept);
