@@ -372,7 +372,7 @@ export async function branchBlobs(
  * Every branch under the given prefixes with its files, keyed `<branch>/<path on the branch>` (one
  * shallow fetch into a scratch bare repository; no checkout).
  */
-async function readFleet(
+export async function readFleet(
   url: string,
   prefixes: readonly string[],
   creds?: GitCredentials,
@@ -389,14 +389,23 @@ async function readFleet(
   };
   try {
     await git('init', '--bare', '--quiet');
-    await git(
-      'fetch',
-      '--quiet',
-      '--depth=1',
-      '--no-tags',
-      url,
-      ...prefixes.map((p) => `+refs/heads/${p}*:refs/heads/${p}*`),
-    );
+    try {
+      await git(
+        'fetch',
+        '--quiet',
+        '--depth=1',
+        '--no-tags',
+        url,
+        ...prefixes.map((p) => `+refs/heads/${p}*:refs/heads/${p}*`),
+      );
+    } catch (err) {
+      // git fetch exits 1 without a word when no branch matches its refspecs: a namespace whose
+      // Clusters have no fleet branch yet. That is an empty fleet, not a failure (the impact of a
+      // first rollout was retried until some branch existed).
+      const heads = await git('ls-remote', '--heads', url, ...prefixes.map((p) => `refs/heads/${p}*`));
+      if (heads.trim() !== '') throw err;
+      return { files: new Map(), tips: new Map() };
+    }
     const tips = new Map(
       (await git('for-each-ref', '--format=%(refname:strip=2) %(objectname)', 'refs/heads/'))
         .split('\n')
