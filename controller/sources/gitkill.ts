@@ -5,7 +5,7 @@
 // helpers inherit; when its read is aborted, every process carrying that marker is killed.
 // (Linux: found through /proc; elsewhere only git itself is stopped.)
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
 
 export const GIT_READ_MARKER = 'STACKFLUX_GIT_READ';
 
@@ -14,20 +14,23 @@ export function newGitReadMarker(): string {
   return randomUUID();
 }
 
-/** Pids of the processes whose environment has GIT_READ_MARKER=marker. */
-export function processesMarked(marker: string): number[] {
+/**
+ * Pids of the processes whose environment has GIT_READ_MARKER=marker. Read asynchronously: a
+ * machine with many processes made the synchronous walk of /proc hold the event loop (profiled).
+ */
+export async function processesMarked(marker: string): Promise<number[]> {
   const needle = Buffer.from(`\0${GIT_READ_MARKER}=${marker}\0`);
-  const pids: number[] = [];
   let entries: string[];
   try {
-    entries = readdirSync('/proc');
+    entries = await readdir('/proc');
   } catch {
-    return pids;
+    return [];
   }
+  const pids: number[] = [];
   for (const e of entries) {
     if (!/^[0-9]+$/.test(e)) continue;
     try {
-      const env = Buffer.concat([Buffer.from([0]), readFileSync(`/proc/${e}/environ`), Buffer.from([0])]);
+      const env = Buffer.concat([Buffer.from([0]), await readFile(`/proc/${e}/environ`), Buffer.from([0])]);
       if (env.includes(needle)) pids.push(Number(e));
     } catch {
       // gone, or not ours to read
@@ -38,13 +41,13 @@ export function processesMarked(marker: string): number[] {
 
 /** SIGKILLs every process carrying the marker; again a moment later (a helper starting meanwhile). */
 export function killMarked(marker: string): void {
-  const kill = (): void => {
-    for (const pid of processesMarked(marker)) {
+  const kill = async (): Promise<void> => {
+    for (const pid of await processesMarked(marker)) {
       try {
         process.kill(pid, 'SIGKILL');
       } catch {}
     }
   };
-  kill();
-  setTimeout(kill, 1000).unref();
+  void kill();
+  setTimeout(() => void kill(), 1000).unref();
 }
