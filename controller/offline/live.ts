@@ -279,9 +279,19 @@ async function listSources(client: KubeClient, snapshot: Snapshot, opts: LiveOpt
       },
       new Map(source.listing.tags.flatMap((t) => (t.time !== undefined ? [[t.tag, t.time]] : []))),
     );
+    // Only this ClusterStack's own tags: stacks often share one repository (and its listing), and
+    // a tag of another stack read at this stack's path is a wrong tree (and a fetch per tag and
+    // stack: the hostile bench's 16 stacks on one repository made ~100 reads per snapshot).
+    const own = new Set(classified.releases.map((r) => r.tag));
     const wanted = new Set<string>([
-      ...extraTags,
-      ...releases.filter((r) => r.metadata.namespace === ns).map((r) => r.metadata.name),
+      ...extraTags.filter((t) => own.has(t)),
+      ...releases
+        .filter(
+          (r) =>
+            r.metadata.namespace === ns &&
+            (r.spec as { clusterStack?: unknown } | undefined)?.clusterStack === cs.metadata.name,
+        )
+        .map((r) => r.metadata.name),
       ...(classified.releases.at(-1) ? [classified.releases.at(-1)?.tag ?? ''] : []),
       ...(cs.spec.versions ?? []).map((v) =>
         formatReleaseTag(cs.spec.provider, cs.spec.name, cs.spec.kubernetesVersion, v),
