@@ -37,6 +37,9 @@ export interface WatchEvent<T extends KubeObject = KubeObject> {
   object: T;
 }
 
+/** Sends of one request whose pooled connection the server had closed (see KubeClient.open). */
+const STALE_CONNECTION_ATTEMPTS = 3;
+
 /** A failed API call: HTTP status plus the decoded metav1.Status when there is one. */
 export class ApiError extends Error {
   readonly status: number;
@@ -291,6 +294,48 @@ export class KubeClient {
     }
     const verb = method === 'GET' && opts.query?.watch === true ? 'WATCH' : method;
     const resource = resourceOfPath(path);
+    // A pooled keep-alive connection the server closed as this request went out fails before any
+    // answer (ECONNRESET, EPIPE). As Go's transport (client-go) does, such a request is sent again
+    // on another connection; not a create (POST), which the server may have received.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.send({
+          url,
+          method,
+          path,
+          headers: reqHeaders,
+          tls,
+          payload,
+          opts,
+          timeoutMs,
+          verb,
+          resource,
+        });
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        const staleConnection =
+          (err as { reusedSocket?: unknown }).reusedSocket === true &&
+          (code === 'ECONNRESET' || code === 'EPIPE');
+        if (!staleConnection || method === 'POST' || attempt >= STALE_CONNECTION_ATTEMPTS) throw err;
+        opts.signal?.throwIfAborted();
+      }
+    }
+  }
+
+  /** One HTTP request of open(); its error carries whether it went out on a pooled connection. */
+  private send(r: {
+    url: string;
+    method: string;
+    path: string;
+    headers: Record<string, string>;
+    tls: Awaited<ReturnType<KubeClient['connectionOptions']>>['tls'];
+    payload: string | undefined;
+    opts: RequestOptions;
+    timeoutMs: number;
+    verb: string;
+    resource: string;
+  }): Promise<IncomingMessage> {
+    const { url, method, path, headers: reqHeaders, tls, payload, opts, timeoutMs, verb, resource } = r;
     return new Promise((resolve, reject) => {
       const options = {
         method,
@@ -308,7 +353,7 @@ export class KubeClient {
         : httpRequest(url, options, onResponse);
       req.on('error', (err) => {
         this.count(verb, 0, resource);
-        reject(err);
+        reject(Object.assign(err, { reusedSocket: req.reusedSocket }));
       });
       if (timeoutMs > 0) {
         req.setTimeout(timeoutMs, () =>
