@@ -14,6 +14,7 @@ import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { type Command, type CommandIO, type FlagValues, UsageError } from './command.ts';
+import { controllerNamespaceFlag, inheritFleetFlags } from './controllersettings.ts';
 import { fleetFlags } from './render.ts';
 import { renderSnapshotBounded } from './renderlimits.ts';
 import { defaultCacheDir } from './run.ts';
@@ -54,6 +55,7 @@ export const liveSnapshotFlags: Command['flags'] = {
     description: 'Secret Flux reads the fleet repository with (per namespace)',
   },
   ...fleetFlags,
+  ...controllerNamespaceFlag,
   ...sourceFlags,
 };
 
@@ -67,6 +69,7 @@ export async function liveSnapshotOf(
   io: CommandIO,
   opts: Pick<LiveOptions, 'namespace' | 'tenancy' | 'extraTags' | 'githubApiUrl'>,
 ): Promise<Snapshot> {
+  flags = (await inheritFleetFlags(client, flags, io)).flags;
   const sourcesDir = str(flags['sources-dir']);
   const fleetUrl = str(flags['fleet-url']);
   let credentials: Awaited<ReturnType<typeof secretCredentials>> | undefined;

@@ -10,6 +10,7 @@ import { parseLabelSelector } from '../preview/selector.ts';
 import { previewInputOf } from '../preview/snapshot.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { type Command, UsageError } from './command.ts';
+import { inheritFleetFlags } from './controllersettings.ts';
 import { liveSnapshotFlags, liveSnapshotOf } from './diff.ts';
 import { clientFromFlags, kubeFlags, namespaceFlag } from './kube.ts';
 import { renderLimitFlags, renderPoolOptions, withBoundedRendering } from './renderlimits.ts';
@@ -71,8 +72,6 @@ export const previewCommand: Command = {
     if (rest.length > 0) throw new UsageError(`unexpected arguments: ${rest.join(' ')}`);
     const output = str(flags.output);
     if (output !== '' && output !== 'json') throw new UsageError(`-o must be "json", got "${output}"`);
-    if (str(flags['fleet-url']) === '')
-      throw new UsageError("--fleet-url is required: the preview compares with the Clusters' fleet branches");
     const nowText = str(flags.now);
     const now =
       nowText === '' ? new Date(Math.floor(Date.now() / 1000) * 1000) : new Date(Date.parse(nowText));
@@ -86,6 +85,12 @@ export const previewCommand: Command = {
     const limits = renderPoolOptions(flags);
     const client = clientFromFlags(flags, 'stackflux-preview');
     try {
+      const inherited = await inheritFleetFlags(client, flags, io);
+      if (str(inherited.flags['fleet-url']) === '')
+        throw new UsageError(
+          `--fleet-url is required: the preview compares with the Clusters' fleet branches (not taken from the installed controller: ${inherited.why ?? 'it has no --fleet-url'})`,
+        );
+      flags = inherited.flags;
       const snapshot = await liveSnapshotOf(client, flags, io, {
         namespace,
         tenancy,
