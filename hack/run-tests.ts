@@ -10,14 +10,15 @@
 //     (their chain is as long as the other files together, so it never waits), the other slot
 //     and any gap take the other files;
 //   - then the *.disruptive.test.ts files (they restart shared components), one at a time, while
-//     the other slot runs the unit tests, which use no environment.
+//     the other slot runs the files that use no environment: test/unit/, and files carrying the
+//     line `// npm test: uses no test environment` (hack/lib/testlanes.ts).
 // Each file's report is printed whole when it ends, then a summary of all of them.
 import { spawn } from 'node:child_process';
-import { existsSync, globSync, mkdtempSync } from 'node:fs';
+import { existsSync, globSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { down, envVars, isRunning, readEndpoints, up } from './lib/testenv.ts';
-import { type FileResult, planLanes, summarize } from './lib/testlanes.ts';
+import { type FileResult, marksNoEnvironment, planLanes, summarize } from './lib/testlanes.ts';
 
 const log = (m: string) => process.stderr.write(`run-tests: ${m}\n`);
 const files = process.argv.slice(2);
@@ -39,7 +40,7 @@ try {
     `${reuse ? 'reusing' : 'started'} test environment in ${((Date.now() - started) / 1000).toFixed(1)}s (${stateDir})`,
   );
   const env = { ...process.env, ...envVars(endpoints) };
-  const plan = planLanes(testFiles);
+  const plan = planLanes(testFiles, (file) => marksNoEnvironment(readFileSync(file, 'utf8')));
   const run = (file: string) => runFile(file, env);
   const results: FileResult[] = [];
   // Phase 1: the files that use the environment without disrupting it.

@@ -7,16 +7,30 @@ export interface Lanes {
   workload: string[];
   /** Restart shared components: alone with the environment, last. */
   disruptive: string[];
-  /** Use no environment: beside the disruptive files. */
+  /** Use no environment (test/unit/, and files marked NO_ENVIRONMENT_MARK): beside the disruptive files. */
   unit: string[];
 }
 
-export function planLanes(files: readonly string[]): Lanes {
+/**
+ * The line a test file outside test/unit/ carries when it uses no test environment (no API
+ * server, Flux, Git server or registry): it runs beside the disruptive files, as the unit tests do.
+ */
+export const NO_ENVIRONMENT_MARK = '// npm test: uses no test environment';
+
+/** Whether a file's text carries NO_ENVIRONMENT_MARK as a line of its own. */
+export function marksNoEnvironment(text: string): boolean {
+  return text.split('\n').some((line) => line.trim() === NO_ENVIRONMENT_MARK);
+}
+
+export function planLanes(
+  files: readonly string[],
+  usesNoEnvironment: (file: string) => boolean = () => false,
+): Lanes {
   const lanes: Lanes = { shared: [], workload: [], disruptive: [], unit: [] };
   for (const file of files) {
     if (file.endsWith('.disruptive.test.ts')) lanes.disruptive.push(file);
     else if (file.endsWith('.workload.test.ts')) lanes.workload.push(file);
-    else if (/(^|\/)test\/unit\//.test(file)) lanes.unit.push(file);
+    else if (/(^|\/)test\/unit\//.test(file) || usesNoEnvironment(file)) lanes.unit.push(file);
     else lanes.shared.push(file);
   }
   return lanes;

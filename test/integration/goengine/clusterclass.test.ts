@@ -2,6 +2,7 @@
 // same pin, run as csctl + CSO run it: csctl writes the release version into Chart.yaml, CSO runs
 // `helm template <first four dash-parts> <chart> --namespace <ns>`. The objects stackflux writes
 // for Flux must be what helm printed, parsed as Go parses it.
+// npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

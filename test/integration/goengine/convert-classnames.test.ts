@@ -6,6 +6,7 @@
 // pins the tag formatReleaseTag gives and renders the cluster-class itself
 // (renderCsctlClusterClass). Both must agree on the release and on the ClusterClass, for the
 // stable channel and for csctl's hash mode (custom channel, v0-sha.<hash>).
+// npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -4,6 +4,7 @@
 // kube-system -f values`) on the stack's files; the objects must be the same, in the same order.
 // Plus the corners: values unwrapped from `values: |` or used whole, `<no value>` for a missing
 // key, the old single-chart layout, errors naming the file, and the render pool's limits.
+// npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { cpSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -4,6 +4,7 @@
 // go through the real render path (release format → renderCsctlClusterClass → renderCsctlAddon on
 // the Go engine) and must give an identical ClusterClass and identical per-Cluster addon content,
 // for both example stacks (stages layout and old umbrella layout).
+// npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';

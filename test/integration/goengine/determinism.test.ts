@@ -2,6 +2,7 @@
 // sprig functions that read the clock and randomness render the same for the same fixed render
 // (release, Cluster, addon, installation key) — the preview and the live fan-out — and differently
 // for another Cluster; without a fixed render they read the real clock and random source as before.
+// npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { fixedRender } from '../../../controller/rendering/determinism.ts';

@@ -3,6 +3,7 @@
 // the same pinned Go code (test/fixtures/goengine/go-templates.yaml). Helm: the wasm build against
 // the real `helm template` CLI at the same pin, for charts this test writes and for the project's
 // csctl-layout stack (cluster-class, addons with vendored subcharts) as CSO renders them.
+// npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,6 +1,7 @@
 // The Go engine binding's limits: the output cap (refused inside the engine, before copy-out),
 // the memory cap written into the module (the instance stops, the process does not, and the
 // next call gets a fresh instance), and a missing engine named with how to build it.
+// npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';

@@ -1,6 +1,7 @@
 // Go engine calls in the render processes (controller/rendering/bounded.ts): a call is answered
 // by the long-lived instance of a render process, and a template that never ends is stopped by
 // the pool's time budget like any render.
+// npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';

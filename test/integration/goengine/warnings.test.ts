@@ -1,6 +1,7 @@
 // Node prints "WASI is an experimental feature" when node:wasi is loaded. The CLI's commands and
 // the render processes must not print it: a command that renders nothing does not load node:wasi,
 // and loading the engine holds back that one warning (and only that one).
+// npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';

@@ -1,6 +1,7 @@
 // Checks what the Dockerfile claims without a Docker engine: its base images, the paths it
 // copies, a non-root numeric user, the entrypoint; and that the production install it makes
 // (`npm ci --omit=dev` + the compiled build) runs `stackflux version`.
+// npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';

@@ -7,6 +7,7 @@
 // stackflux: withChartDependencies, then the csctl addon renderer the controller runs. Then the
 // hostile repository: hosts outside the policy, plain http, a wrong digest, endless redirects, an
 // oversized index, an unreachable repository, and the resolution kept once it was made.
+// npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

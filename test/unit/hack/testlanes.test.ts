@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { planLanes, reportCounts, summarize } from '../../../hack/lib/testlanes.ts';
+import {
+  marksNoEnvironment,
+  NO_ENVIRONMENT_MARK,
+  planLanes,
+  reportCounts,
+  summarize,
+} from '../../../hack/lib/testlanes.ts';
 
 describe('npm test lanes', () => {
   it('puts each file in its lane by name and folder, keeping their order', () => {
@@ -19,6 +25,18 @@ describe('npm test lanes', () => {
       disruptive: ['test/e2e/c.disruptive.test.ts'],
       unit: ['test/unit/e.test.ts', 'test/unit/f/g.test.ts'],
     });
+  });
+
+  it('a file marked as using no environment joins the unit tests; the mark is a line of its own', () => {
+    const marked = new Set(['test/integration/goengine/a.test.ts']);
+    const lanes = planLanes(
+      ['test/integration/goengine/a.test.ts', 'test/integration/b.test.ts', 'test/unit/c.test.ts'],
+      (f) => marked.has(f),
+    );
+    assert.deepEqual(lanes.unit, ['test/integration/goengine/a.test.ts', 'test/unit/c.test.ts']);
+    assert.deepEqual(lanes.shared, ['test/integration/b.test.ts']);
+    assert.equal(marksNoEnvironment(`// header\n${NO_ENVIRONMENT_MARK}\nimport x;\n`), true);
+    assert.equal(marksNoEnvironment(`const s = '${NO_ENVIRONMENT_MARK}';\n`), false);
   });
 
   it('reads the last ℹ counts of a spec report', () => {
