@@ -2,21 +2,15 @@
 // hack/lib/flagdocs.ts for the markers a page puts a table between).
 //   node hack/gen-docs.ts          rewrite the tables
 //   node hack/gen-docs.ts --check  exit 1 if a table is out of date
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { commands } from '../controller/cli/main.ts';
-import { withGeneratedTables } from './lib/flagdocs.ts';
+import { docPages, withGeneratedTables } from './lib/flagdocs.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const check = process.argv.includes('--check');
-const pages = [
-  'README.md',
-  ...readdirSync(join(root, 'docs'))
-    .filter((f) => f.endsWith('.md'))
-    .sort()
-    .map((f) => `docs/${f}`),
-];
+const pages = docPages(root);
 
 const stale: string[] = [];
 for (const page of pages) {

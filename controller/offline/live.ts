@@ -412,7 +412,12 @@ export async function readFleet(
       // git fetch exits 1 without a word when no branch matches its refspecs: a namespace whose
       // Clusters have no fleet branch yet. That is an empty fleet, not a failure (the impact of a
       // first rollout was retried until some branch existed).
-      const heads = await git('ls-remote', '--heads', url, ...prefixes.map((p) => `refs/heads/${p}*`));
+      // The fetch's own failure is the one to report when the listing fails too.
+      const heads = await git('ls-remote', '--heads', url, ...prefixes.map((p) => `refs/heads/${p}*`)).catch(
+        () => {
+          throw err;
+        },
+      );
       if (heads.trim() !== '') throw err;
       return { files: new Map(), tips: new Map() };
     }

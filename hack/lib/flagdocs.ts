@@ -6,10 +6,21 @@
 //
 //   <!-- BEGIN GENERATED: stackflux run flags (node hack/gen-docs.ts) -->
 //   <!-- END GENERATED -->
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { type Command, envName, type FlagSpec } from '../../controller/cli/command.ts';
 
 const BEGIN = /<!-- BEGIN GENERATED: stackflux (\S+) flags \(node hack\/gen-docs\.ts\) -->\n/g;
 const END = '<!-- END GENERATED -->';
+
+/** The pages a newcomer reads, relative to the repository `root`: the README, then docs/*.md in order. */
+export function docPages(root: string): string[] {
+  const docs = readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`);
+  return ['README.md', ...docs];
+}
 
 /** Text shown as is in a Markdown table cell: no HTML, emphasis, links or cell breaks. */
 export function escapeCell(text: string): string {

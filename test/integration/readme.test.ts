@@ -4,7 +4,7 @@
 // The demo (npm run demo) runs the README's story end to end. test/unit/docs/ checks the
 // rest without a cluster (flag tables, flags in prose commands, links).
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -13,16 +13,11 @@ import { commandHelp, parseFlags } from '../../controller/cli/command.ts';
 import { commands } from '../../controller/cli/main.ts';
 import { KubeClient, type KubeObject, loadKubeConfig } from '../../controller/runtime/client.ts';
 import { installCrds } from '../../hack/lib/crds.ts';
+import { docPages } from '../../hack/lib/flagdocs.ts';
 import { testEnv } from '../support/env.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const pages = [
-  'README.md',
-  ...readdirSync(join(root, 'docs'))
-    .filter((f) => f.endsWith('.md'))
-    .sort()
-    .map((f) => `docs/${f}`),
-];
+const pages = docPages(root);
 const blocks = pages.flatMap((page) =>
   [...readFileSync(join(root, page), 'utf8').matchAll(/```(\w+)\n([\s\S]*?)```/g)].map((m) => ({
     page,
