@@ -70,6 +70,66 @@ class TreesPending extends Error {}
 type Obj = KubeObject;
 const HELD_INDEX = 'held-release';
 
+/** The preview of `release` as `stackflux preview clusterstack CS -n NS --release R` makes it. */
+async function computeImpact(
+  client: Manager['client'],
+  opts: ImpactControllerOptions,
+  cs: ClusterStack,
+  release: ClusterStackRelease,
+  now: Date,
+  waiter: { id: string; wake: () => void },
+): Promise<ReleaseImpact> {
+  const namespace = release.metadata.namespace ?? 'default';
+  const reader = opts.sources !== undefined ? impactSourceReader(opts.sources, namespace, waiter) : undefined;
+  const commit = release.status?.commit ?? '';
+  const credentials =
+    opts.fleetSecret !== undefined
+      ? await secretCredentials(client, opts.fleetSecret.namespace, opts.fleetSecret.name)
+      : undefined;
+  const snapshot = await liveSnapshot(client, {
+    namespace,
+    // A cache of its own: the release pipeline's git caches are not shared across code paths.
+    cacheDir: join(opts.cacheDir, 'impact'),
+    ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
+    extraTags: [release.metadata.name],
+    ...(reader !== undefined ? { reader } : {}),
+    fleet: {
+      url: opts.fleet.url,
+      branchPrefix: opts.fleet.branchPrefix,
+      ...(credentials !== undefined ? { credentials } : {}),
+    },
+  });
+  // A preview without a tree it needs would be wrong, not merely late: wait for the read.
+  if (reader?.pending() === true) throw new TreesPending();
+  snapshot.settings.fleet = { ...snapshot.settings.fleet, ...opts.fleet };
+  try {
+    const input = previewInputOf(
+      snapshot,
+      { namespace, clusterStack: cs.metadata.name, release: release.metadata.name },
+      { now, templates: opts.templates, ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}) },
+    );
+    const pool = new RenderPool(opts.render);
+    try {
+      const result = await withPooledRendering(pool, (render, goEngine) =>
+        previewRelease({
+          ...input,
+          render,
+          goEngine,
+          ...(opts.renderSeedKey !== undefined ? { renderSeedKey: opts.renderSeedKey } : {}),
+        }),
+      );
+      return impactSummary(result, commit, now);
+    } finally {
+      await pool.close();
+    }
+  } catch (err) {
+    // A preview that cannot be made of these objects is an answer (the rollout asks a person);
+    // anything else (the API server, the fleet host) is retried with backoff.
+    if (err instanceof PreviewError) return impactError(commit, now, err.message);
+    throw err;
+  }
+}
+
 export async function setupImpactController(
   manager: Manager,
   opts: ImpactControllerOptions,
@@ -89,65 +149,6 @@ export async function setupImpactController(
     const held = a.status?.heldRender;
     return held !== undefined ? [`${a.metadata.namespace ?? ''}/${held.release}`] : [];
   });
-
-  /** The preview of `release` as `stackflux preview clusterstack CS -n NS --release R` makes it. */
-  const compute = async (
-    cs: ClusterStack,
-    release: ClusterStackRelease,
-    now: Date,
-    waiter: { id: string; wake: () => void },
-  ): Promise<ReleaseImpact> => {
-    const namespace = release.metadata.namespace ?? 'default';
-    const reader =
-      opts.sources !== undefined ? impactSourceReader(opts.sources, namespace, waiter) : undefined;
-    const commit = release.status?.commit ?? '';
-    const credentials =
-      opts.fleetSecret !== undefined
-        ? await secretCredentials(client, opts.fleetSecret.namespace, opts.fleetSecret.name)
-        : undefined;
-    const snapshot = await liveSnapshot(client, {
-      namespace,
-      // A cache of its own: the release pipeline's git caches are not shared across code paths.
-      cacheDir: join(opts.cacheDir, 'impact'),
-      ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
-      extraTags: [release.metadata.name],
-      ...(reader !== undefined ? { reader } : {}),
-      fleet: {
-        url: opts.fleet.url,
-        branchPrefix: opts.fleet.branchPrefix,
-        ...(credentials !== undefined ? { credentials } : {}),
-      },
-    });
-    // A preview without a tree it needs would be wrong, not merely late: wait for the read.
-    if (reader?.pending() === true) throw new TreesPending();
-    snapshot.settings.fleet = { ...snapshot.settings.fleet, ...opts.fleet };
-    try {
-      const input = previewInputOf(
-        snapshot,
-        { namespace, clusterStack: cs.metadata.name, release: release.metadata.name },
-        { now, templates: opts.templates, ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}) },
-      );
-      const pool = new RenderPool(opts.render);
-      try {
-        const result = await withPooledRendering(pool, (render, goEngine) =>
-          previewRelease({
-            ...input,
-            render,
-            goEngine,
-            ...(opts.renderSeedKey !== undefined ? { renderSeedKey: opts.renderSeedKey } : {}),
-          }),
-        );
-        return impactSummary(result, commit, now);
-      } finally {
-        await pool.close();
-      }
-    } catch (err) {
-      // A preview that cannot be made of these objects is an answer (the rollout asks a person);
-      // anything else (the API server, the fleet host) is retried with backoff.
-      if (err instanceof PreviewError) return impactError(commit, now, err.message);
-      throw err;
-    }
-  };
 
   // The impact each release was last given here and the one it replaced: until the informer shows
   // the write, the release it holds is stale, and a reconcile on it (a held Cluster's event) would
@@ -173,7 +174,7 @@ export async function setupImpactController(
     let impact: ReleaseImpact;
     try {
       impact = recomputedImpact(
-        await compute(cs, release, new Date(started), {
+        await computeImpact(client, opts, cs, release, new Date(started), {
           id: key,
           wake: () => controller?.enqueue(key),
         }),
