@@ -20,7 +20,23 @@ import { join } from 'node:path';
 import { down, envVars, isRunning, readEndpoints, up } from './lib/testenv.ts';
 import { type FileResult, marksNoEnvironment, planLanes, summarize } from './lib/testlanes.ts';
 
-const log = (m: string) => process.stderr.write(`run-tests: ${m}\n`);
+const runStarted = Date.now();
+/** Each line carries the minutes since the run began, so the tail of a CI log tells the time. */
+const log = (m: string) =>
+  process.stderr.write(`run-tests [${((Date.now() - runStarted) / 60_000).toFixed(1)} min]: ${m}\n`);
+// A file that runs longer than this is stopped and counts as failed, with what it printed so far:
+// a hung file then names itself instead of running CI into its limit. The longest file takes
+// about 14 minutes on a loaded machine.
+const FILE_LIMIT_MS = Number(process.env.STACKFLUX_TEST_FILE_LIMIT_MIN ?? 25) * 60_000;
+// While files run, a line every few minutes names them and how long each has run.
+const HEARTBEAT_MS = 5 * 60_000;
+const inFlight = new Map<string, number>();
+const heartbeat = setInterval(() => {
+  const now = Date.now();
+  const running = [...inFlight].map(([f, t]) => `${f} (${((now - t) / 60_000).toFixed(1)} min)`);
+  if (running.length > 0) log(`running: ${running.join(', ')}`);
+}, HEARTBEAT_MS);
+heartbeat.unref();
 const files = process.argv.slice(2);
 const testFiles = files.length > 0 ? files : globSync('test/{unit,integration,e2e}/**/*.test.ts').sort();
 if (testFiles.length === 0) {
@@ -86,19 +102,63 @@ process.exit(status);
 async function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
   const started = Date.now();
   log(`${file}: started`);
+  inFlight.set(file, started);
+  // --test-force-exit: a file whose tests have ended is not kept alive by a timer or socket it
+  // left open (the runner would wait for ever).
   // Asynchronous, so this process keeps reaping the environment's processes (a test that
-  // restarts a component kills one of our children) while the tests run.
-  const child = spawn(process.execPath, ['--test', '--test-timeout=600000', file], {
+  // restarts a component kills one of our children) while the tests run. Its own process group,
+  // so a file over its limit is stopped with whatever it started.
+  const child = spawn(process.execPath, ['--test', '--test-timeout=600000', '--test-force-exit', file], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env,
+    detached: true,
   });
   const out: Buffer[] = [];
   child.stdout.on('data', (b: Buffer) => out.push(b));
   child.stderr.on('data', (b: Buffer) => out.push(b));
-  const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
+  let overLimit = false;
+  const limit = setTimeout(() => {
+    overLimit = true;
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }, FILE_LIMIT_MS);
+  // 'exit', not 'close': a process the file started and left running may hold the pipes open.
+  // What is still buffered is read for a moment after the exit.
+  const exitCode = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+  clearTimeout(limit);
+  await new Promise<void>((resolve) => {
+    const grace = setTimeout(resolve, 2000);
+    let open = [child.stdout, child.stderr].filter((s) => !s.closed).length;
+    if (open === 0) {
+      clearTimeout(grace);
+      resolve();
+      return;
+    }
+    const closed = () => {
+      open -= 1;
+      if (open === 0) {
+        clearTimeout(grace);
+        resolve();
+      }
+    };
+    for (const s of [child.stdout, child.stderr]) if (!s.closed) s.once('close', closed);
+  });
+  child.stdout.destroy();
+  child.stderr.destroy();
+  inFlight.delete(file);
+  const code = overLimit ? 124 : exitCode;
   const report = Buffer.concat(out).toString('utf8');
   process.stdout.write(report.endsWith('\n') || report === '' ? report : `${report}\n`);
   const seconds = (Date.now() - started) / 1000;
-  log(`${file}: ${code === 0 ? 'passed' : `FAILED (exit ${code})`} in ${seconds.toFixed(1)}s`);
+  const verdict =
+    code === 0
+      ? 'passed'
+      : overLimit
+        ? `FAILED (stopped after ${FILE_LIMIT_MS / 60_000} min)`
+        : `FAILED (exit ${code})`;
+  log(`${file}: ${verdict} in ${seconds.toFixed(1)}s`);
   return { file, code, seconds, report };
 }
