@@ -1,6 +1,6 @@
 // Fails when a function under controller/controllers/ is longer than 150 lines (issue 34); part of
 // npm run lint. A long function is split into named collaborators (see controllers/clusteraddon/).
-//   node hack/check-function-length.ts [--max N] [--top N] [folder …]   default: controller/controllers/
+//   node hack/check-function-length.ts [--max N] [--top N] [folder or file …]   default: controller/controllers/
 // Prints each long function as file:line, name and length; --top N lists the N longest (no failure).
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -21,6 +21,7 @@ for (let i = 0; i < args.length; i++) {
 const folders = roots.length > 0 ? roots.map((r) => resolve(r)) : [join(repo, 'controller', 'controllers')];
 
 function tsFiles(folder: string): string[] {
+  if (!statSync(folder).isDirectory()) return [folder];
   return readdirSync(folder)
     .sort()
     .flatMap((entry) => {
@@ -42,7 +43,7 @@ const show = (f: FunctionLength & { file: string }): string =>
 if (top !== undefined) {
   for (const f of longFunctions(all, 0).slice(0, top)) process.stdout.write(show(f));
 } else {
-  const long = longFunctions(all, max) as (FunctionLength & { file: string })[];
+  const long = longFunctions(all, max);
   if (long.length > 0) {
     process.stderr.write(`functions longer than ${max} lines:\n`);
     for (const f of long) process.stderr.write(show(f));
