@@ -1,8 +1,16 @@
 // The function-length check of npm run lint (hack/check-function-length.ts, issue 34): what counts
-// as a function, how it is named and measured, on a small synthetic source.
+// as a function, how it is named and measured, on a small synthetic source; the check's output on
+// a long function; and controller/controllers/ as it is today.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { functionLengths, longFunctions } from '../../../hack/lib/functionlength.ts';
+
+const REPO = join(import.meta.dirname, '..', '..', '..');
+const CHECK = join(REPO, 'hack', 'check-function-length.ts');
 
 const SOURCE = `// a comment before
 /** JSDoc is not counted. */
@@ -71,5 +79,27 @@ describe('longFunctions', () => {
       ['c', 'b'],
     );
     assert.deepEqual(longFunctions([], 150), []);
+  });
+});
+
+describe('hack/check-function-length.ts', () => {
+  it('fails on a function over the limit, naming file:line, name and length', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fnlen-'));
+    try {
+      const body = Array.from({ length: 5 }, (_, i) => `  const x${i} = ${i};`).join('\n');
+      writeFileSync(join(dir, 'long.ts'), `// header\nexport function long() {\n${body}\n}\n`);
+      const run = spawnSync(process.execPath, [CHECK, '--max', '6', dir], { encoding: 'utf8' });
+      assert.equal(run.status, 1);
+      assert.match(run.stderr, /long\.ts:2 long \(7 lines\)/);
+      const ok = spawnSync(process.execPath, [CHECK, '--max', '7', dir], { encoding: 'utf8' });
+      assert.equal(ok.status, 0, ok.stderr);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('passes on controller/controllers/ as it is today (npm run lint)', () => {
+    const run = spawnSync(process.execPath, [CHECK], { cwd: REPO, encoding: 'utf8' });
+    assert.equal(run.status, 0, run.stderr);
   });
 });
