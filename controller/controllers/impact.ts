@@ -6,7 +6,6 @@
 // the same live snapshot (objects of the namespace, release trees, the fleet branches' files read
 // from the fleet repository), the same previewRelease, renders in a bounded render pool that lives
 // only while the preview runs.
-import { join } from 'node:path';
 import type { ClusterAddon } from '../api/clusteraddon.ts';
 import type { ClusterStack } from '../api/clusterstack.ts';
 import {
@@ -15,48 +14,17 @@ import {
   type ReleaseImpact,
 } from '../api/clusterstackrelease.ts';
 import { API_VERSION } from '../api/meta.ts';
-import { liveSnapshot } from '../offline/live.ts';
-import { PreviewError, previewRelease } from '../preview/core.ts';
-import {
-  heldImpacts,
-  impactError,
-  impactSummary,
-  impactWanted,
-  recomputedImpact,
-} from '../preview/impact.ts';
-import { previewInputOf } from '../preview/snapshot.ts';
-import type { FleetSettings } from '../reconcilers/clusteraddon.ts';
-import type { FluxTemplates } from '../releases/flux.ts';
-import type { TenancyPolicy } from '../releases/tenancy.ts';
-import { RenderPool, type RenderPoolOptions, withPooledRendering } from '../rendering/index.ts';
+import { heldImpacts, impactWanted, recomputedImpact } from '../preview/impact.ts';
 import type { KubeObject } from '../runtime/client.ts';
-import { type Clock, realClock } from '../runtime/clock.ts';
+import { realClock } from '../runtime/clock.ts';
 import type { Controller, ReconcileContext } from '../runtime/controller.ts';
 import { errorFields } from '../runtime/logging.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { OwnWrites } from '../runtime/ownwrites.ts';
-import { secretCredentials } from './common.ts';
-import { type ImpactSources, impactSourceReader } from './impactsources.ts';
+import { impactPreview, TreesPending } from './impact/preview.ts';
+import type { ImpactControllerOptions } from './impact/types.ts';
 
-export interface ImpactControllerOptions {
-  namespace?: string;
-  cacheDir: string;
-  /** The ClusterAddon controller's fleet: the branches to compare with, rendered as it renders. */
-  fleet: FleetSettings;
-  /** Secret with the fleet repository's credentials (as the ClusterAddon controller reads it). */
-  fleetSecret?: { namespace: string; name: string };
-  templates: FluxTemplates;
-  tenancy?: TenancyPolicy;
-  render?: RenderPoolOptions;
-  /** The ClusterAddon controller's render seed key: the impact renders what the live render will. */
-  renderSeedKey?: string;
-  clock?: Clock;
-  /**
-   * The pollers' listings and the release controller's background tree reads (absent: the
-   * snapshot lists and fetches on its own, as `stackflux diff` does).
-   */
-  sources?: ImpactSources;
-}
+export type { ImpactControllerOptions } from './impact/types.ts';
 
 /** Look again at an impact whose trees are being read, in case the wake-up is lost. */
 const TREES_PENDING_RECHECK_MS = 60_000;
@@ -64,71 +32,8 @@ const TREES_PENDING_RECHECK_MS = 60_000;
 /** Look again at a release whose impact write the informer has not shown yet, in case its event is lost. */
 const STALE_RECHECK_MS = 2_000;
 
-/** Some release tree the preview needs is still being read in the background. */
-class TreesPending extends Error {}
-
 type Obj = KubeObject;
 const HELD_INDEX = 'held-release';
-
-/** The preview of `release` as `stackflux preview clusterstack CS -n NS --release R` makes it. */
-async function computeImpact(
-  client: Manager['client'],
-  opts: ImpactControllerOptions,
-  cs: ClusterStack,
-  release: ClusterStackRelease,
-  now: Date,
-  waiter: { id: string; wake: () => void },
-): Promise<ReleaseImpact> {
-  const namespace = release.metadata.namespace ?? 'default';
-  const reader = opts.sources !== undefined ? impactSourceReader(opts.sources, namespace, waiter) : undefined;
-  const commit = release.status?.commit ?? '';
-  const credentials =
-    opts.fleetSecret !== undefined
-      ? await secretCredentials(client, opts.fleetSecret.namespace, opts.fleetSecret.name)
-      : undefined;
-  const snapshot = await liveSnapshot(client, {
-    namespace,
-    // A cache of its own: the release pipeline's git caches are not shared across code paths.
-    cacheDir: join(opts.cacheDir, 'impact'),
-    ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}),
-    extraTags: [release.metadata.name],
-    ...(reader !== undefined ? { reader } : {}),
-    fleet: {
-      url: opts.fleet.url,
-      branchPrefix: opts.fleet.branchPrefix,
-      ...(credentials !== undefined ? { credentials } : {}),
-    },
-  });
-  // A preview without a tree it needs would be wrong, not merely late: wait for the read.
-  if (reader?.pending() === true) throw new TreesPending();
-  snapshot.settings.fleet = { ...snapshot.settings.fleet, ...opts.fleet };
-  try {
-    const input = previewInputOf(
-      snapshot,
-      { namespace, clusterStack: cs.metadata.name, release: release.metadata.name },
-      { now, templates: opts.templates, ...(opts.tenancy !== undefined ? { tenancy: opts.tenancy } : {}) },
-    );
-    const pool = new RenderPool(opts.render);
-    try {
-      const result = await withPooledRendering(pool, (render, goEngine) =>
-        previewRelease({
-          ...input,
-          render,
-          goEngine,
-          ...(opts.renderSeedKey !== undefined ? { renderSeedKey: opts.renderSeedKey } : {}),
-        }),
-      );
-      return impactSummary(result, commit, now);
-    } finally {
-      await pool.close();
-    }
-  } catch (err) {
-    // A preview that cannot be made of these objects is an answer (the rollout asks a person);
-    // anything else (the API server, the fleet host) is retried with backoff.
-    if (err instanceof PreviewError) return impactError(commit, now, err.message);
-    throw err;
-  }
-}
 
 export async function setupImpactController(
   manager: Manager,
@@ -149,6 +54,8 @@ export async function setupImpactController(
     const held = a.status?.heldRender;
     return held !== undefined ? [`${a.metadata.namespace ?? ''}/${held.release}`] : [];
   });
+
+  const compute = impactPreview(client, opts);
 
   // The impact each release was last given here and the one it replaced: until the informer shows
   // the write, the release it holds is stale, and a reconcile on it (a held Cluster's event) would
@@ -174,7 +81,7 @@ export async function setupImpactController(
     let impact: ReleaseImpact;
     try {
       impact = recomputedImpact(
-        await computeImpact(client, opts, cs, release, new Date(started), {
+        await compute(cs, release, new Date(started), {
           id: key,
           wake: () => controller?.enqueue(key),
         }),
