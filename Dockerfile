@@ -38,8 +38,9 @@ COPY package.json ./
 COPY bin ./bin
 COPY crds ./crds
 COPY flux-templates ./flux-templates
-COPY --from=goengine /goengine.wasm ./goengine/goengine.wasm
-ENV STACKFLUX_GO_ENGINE=/app/goengine/goengine.wasm
+# Where an installed package has it (npm pack's prepack, hack/pack-goengine.sh): next to the build
+# output, the path controller/rendering/goengine/locate.ts looks at after STACKFLUX_GO_ENGINE.
+COPY --from=goengine /goengine.wasm ./dist/goengine/goengine.wasm
 # HOME is not the cache: release trees are written there. git never reads HOME anyway (stackflux
 # gives every git process an empty private HOME and no global config, controller/sources/git.ts).
 ENV NODE_ENV=production \

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { PACKAGED_ENGINE } from '../../../controller/rendering/goengine/locate.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
@@ -59,6 +60,18 @@ describe('Dockerfile', () => {
       fromBuild.some((l) => l.includes('/src/dist')),
       'the build output is copied',
     );
+  });
+
+  it('puts the Go engine where the locator looks next to the build output, as the npm package does', () => {
+    const workdir = lines.filter((l) => l.startsWith('WORKDIR ')).at(-1);
+    assert.equal(workdir, 'WORKDIR /app');
+    assert.ok(
+      lines.some((l) => l === 'COPY --from=build /src/dist ./dist'),
+      'the build output is /app/dist',
+    );
+    const engine = lines.find((l) => l.startsWith('COPY --from=goengine '));
+    // locate.ts: <code root>/goengine/goengine.wasm, the code root of the build output being dist/
+    assert.equal(engine?.split(/\s+/).at(-1), `./${join('dist', PACKAGED_ENGINE)}`);
   });
 
   it('the production install runs "stackflux version"', () => {
