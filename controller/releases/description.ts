@@ -132,7 +132,10 @@ export interface StackDescription {
     layout: 'stages' | 'umbrella';
     /** csctl.yaml apiVersion, as written (csctl does not check it). */
     apiVersion: string;
-    /** metadata.yaml, when the tree holds one. */
+    /**
+     * The release's metadata.yaml: a packaged release's own, or the one csctl create writes for a
+     * stack folder.
+     */
     metadata?: CsctlMetadata;
   };
 }

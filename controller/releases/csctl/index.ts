@@ -4,8 +4,9 @@
 //
 //   csctl.yaml                  apiVersion, config.provider.type, config.clusterStackName,
 //                               config.kubernetesVersion (full: v1.30.10)
-//   metadata.yaml               optional (csctl writes it into packaged releases); a packaged
-//                               release (assets.ts) has it INSTEAD of csctl.yaml
+//   metadata.yaml               read in a packaged release (assets.ts), which has it INSTEAD of
+//                               csctl.yaml; csctl create never reads one in a stack folder (it
+//                               writes the release's own), so neither does this
 //   cluster-class/              a Helm chart (Chart.yaml + templates/); its version is a placeholder
 //   clusteraddon.yaml           present: the stages layout; addonStages.<hook>: [{name, action,
 //                               waitForPreCondition, waitForPostCondition}], each name a chart
@@ -280,9 +281,10 @@ function umbrellaAddon(tree: ReleaseTree, errors: string[]): DescribedAddon {
 /** Reads a csctl-layout release at its tag; all errors at once. */
 export function readCsctlRelease(tree: ReleaseTree, tag: ReleaseTag): ValidationResult<StackDescription> {
   const errors: string[] = [];
-  const metadataText = tree.get(METADATA_FILE);
-  const metadata = metadataText === undefined ? undefined : parseCsctlMetadata(metadataText);
   const configText = tree.get(CSCTL_FILE);
+  // A stack folder's metadata.yaml is not read: csctl create writes the release's own.
+  const metadataText = configText === undefined ? tree.get(METADATA_FILE) : undefined;
+  const metadata = metadataText === undefined ? undefined : parseCsctlMetadata(metadataText);
   const config =
     configText !== undefined
       ? parseCsctlConfig(configText)
@@ -329,7 +331,8 @@ export function readCsctlRelease(tree: ReleaseTree, tag: ReleaseTag): Validation
       csctl: {
         layout: addonConfigText === undefined ? 'umbrella' : 'stages',
         apiVersion: config.value.apiVersion,
-        ...(metadata?.ok === true ? { metadata: metadata.value } : {}),
+        metadata:
+          metadata?.ok === true ? metadata.value : csctlSourceMetadata(config.value.kubernetesVersion, tag),
       },
     },
   };
@@ -337,6 +340,24 @@ export function readCsctlRelease(tree: ReleaseTree, tag: ReleaseTag): Validation
 
 /** The apiVersion group of csctl's metadata.yaml (clusterstack.MetaData). */
 const METADATA_API_GROUP = 'metadata.clusterstack.x-k8s.io/';
+/** The apiVersion csctl create writes into metadata.yaml. */
+const METADATA_API_VERSION = `${METADATA_API_GROUP}v1alpha1`;
+
+/**
+ * The metadata.yaml csctl create writes for a stack folder released at `tag`: the tag's version for
+ * the stack and, as csctl's hash mode and a stack's first stable release give them, for the addon
+ * and the node image too. (A later stable release bumps those two only when their folders changed
+ * since the previous release, which the tree at one tag does not say.)
+ */
+export function csctlSourceMetadata(kubernetesVersion: string, tag: ReleaseTag): CsctlMetadata {
+  return {
+    apiVersion: METADATA_API_VERSION,
+    kubernetes: kubernetesVersion,
+    clusterStack: tag.version,
+    clusterAddon: tag.version,
+    nodeImage: tag.version,
+  };
+}
 
 function isPackagedMetadata(metadata: CsctlMetadata): boolean {
   return metadata.apiVersion.startsWith(METADATA_API_GROUP);
