@@ -15,7 +15,9 @@
 //   cluster-addon/ + cluster-addon-values.yaml   absent: the old layout, one umbrella chart
 //
 // The version is the tag's: csctl overwrites the Chart.yaml versions with it. Every addon goes
-// to kube-system, as CSO's helm template --namespace kube-system does.
+// to kube-system, as CSO's helm template --namespace kube-system does. A stack folder is read as
+// csctl create packages it: its `<< .ClusterClassVersion >>`-style placeholders substituted in
+// the files csctl releases (csctlTreeAsReleased, ./placeholders.ts).
 import type { ReleaseTree } from '../../api/release.ts';
 import {
   ADDON_STAGES,
@@ -29,6 +31,7 @@ import {
 } from '../description.ts';
 import { pathProblem } from '../paths.ts';
 import { parseStackVersion, type ReleaseTag, toDashForm } from '../tags.ts';
+import { type CsctlVersions, csctlPlaceholderErrors, substituteCsctlTree } from './placeholders.ts';
 import { StructReader } from './struct.ts';
 
 export const CSCTL_FILE = 'csctl.yaml';
@@ -298,6 +301,7 @@ export function readCsctlRelease(tree: ReleaseTree, tag: ReleaseTag): Validation
   if (metadata !== undefined && !metadata.ok) errors.push(...metadata.errors);
   if (metadata?.ok === true && config?.ok === true)
     errors.push(...metadataErrors(metadata.value, config.value, tag));
+  if (configText !== undefined) errors.push(...csctlPlaceholderErrors(tree, releasedByCsctl(tree)));
 
   if (!tree.has(`${CLUSTER_CLASS_DIR}Chart.yaml`))
     errors.push(
@@ -344,19 +348,42 @@ const METADATA_API_GROUP = 'metadata.clusterstack.x-k8s.io/';
 const METADATA_API_VERSION = `${METADATA_API_GROUP}v1alpha1`;
 
 /**
- * The metadata.yaml csctl create writes for a stack folder released at `tag`: the tag's version for
- * the stack and, as csctl's hash mode and a stack's first stable release give them, for the addon
- * and the node image too. (A later stable release bumps those two only when their folders changed
- * since the previous release, which the tree at one tag does not say.)
+ * The versions csctl create gives a stack folder released at `tag`: the tag's for the stack and, as
+ * csctl's hash mode and a stack's first stable release give them, for the addon and the node image
+ * too. (A later stable release bumps those two only when their folders changed since the previous
+ * release, which the tree at one tag does not say.)
  */
+export function csctlSourceVersions(tag: ReleaseTag): CsctlVersions {
+  return { clusterStack: tag.version, clusterAddon: tag.version, nodeImage: tag.version };
+}
+
+/** The metadata.yaml csctl create writes for a stack folder released at `tag`. */
 export function csctlSourceMetadata(kubernetesVersion: string, tag: ReleaseTag): CsctlMetadata {
-  return {
-    apiVersion: METADATA_API_VERSION,
-    kubernetes: kubernetesVersion,
-    clusterStack: tag.version,
-    clusterAddon: tag.version,
-    nodeImage: tag.version,
-  };
+  return { apiVersion: METADATA_API_VERSION, kubernetes: kubernetesVersion, ...csctlSourceVersions(tag) };
+}
+
+/**
+ * Which files of a stack folder csctl create releases templated: cluster-class/ (helm package),
+ * cluster-addon/ (a tar; helm package in the old layout) and, in the old layout only,
+ * cluster-addon-values.yaml. clusteraddon.yaml it copies from the folder untemplated; csctl.yaml and
+ * metadata.yaml are not released.
+ */
+export function releasedByCsctl(tree: ReleaseTree): (path: string) => boolean {
+  const umbrella = !tree.has(CLUSTER_ADDON_CONFIG_FILE);
+  return (path) =>
+    path.startsWith(CLUSTER_CLASS_DIR) ||
+    path.startsWith(CLUSTER_ADDON_DIR) ||
+    (umbrella && path === CLUSTER_ADDON_VALUES_FILE);
+}
+
+/**
+ * A stack folder (csctl.yaml) released at `tag` as csctl create packages it: csctl's placeholders
+ * substituted in the files it releases. A packaged release (no csctl.yaml) is as csctl left it;
+ * either way the same tree object when nothing changes.
+ */
+export function csctlTreeAsReleased(tree: ReleaseTree, tag: ReleaseTag): ReleaseTree {
+  if (!tree.has(CSCTL_FILE)) return tree;
+  return substituteCsctlTree(tree, csctlSourceVersions(tag), releasedByCsctl(tree));
 }
 
 function isPackagedMetadata(metadata: CsctlMetadata): boolean {
@@ -401,4 +428,5 @@ export const csctlFormat: ReleaseFormat = {
   // A packaged release's metadata.yaml is only possible: a stack.yaml beside it is read as native.
   claims: (tree) => (tree.has(CSCTL_FILE) ? 'certain' : isPackagedCsctlTree(tree) ? 'possible' : undefined),
   read: readCsctlRelease,
+  asReleased: csctlTreeAsReleased,
 };
