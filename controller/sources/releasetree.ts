@@ -37,6 +37,8 @@ export interface ReleaseSources {
   githubApiUrl?: string;
   /** Reads GitHub release assets (default: a client of githubApiUrl). */
   githubAssets?: GitHubReleaseAssets;
+  /** Reads a Git tag's files below the stack path (default fetchReleaseTree). */
+  gitTree?: typeof fetchReleaseTree;
 }
 
 /**
@@ -83,6 +85,7 @@ export function releaseTreeFetcher(sources: ReleaseSources = {}): ReleaseTreeFet
   const githubAssets =
     sources.githubAssets ??
     new GitHubReleaseAssets(githubApiUrl !== undefined ? { baseUrl: githubApiUrl } : {});
+  const gitTree = sources.gitTree ?? fetchReleaseTree;
   return (source, tag, commit, cacheDir, creds, signal) => {
     if (isOciUrl(source.url)) {
       if (sources.oci === undefined) return Promise.reject(unsupported('OCI release sources'));
@@ -109,16 +112,9 @@ export function releaseTreeFetcher(sources: ReleaseSources = {}): ReleaseTreeFet
     }
     // A Git tag holds the stack's sources: read as its tool releases them (csctl create's
     // placeholders). OCI artifacts and release assets are that tool's output already.
-    return fetchReleaseTree(
-      source.url,
-      tag,
-      commit,
-      source.path ?? '',
-      cacheDir,
-      creds,
-      undefined,
-      signal,
-    ).then((tree) => releasedTree(tree, tag));
+    return gitTree(source.url, tag, commit, source.path ?? '', cacheDir, creds, undefined, signal).then(
+      (tree) => releasedTree(tree, tag),
+    );
   };
 }
 
