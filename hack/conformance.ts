@@ -14,7 +14,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { canonicalYaml } from '../controller/offline/yaml.ts';
 import { csctlAddonPlan } from '../controller/reconcilers/clusteraddon.ts';
-import { readReleaseDescription } from '../controller/releases/format.ts';
+import { readReleaseDescription, releasedTree } from '../controller/releases/format.ts';
 import { parseReleaseTag } from '../controller/releases/tags.ts';
 import { parseAllowedChartHosts, type TenancyPolicy } from '../controller/releases/tenancy.ts';
 import { binaryFilesOf } from '../controller/releases/tree.ts';
@@ -50,6 +50,8 @@ export async function conformanceReport(
     return { ok: false as const, errors: ['cannot tell the tag from csctl.yaml or stack.yaml: pass --tag'] };
   const parsed = parseReleaseTag(tag);
   if (!parsed.ok) return { ok: false as const, errors: [`tag ${tag}: ${parsed.reason}`] };
+  // As the controller reads the folder at a Git tag: as csctl create would release it.
+  tree = releasedTree(tree, tag);
   const read = readReleaseDescription(tree, parsed.value);
   if (!read.ok) return { ok: false as const, tag, errors: read.errors };
   const { manifest: _manifest, ...description } = read.value;

@@ -55,7 +55,7 @@ import { providerConfig } from '../reconcilers/provider.ts';
 import { clusterApplyBody, type RolloutCluster, reconcileRollout } from '../reconcilers/rollout.ts';
 import { clusterStackOfTag, type NamespaceLabels, servedClusterNames } from '../reconcilers/sharing.ts';
 import { FLUX_SHARD_NAMESPACE_LABEL, type FluxTemplates } from '../releases/flux.ts';
-import { readReleaseDescription, type StackDescription } from '../releases/format.ts';
+import { readReleaseDescription, releasedTree, type StackDescription } from '../releases/format.ts';
 import type { ValidationResult } from '../releases/stack.ts';
 import { parseReleaseTag } from '../releases/tags.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
@@ -208,7 +208,9 @@ export function treeAt(source: SourceData | undefined, tag: string, path: string
     new Map([...files].sort(([a], [b]) => compareStrings(a, b))),
     new Map([...binaryFilesOf(files)].sort(([a], [b]) => compareStrings(a, b))),
   );
-  return mapTreePaths(sorted, (p) => (p.startsWith(prefix) ? p.slice(prefix.length) : undefined));
+  const stack = mapTreePaths(sorted, (p) => (p.startsWith(prefix) ? p.slice(prefix.length) : undefined));
+  // As the live release source reads a Git tag: as its tool released it (csctl's placeholders).
+  return releasedTree(stack, tag);
 }
 
 /** The ClusterAddon controller's fleet settings of a snapshot (settings.yaml). */

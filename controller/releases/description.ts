@@ -28,6 +28,11 @@ export interface ReleaseFormat {
   claims(tree: ReleaseTree): FormatClaim | undefined;
   /** Reads and validates the release against its tag; all errors at once, each naming file and field. */
   read(tree: ReleaseTree, tag: ReleaseTag): ValidationResult<StackDescription>;
+  /**
+   * The tree as this format's tool releases it at `tag` (csctl create substitutes placeholders);
+   * absent, or the same tree object: released as it is.
+   */
+  asReleased?(tree: ReleaseTree, tag: ReleaseTag): ReleaseTree;
 }
 
 /** The cluster-stack-operator's hooks an addon stage belongs to (clusteraddon.yaml addonStages keys). */
@@ -132,7 +137,10 @@ export interface StackDescription {
     layout: 'stages' | 'umbrella';
     /** csctl.yaml apiVersion, as written (csctl does not check it). */
     apiVersion: string;
-    /** metadata.yaml, when the tree holds one. */
+    /**
+     * The release's metadata.yaml: a packaged release's own, or the one csctl create writes for a
+     * stack folder (the versions its placeholders stand for: ./csctl/placeholders.ts).
+     */
     metadata?: CsctlMetadata;
   };
 }

@@ -15,7 +15,7 @@ import type { ReleaseTree, StackManifest } from '../api/release.ts';
 import { csctlFormat } from './csctl/index.ts';
 import type { ReleaseFormat, StackDescription, ValidationResult } from './description.ts';
 import { nativeFormat } from './native.ts';
-import type { ReleaseTag } from './tags.ts';
+import { parseReleaseTag, type ReleaseTag } from './tags.ts';
 
 // What callers imported from here before the interface moved down to description.ts.
 export type {
@@ -53,6 +53,19 @@ export function releaseFormatOf(tree: ReleaseTree): ReleaseFormat | undefined {
     if (claim === 'possible') possible ??= format;
   }
   return possible;
+}
+
+/**
+ * The tree at `tag` as its format's tool releases it: a csctl stack folder with the placeholders
+ * csctl create substitutes (csctl/placeholders.ts); the same tree object when the tool changes
+ * nothing. Every reader of a release tree (the release sources, the offline snapshot) takes it from
+ * here, so the controller, preview and offline render all see what csctl would have released.
+ */
+export function releasedTree(tree: ReleaseTree, tag: string): ReleaseTree {
+  const parsed = parseReleaseTag(tag);
+  // A tag outside the grammar: the release is refused for its tag, whatever its files say.
+  if (!parsed.ok) return tree;
+  return releaseFormatOf(tree)?.asReleased?.(tree, parsed.value) ?? tree;
 }
 
 /**

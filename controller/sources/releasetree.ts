@@ -6,6 +6,7 @@
 import { LABEL_ALLOW_PLAIN_HTTP } from '../api/meta.ts';
 import type { ReleaseTree } from '../api/release.ts';
 import { releaseTreeFromCsctlAssets } from '../releases/csctl/assets.ts';
+import { releasedTree } from '../releases/format.ts';
 import { DEFAULT_GITHUB_API_URL, parseGithubCloneUrl } from '../releases/githuburl.ts';
 import { fetchReleaseTree, type GitCredentials, listTags, type RemoteTag, SourceError } from './git.ts';
 import { GitHubReleaseAssets, isGitHubAssetsIdentity } from './githubassets.ts';
@@ -36,10 +37,13 @@ export interface ReleaseSources {
   githubApiUrl?: string;
   /** Reads GitHub release assets (default: a client of githubApiUrl). */
   githubAssets?: GitHubReleaseAssets;
+  /** Reads a Git tag's files below the stack path (default fetchReleaseTree). */
+  gitTree?: typeof fetchReleaseTree;
 }
 
 /**
- * The tree of a release at `commit` (a Git commit, or an OCI manifest digest); cached on disk.
+ * The tree of a release at `commit` (a Git commit, or an OCI manifest digest) as released at `tag`
+ * (format.ts releasedTree); cached on disk as fetched.
  * `signal` ends the read (its total deadline: ./deadline.ts): git is killed, requests cancelled.
  */
 export type ReleaseTreeFetcher = (
@@ -81,6 +85,7 @@ export function releaseTreeFetcher(sources: ReleaseSources = {}): ReleaseTreeFet
   const githubAssets =
     sources.githubAssets ??
     new GitHubReleaseAssets(githubApiUrl !== undefined ? { baseUrl: githubApiUrl } : {});
+  const gitTree = sources.gitTree ?? fetchReleaseTree;
   return (source, tag, commit, cacheDir, creds, signal) => {
     if (isOciUrl(source.url)) {
       if (sources.oci === undefined) return Promise.reject(unsupported('OCI release sources'));
@@ -105,7 +110,11 @@ export function releaseTreeFetcher(sources: ReleaseSources = {}): ReleaseTreeFet
         );
       return githubAssets.fetchTree(repo, tag, commit, creds?.password, cacheDir, undefined, signal);
     }
-    return fetchReleaseTree(source.url, tag, commit, source.path ?? '', cacheDir, creds, undefined, signal);
+    // A Git tag holds the stack's sources: read as its tool releases them (csctl create's
+    // placeholders). OCI artifacts and release assets are that tool's output already.
+    return gitTree(source.url, tag, commit, source.path ?? '', cacheDir, creds, undefined, signal).then(
+      (tree) => releasedTree(tree, tag),
+    );
   };
 }
 

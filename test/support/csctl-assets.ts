@@ -30,6 +30,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { helmPackage } from './chartrepo.ts';
+import { csctlSubstituted } from './csctl-substitute.ts';
 
 function filesBelow(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' })
@@ -70,12 +71,7 @@ export function packageCsctlRelease(stackDir: string, version: string): Map<stri
     for (const p of filesBelow(src)) {
       const bytes = readFileSync(join(src, p));
       if (!isUtf8(bytes)) continue;
-      const text = bytes
-        .toString('utf8')
-        .replaceAll('<< .ClusterClassVersion >>', version)
-        .replaceAll('<< .ClusterAddonVersion >>', version)
-        .replaceAll('<< .NodeImageVersion >>', version);
-      writeFileSync(join(src, p), text);
+      writeFileSync(join(src, p), csctlSubstituted(bytes.toString('utf8'), version));
     }
     const stages = filesBelow(src).includes('clusteraddon.yaml');
     setChartVersion(join(src, 'cluster-class', 'Chart.yaml'), version);

@@ -41,7 +41,8 @@ export class ReleaseTreeStore {
     const commit = release.status?.commit;
     if (commit === undefined) return undefined;
     const src = release.spec.source;
-    const key = `${src.url}\n${commit}\n${src.path ?? ''}`;
+    // The tag too: a tree is read as released at its tag (csctl's placeholders take its version).
+    const key = `${src.url}\n${commit}\n${src.path ?? ''}\n${release.spec.tag}`;
     const cached = this.trees.get(key);
     if (cached !== undefined) return cached;
     const creds =

@@ -4,8 +4,9 @@
 //
 //   csctl.yaml                  apiVersion, config.provider.type, config.clusterStackName,
 //                               config.kubernetesVersion (full: v1.30.10)
-//   metadata.yaml               optional (csctl writes it into packaged releases); a packaged
-//                               release (assets.ts) has it INSTEAD of csctl.yaml
+//   metadata.yaml               read in a packaged release (assets.ts), which has it INSTEAD of
+//                               csctl.yaml; csctl create never reads one in a stack folder (it
+//                               writes the release's own), so neither does this
 //   cluster-class/              a Helm chart (Chart.yaml + templates/); its version is a placeholder
 //   clusteraddon.yaml           present: the stages layout; addonStages.<hook>: [{name, action,
 //                               waitForPreCondition, waitForPostCondition}], each name a chart
@@ -14,7 +15,9 @@
 //   cluster-addon/ + cluster-addon-values.yaml   absent: the old layout, one umbrella chart
 //
 // The version is the tag's: csctl overwrites the Chart.yaml versions with it. Every addon goes
-// to kube-system, as CSO's helm template --namespace kube-system does.
+// to kube-system, as CSO's helm template --namespace kube-system does. A stack folder is read as
+// csctl create packages it: its `<< .ClusterClassVersion >>`-style placeholders substituted in
+// the files csctl releases (csctlTreeAsReleased, ./placeholders.ts).
 import type { ReleaseTree } from '../../api/release.ts';
 import {
   ADDON_STAGES,
@@ -28,6 +31,7 @@ import {
 } from '../description.ts';
 import { pathProblem } from '../paths.ts';
 import { parseStackVersion, type ReleaseTag, toDashForm } from '../tags.ts';
+import { type CsctlVersions, csctlPlaceholderErrors, substituteCsctlTree } from './placeholders.ts';
 import { StructReader } from './struct.ts';
 
 export const CSCTL_FILE = 'csctl.yaml';
@@ -280,9 +284,10 @@ function umbrellaAddon(tree: ReleaseTree, errors: string[]): DescribedAddon {
 /** Reads a csctl-layout release at its tag; all errors at once. */
 export function readCsctlRelease(tree: ReleaseTree, tag: ReleaseTag): ValidationResult<StackDescription> {
   const errors: string[] = [];
-  const metadataText = tree.get(METADATA_FILE);
-  const metadata = metadataText === undefined ? undefined : parseCsctlMetadata(metadataText);
   const configText = tree.get(CSCTL_FILE);
+  // A stack folder's metadata.yaml is not read: csctl create writes the release's own.
+  const metadataText = configText === undefined ? tree.get(METADATA_FILE) : undefined;
+  const metadata = metadataText === undefined ? undefined : parseCsctlMetadata(metadataText);
   const config =
     configText !== undefined
       ? parseCsctlConfig(configText)
@@ -296,6 +301,7 @@ export function readCsctlRelease(tree: ReleaseTree, tag: ReleaseTag): Validation
   if (metadata !== undefined && !metadata.ok) errors.push(...metadata.errors);
   if (metadata?.ok === true && config?.ok === true)
     errors.push(...metadataErrors(metadata.value, config.value, tag));
+  if (configText !== undefined) errors.push(...csctlPlaceholderErrors(tree, releasedByCsctl(tree)));
 
   if (!tree.has(`${CLUSTER_CLASS_DIR}Chart.yaml`))
     errors.push(
@@ -329,7 +335,8 @@ export function readCsctlRelease(tree: ReleaseTree, tag: ReleaseTag): Validation
       csctl: {
         layout: addonConfigText === undefined ? 'umbrella' : 'stages',
         apiVersion: config.value.apiVersion,
-        ...(metadata?.ok === true ? { metadata: metadata.value } : {}),
+        metadata:
+          metadata?.ok === true ? metadata.value : csctlSourceMetadata(config.value.kubernetesVersion, tag),
       },
     },
   };
@@ -337,6 +344,47 @@ export function readCsctlRelease(tree: ReleaseTree, tag: ReleaseTag): Validation
 
 /** The apiVersion group of csctl's metadata.yaml (clusterstack.MetaData). */
 const METADATA_API_GROUP = 'metadata.clusterstack.x-k8s.io/';
+/** The apiVersion csctl create writes into metadata.yaml. */
+const METADATA_API_VERSION = `${METADATA_API_GROUP}v1alpha1`;
+
+/**
+ * The versions csctl create gives a stack folder released at `tag`: the tag's for the stack and, as
+ * csctl's hash mode and a stack's first stable release give them, for the addon and the node image
+ * too. (A later stable release bumps those two only when their folders changed since the previous
+ * release, which the tree at one tag does not say.)
+ */
+export function csctlSourceVersions(tag: ReleaseTag): CsctlVersions {
+  return { clusterStack: tag.version, clusterAddon: tag.version, nodeImage: tag.version };
+}
+
+/** The metadata.yaml csctl create writes for a stack folder released at `tag`. */
+export function csctlSourceMetadata(kubernetesVersion: string, tag: ReleaseTag): CsctlMetadata {
+  return { apiVersion: METADATA_API_VERSION, kubernetes: kubernetesVersion, ...csctlSourceVersions(tag) };
+}
+
+/**
+ * Which files of a stack folder csctl create releases templated: cluster-class/ (helm package),
+ * cluster-addon/ (a tar; helm package in the old layout) and, in the old layout only,
+ * cluster-addon-values.yaml. clusteraddon.yaml it copies from the folder untemplated; csctl.yaml and
+ * metadata.yaml are not released.
+ */
+export function releasedByCsctl(tree: ReleaseTree): (path: string) => boolean {
+  const umbrella = !tree.has(CLUSTER_ADDON_CONFIG_FILE);
+  return (path) =>
+    path.startsWith(CLUSTER_CLASS_DIR) ||
+    path.startsWith(CLUSTER_ADDON_DIR) ||
+    (umbrella && path === CLUSTER_ADDON_VALUES_FILE);
+}
+
+/**
+ * A stack folder (csctl.yaml) released at `tag` as csctl create packages it: csctl's placeholders
+ * substituted in the files it releases. A packaged release (no csctl.yaml) is as csctl left it;
+ * either way the same tree object when nothing changes.
+ */
+export function csctlTreeAsReleased(tree: ReleaseTree, tag: ReleaseTag): ReleaseTree {
+  if (!tree.has(CSCTL_FILE)) return tree;
+  return substituteCsctlTree(tree, csctlSourceVersions(tag), releasedByCsctl(tree));
+}
 
 function isPackagedMetadata(metadata: CsctlMetadata): boolean {
   return metadata.apiVersion.startsWith(METADATA_API_GROUP);
@@ -380,4 +428,5 @@ export const csctlFormat: ReleaseFormat = {
   // A packaged release's metadata.yaml is only possible: a stack.yaml beside it is read as native.
   claims: (tree) => (tree.has(CSCTL_FILE) ? 'certain' : isPackagedCsctlTree(tree) ? 'possible' : undefined),
   read: readCsctlRelease,
+  asReleased: csctlTreeAsReleased,
 };

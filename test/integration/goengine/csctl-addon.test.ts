@@ -3,7 +3,8 @@
 // CLI (`helm template --include-crds --kube-version <k8s> cluster-addon <chart> --namespace
 // kube-system -f values`) on the stack's files; the objects must be the same, in the same order.
 // Plus the corners: values unwrapped from `values: |` or used whole, `<no value>` for a missing
-// key, the old single-chart layout, errors naming the file, and the render pool's limits.
+// key, the old single-chart layout (also with csctl's placeholders, compared with the folder csctl
+// packages), errors naming the file, and the render pool's limits.
 // npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { cpSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -11,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ReleaseTree } from '../../../controller/api/release.ts';
-import { readReleaseDescription } from '../../../controller/releases/format.ts';
+import { readReleaseDescription, releasedTree } from '../../../controller/releases/format.ts';
 import { parseReleaseTag } from '../../../controller/releases/tags.ts';
 import { binaryFilesOf } from '../../../controller/releases/tree.ts';
 import { RenderCache, RenderPool, withBoundedRenders } from '../../../controller/rendering/bounded.ts';
@@ -22,6 +23,7 @@ import {
   renderCsctlAddon,
 } from '../../../controller/rendering/index.ts';
 import { readStackDir } from '../../../hack/lib/stack-dir.ts';
+import { csctlReleasedCopy, PLACEHOLDER_STACK } from '../../support/csctl-substitute.ts';
 import { csoAddonReference, goEngineBuild, runNative } from '../../support/goengine.ts';
 
 const STACKS = join(import.meta.dirname, '..', '..', '..', 'stacks');
@@ -40,9 +42,10 @@ const cluster = {
 };
 
 /** The csctl inputs of every addon the release describes, for `cluster`. */
-function inputsOf(dir: string, c: Record<string, unknown> = cluster): CsctlAddonInput[] {
-  const tree = readStackDir(dir);
-  const tag = parseReleaseTag(TAG);
+function inputsOf(dir: string, c: Record<string, unknown> = cluster, release = TAG): CsctlAddonInput[] {
+  // The folder as the controller reads the Git tag (csctl's placeholders replaced).
+  const tree = releasedTree(readStackDir(dir), release);
+  const tag = parseReleaseTag(release);
   assert.ok(tag.ok);
   const read = readReleaseDescription(tree, tag.value);
   assert.ok(read.ok, read.ok ? '' : read.errors.join('; '));
@@ -114,6 +117,22 @@ describe('csctl addons rendered as the cluster-stack-operator renders them', () 
       }
     });
   }
+
+  it('old layout with csctl placeholders: the same objects as helm on the folder csctl packages', () => {
+    const { dir, tag, version } = PLACEHOLDER_STACK;
+    const packaged = csctlReleasedCopy(dir, version);
+    const inputs = inputsOf(dir, cluster, tag);
+    assert.deepEqual(
+      inputs.map((i) => i.addon),
+      ['cluster-addon'],
+    );
+    for (const input of inputs) {
+      const ours = objectsOf(renderCsctlAddon(input));
+      const reference = csoAddonReference(packaged, { ...input, tree: readStackDir(packaged) });
+      assert.deepEqual(sortById(ours), sortById(reference));
+      assert.ok(JSON.stringify(ours).includes('"cluster-stack-version":"v2"'));
+    }
+  });
 
   it('per-Cluster values reach the objects (the Cluster name and pod CIDR of the live Cluster)', () => {
     const cni = inputsOf(NEW_LAYOUT).find((i) => i.addon === 'cni');

@@ -2,7 +2,8 @@
 // reference tools' results byte for byte. Go templates: the wasm build against the native build of
 // the same pinned Go code (test/fixtures/goengine/go-templates.yaml). Helm: the wasm build against
 // the real `helm template` CLI at the same pin, for charts this test writes and for the project's
-// csctl-layout stack (cluster-class, addons with vendored subcharts) as CSO renders them.
+// csctl-layout stack (cluster-class, addons with vendored subcharts) as CSO renders them, and for a
+// stack with csctl's `<< .ClusterClassVersion >>` placeholders read as csctl packages it.
 // npm test: uses no test environment
 import assert from 'node:assert/strict';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -10,12 +11,16 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { parse } from 'yaml';
+import { releasedTree } from '../../../controller/releases/format.ts';
+import { chartFiles as releaseChartFiles } from '../../../controller/rendering/clusterclass.ts';
 import {
   configureGoEngine,
   goTemplate,
   helmTemplate,
   parseGoYaml,
 } from '../../../controller/rendering/goengine/index.ts';
+import { readStackDir } from '../../../hack/lib/stack-dir.ts';
+import { csctlReleasedCopy, PLACEHOLDER_STACK } from '../../support/csctl-substitute.ts';
 import { goEngineBuild, runHelm, runNative } from '../../support/goengine.ts';
 
 const repoRoot = join(import.meta.dirname, '..', '..', '..');
@@ -338,4 +343,90 @@ describe('helmTemplate on a stack in the csctl layout, as CSO runs helm', () => 
       });
     });
   }
+});
+
+// Issue 32: the older cluster-stacks layout writes csctl's placeholders into Chart.yaml. The helm
+// CLI runs on the folder as csctl create packages it (placeholders replaced by the test's own plain
+// replacement); the engine on the tree as the controller reads the Git tag (releasedTree).
+describe('helmTemplate on a stack with csctl placeholders, as csctl packages it and CSO runs helm', () => {
+  const { dir, tag, version, releaseName, kubernetesVersion } = PLACEHOLDER_STACK;
+  let packaged: string;
+  let released: ReturnType<typeof releasedTree>;
+  before(() => {
+    packaged = csctlReleasedCopy(dir, version);
+    released = releasedTree(readStackDir(dir), tag);
+  });
+
+  it('the folder as committed: helm and the engine refuse the placeholder version alike', () => {
+    assertSameAsHelm(join(dir, 'cluster-class'), {
+      expect: 'error',
+      release: releaseName,
+      namespace: 'tenant-a',
+    });
+    assertSameAsHelm(join(dir, 'cluster-addon'), {
+      expect: 'error',
+      release: 'cluster-addon',
+      namespace: 'kube-system',
+    });
+  });
+
+  it('cluster-class: helm template <release> <chart> --namespace <ns>, byte for byte', () => {
+    const cli = runHelm(
+      ['template', releaseName, join(packaged, 'cluster-class'), '--namespace', 'tenant-a'],
+      packaged,
+    );
+    assert.equal(cli.status, 0, cli.stderr);
+    const wasm = helmTemplate({
+      files: releaseChartFiles(released, 'cluster-class/'),
+      releaseName,
+      namespace: 'tenant-a',
+      chartVersion: version,
+    });
+    assert.ok(wasm.ok, wasm.ok ? '' : wasm.error);
+    assert.equal(wasm.stdout, cli.stdout);
+    assert.match(cli.stdout, new RegExp(`name: ${tag}\n`));
+  });
+
+  it('umbrella addon: helm template --include-crds --kube-version cluster-addon <chart> --namespace kube-system -f values', () => {
+    // The values as the packaged cluster-addon-values.yaml gives them (its Go template, by native Go).
+    const template = readFileSync(join(packaged, 'cluster-addon-values.yaml'), 'utf8');
+    assert.equal(released.get('cluster-addon-values.yaml'), template);
+    const native = runNative({
+      op: 'goTemplate',
+      name: 'cluster-addon-values-prod-1',
+      text: template,
+      data: { Cluster: { metadata: { name: 'prod-1' }, spec: {} } },
+    });
+    assert.equal(native.ok, true, String(native.error));
+    const values = (parse(String(native.output)) as { values: string }).values;
+    assert.match(values, /cluster-stack-version: v2\n/);
+    const work = mkdtempSync(join(tmpdir(), 'goengine-placeholder-values-'));
+    writeFileSync(join(work, 'values.yaml'), values);
+    const cli = runHelm(
+      [
+        'template',
+        '--include-crds',
+        '--kube-version',
+        kubernetesVersion,
+        'cluster-addon',
+        join(packaged, 'cluster-addon'),
+        '--namespace',
+        'kube-system',
+        '-f',
+        join(work, 'values.yaml'),
+      ],
+      work,
+    );
+    assert.equal(cli.status, 0, cli.stderr);
+    const wasm = helmTemplate({
+      files: releaseChartFiles(released, 'cluster-addon/'),
+      releaseName: 'cluster-addon',
+      namespace: 'kube-system',
+      kubeVersion: kubernetesVersion,
+      includeCrds: true,
+      values: [values],
+    });
+    assert.ok(wasm.ok, wasm.ok ? '' : wasm.error);
+    assert.equal(wasm.stdout, cli.stdout);
+  });
 });

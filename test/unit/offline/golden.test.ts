@@ -15,6 +15,7 @@ import { readFiles } from '../../../controller/offline/output.ts';
 import { readSnapshot, type Snapshot, type SnapshotObject } from '../../../controller/offline/snapshot.ts';
 import { reconcileClusterStack } from '../../../controller/reconcilers/clusterstack.ts';
 import { loadFluxTemplates } from '../../../controller/releases/flux-templates.ts';
+import { binaryFilesOf, releaseTree } from '../../../controller/releases/tree.ts';
 
 const ROOT = new URL('../../golden/', import.meta.url).pathname;
 const templates = loadFluxTemplates();
@@ -56,7 +57,15 @@ function shuffled(snapshot: Snapshot): Snapshot {
     objects: new Map([...snapshot.objects].reverse().map(([k, o]) => [k, reverseKeys(o) as SnapshotObject])),
     sources: [...snapshot.sources].reverse().map((s) => ({
       ...s,
-      trees: new Map([...s.trees].reverse().map(([t, files]) => [t, new Map([...files].reverse())])),
+      // The binary files too (vendored charts/*.tgz): a bare Map would drop them.
+      trees: new Map(
+        [...s.trees]
+          .reverse()
+          .map(([t, files]) => [
+            t,
+            releaseTree(new Map([...files].reverse()), new Map([...binaryFilesOf(files)].reverse())),
+          ]),
+      ),
     })),
     fleet: new Map([...snapshot.fleet].reverse()),
   };

@@ -101,7 +101,17 @@ describe('csctl release: stages layout', () => {
     );
     assert.deepEqual(d.clusterClass, { kind: 'helm-chart', path: 'cluster-class/' });
     assert.equal(d.valuesTemplating, 'go-template');
-    assert.deepEqual(d.csctl, { layout: 'stages', apiVersion: 'csctl.clusterstack.x-k8s.io/v1alpha1' });
+    assert.deepEqual(d.csctl, {
+      layout: 'stages',
+      apiVersion: 'csctl.clusterstack.x-k8s.io/v1alpha1',
+      metadata: {
+        apiVersion: 'metadata.clusterstack.x-k8s.io/v1alpha1',
+        clusterStack: 'v3',
+        kubernetes: 'v1.30.10',
+        clusterAddon: 'v3',
+        nodeImage: 'v3',
+      },
+    });
   });
 
   it('lists the steps in stage order, each after the previous entry of its stage, into kube-system', () => {
@@ -185,25 +195,28 @@ describe('csctl release: stages layout', () => {
     assert.equal(d.addons.length, 4);
   });
 
-  it('reads metadata.yaml where present and checks it against the tag and csctl.yaml', () => {
+  it("ignores a stack folder's metadata.yaml, as csctl create does: the release's is csctl's own", () => {
     const metadata = (v: string, k: string) =>
       `apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1\nversions:\n  clusterStack: ${v}\n  kubernetes: ${k}\n  components:\n    clusterAddon: v2\n    nodeImage: v1\n`;
-    const d = described(stagesStack({ 'metadata.yaml': metadata('v3', 'v1.30.10') }));
-    assert.deepEqual(d.csctl?.metadata, {
-      apiVersion: 'metadata.clusterstack.x-k8s.io/v1alpha1',
-      clusterStack: 'v3',
-      kubernetes: 'v1.30.10',
-      clusterAddon: 'v2',
-      nodeImage: 'v1',
-    });
-    assert.deepEqual(errorsOf(stagesStack({ 'metadata.yaml': metadata('v2', 'v1.30.9') })), [
-      'metadata.yaml: versions.clusterStack "v2" does not match the tag\'s version v3',
-      'metadata.yaml: versions.kubernetes "v1.30.9" differs from csctl.yaml config.kubernetesVersion "v1.30.10"',
-    ]);
+    for (const stale of [metadata('v2', 'v1.30.9'), 'versions: [not, a, mapping]\n', '{ unclosed']) {
+      const d = described(stagesStack({ 'metadata.yaml': stale }));
+      assert.deepEqual(d.csctl?.metadata, {
+        apiVersion: 'metadata.clusterstack.x-k8s.io/v1alpha1',
+        clusterStack: 'v3',
+        kubernetes: 'v1.30.10',
+        clusterAddon: 'v3',
+        nodeImage: 'v3',
+      });
+    }
   });
 
-  it('takes a hash-mode version from the tag', () => {
-    assert.equal(described(stagesStack(), 'docker-scs-1-30-v0-sha-abc1234').version, 'v0-sha.abc1234');
+  it('takes a hash-mode version from the tag, for the addon and node image too (csctl hash mode)', () => {
+    const d = described(stagesStack(), 'docker-scs-1-30-v0-sha-abc1234');
+    assert.equal(d.version, 'v0-sha.abc1234');
+    assert.deepEqual(
+      [d.csctl?.metadata?.clusterStack, d.csctl?.metadata?.clusterAddon, d.csctl?.metadata?.nodeImage],
+      ['v0-sha.abc1234', 'v0-sha.abc1234', 'v0-sha.abc1234'],
+    );
   });
 });
 

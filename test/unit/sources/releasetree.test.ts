@@ -10,6 +10,8 @@ import { SourceError } from '../../../controller/sources/git.ts';
 import { OciClient } from '../../../controller/sources/oci.ts';
 import { SourcePollers, sourceKey } from '../../../controller/sources/poller.ts';
 import { releaseTreeFetcher, sourceTagLister } from '../../../controller/sources/releasetree.ts';
+import { readStackDir } from '../../../hack/lib/stack-dir.ts';
+import { PLACEHOLDER_STACK } from '../../support/csctl-substitute.ts';
 
 const cache = mkdtempSync(join(tmpdir(), 'stackflux-releasetree-'));
 after(() => rmSync(cache, { recursive: true, force: true }));
@@ -210,5 +212,31 @@ describe('SourcePollers with OCI sources', () => {
     await pollers.idle();
     assert.equal(lists, 6);
     pollers.stop();
+  });
+});
+
+describe('releaseTreeFetcher: a Git tag as its tool released it', () => {
+  it("hands out a csctl stack folder with csctl's placeholders replaced by the tag's version (issue 32)", async () => {
+    const { dir, tag } = PLACEHOLDER_STACK;
+    const asCommitted = readStackDir(dir);
+    assert.match(asCommitted.get('cluster-class/Chart.yaml') ?? '', /version: << \.ClusterClassVersion >>/);
+    const read: string[] = [];
+    const fetchTree = releaseTreeFetcher({
+      gitTree: async (url, t, commit, path) => {
+        read.push(`${url} ${t} ${commit} ${path}`);
+        return asCommitted;
+      },
+    });
+    const tree = await fetchTree(
+      { url: 'https://git.example/stacks.git', path: 'p' },
+      tag,
+      'c1',
+      cache,
+      undefined,
+    );
+    assert.deepEqual(read, [`https://git.example/stacks.git ${tag} c1 p`]);
+    assert.match(tree.get('cluster-class/Chart.yaml') ?? '', /\nversion: v2\n/);
+    assert.match(tree.get('cluster-addon/Chart.yaml') ?? '', /\nversion: v2\n/);
+    assert.equal(tree.get('csctl.yaml'), asCommitted.get('csctl.yaml'));
   });
 });

@@ -1,4 +1,4 @@
-// The release trees the addons render from: fetched once per source, commit and path, kept in
+// The release trees the addons render from: fetched once per source, commit, path and tag, kept in
 // memory up to MAX_TREES (oldest out first), none before the release has a commit.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -9,7 +9,7 @@ import type { KubeClient } from '../../../../controller/runtime/client.ts';
 
 function release(
   commit: string | undefined,
-  o: { path?: string; secret?: string } = {},
+  o: { path?: string; secret?: string; tag?: string } = {},
 ): ClusterStackRelease {
   return {
     apiVersion: 'stackflux.io/v1alpha1',
@@ -17,7 +17,7 @@ function release(
     metadata: { name: 'r', namespace: 'team' },
     spec: {
       // Not a release tag: no chart dependencies are looked up.
-      tag: 'not-a-tag',
+      tag: o.tag ?? 'not-a-tag',
       source: {
         url: 'https://git.example.com/stacks.git',
         ...(o.path !== undefined ? { path: o.path } : {}),
@@ -54,6 +54,15 @@ describe('ReleaseTreeStore', () => {
     assert.equal(a?.get('commit'), 'c1');
     assert.equal(await s.treeOf(release('c1')), a);
     await s.treeOf(release('c1', { path: 'sub' }));
+    assert.deepEqual(fetches, ['c1', 'c1']);
+  });
+
+  it('fetches a commit again for another tag: the tree is read as released at its tag', async () => {
+    // csctl's placeholders take the tag's version (issue 32), so two tags of one commit differ.
+    const { s, fetches } = store();
+    const a = await s.treeOf(release('c1', { tag: 'not-a-tag-a' }));
+    const b = await s.treeOf(release('c1', { tag: 'not-a-tag-b' }));
+    assert.notEqual(a, b);
     assert.deepEqual(fetches, ['c1', 'c1']);
   });
 
