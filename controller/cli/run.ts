@@ -8,6 +8,13 @@ import { crashAfterCommitHook, setupClusterAddonController } from '../controller
 import { parseDuration } from '../controllers/duration.ts';
 import { setupImpactController } from '../controllers/impact.ts';
 import { setupReleasePipeline } from '../controllers/releasepipeline.ts';
+import {
+  controllerRenderSeedSecret,
+  DEFAULT_RENDER_SEED_SECRET,
+  LEGACY_RENDER_SEED_FILE,
+  loadRenderSeedKey,
+  refText,
+} from '../controllers/renderseed.ts';
 import { setupRolloutController } from '../controllers/rollout.ts';
 import {
   DEFAULT_HOOK_RATE,
@@ -18,7 +25,6 @@ import {
 import { GitFleetWriter } from '../gitops/writer.ts';
 import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
-import { renderSeedKeyOf } from '../rendering/determinism.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { errorFields, newLogger } from '../runtime/logging.ts';
 import { Manager } from '../runtime/manager.ts';
@@ -172,6 +178,10 @@ export const runCommand: Command = {
       type: 'string',
       description: 'cache of release trees (default $XDG_CACHE_HOME/stackflux, else ~/.cache/stackflux)',
     },
+    'render-seed-secret': {
+      type: 'string',
+      description: `NAMESPACE/NAME of the Secret (key "key") holding the installation's render seed key, which seeds the random values templates generate (genCA, randAlpha, …); created when absent (default: ${DEFAULT_RENDER_SEED_SECRET} in --leader-election-namespace)`,
+    },
     'poll-interval': {
       type: 'string',
       description: 'how often a source is listed when its ClusterStack sets no interval',
@@ -292,6 +302,14 @@ export const runCommand: Command = {
       str(flags['webhook-max-in-flight']) || '64',
     );
     const cacheDir = str(flags['cache-dir']) || defaultCacheDir(io.env);
+    const renderSeedSecret = controllerRenderSeedSecret(
+      str(flags['render-seed-secret']),
+      str(flags['leader-election-namespace']),
+    );
+    if (renderSeedSecret === undefined)
+      throw new UsageError(
+        `--render-seed-secret must be NAMESPACE/NAME, got "${str(flags['render-seed-secret'])}"`,
+      );
     const templatesDir = str(flags['flux-templates']);
     const templates = templatesDir ? loadFluxTemplates(templatesDir) : loadFluxTemplates();
 
@@ -411,8 +429,13 @@ export const runCommand: Command = {
           `--fleet-url/--fleet-branch-prefix: ${err instanceof Error ? err.message : String(err)}`,
         );
       }
-      // One seed key for the live renders and the impact's, so a preview renders what rolls out.
-      const renderSeedKey = renderSeedKeyOf(cacheDir);
+      // One seed key for the live renders and the impact's, so a preview renders what rolls out;
+      // kept in the cluster, so a restart or another replica renders the same generated values.
+      const renderSeed = await loadRenderSeedKey(client, renderSeedSecret, {
+        legacyKeyFile: join(cacheDir, LEGACY_RENDER_SEED_FILE),
+      });
+      log.info({ secret: refText(renderSeedSecret), origin: renderSeed.origin }, 'render seed key loaded');
+      const renderSeedKey = renderSeed.key;
       await setupClusterAddonController(manager, {
         ...(namespace ? { namespace } : {}),
         fleet: {
