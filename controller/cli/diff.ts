@@ -14,7 +14,12 @@ import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { type Command, type CommandIO, type FlagValues, UsageError } from './command.ts';
-import { controllerNamespaceFlag, inheritFleetFlags } from './controllersettings.ts';
+import {
+  controllerNamespaceFlag,
+  inheritFleetFlags,
+  installationRenderSeedKey,
+  renderSeedSecretFlag,
+} from './controllersettings.ts';
 import { fleetFlags } from './render.ts';
 import { renderSnapshotBounded } from './renderlimits.ts';
 import { defaultCacheDir } from './run.ts';
@@ -56,6 +61,7 @@ export const liveSnapshotFlags: Command['flags'] = {
   },
   ...fleetFlags,
   ...controllerNamespaceFlag,
+  ...renderSeedSecretFlag,
   ...sourceFlags,
 };
 
@@ -133,6 +139,7 @@ export const diffCommand: Command = {
     );
     try {
       const namespace = str(flags.namespace);
+      const renderSeedKey = await installationRenderSeedKey(client, flags, io);
       const snapshot = await liveSnapshotOf(client, flags, io, {
         ...(namespace ? { namespace } : {}),
         tenancy,
@@ -142,7 +149,14 @@ export const diffCommand: Command = {
       if (exportDir !== '') writeFiles(exportDir, snapshotFiles(snapshot, canonicalYaml));
       const output = await renderSnapshotBounded(
         snapshot,
-        { now, controllers, tenancy, githubApiUrl, templates: loadFluxTemplates() },
+        {
+          now,
+          controllers,
+          tenancy,
+          githubApiUrl,
+          templates: loadFluxTemplates(),
+          ...(renderSeedKey !== undefined ? { renderSeedKey } : {}),
+        },
         {},
       );
       const keys = [...new Set(output.mutations.map(mutationPath))].sort(compareStrings);

@@ -174,6 +174,21 @@ export async function loadRenderSeedKey(
   );
 }
 
+/**
+ * The key Secret `ref` holds, for a reader that must not create it (the CLI); undefined when the
+ * Secret does not exist. Throws RenderSeedSecretError when it holds no key; API errors as they are.
+ */
+export async function readRenderSeedKey(
+  client: Pick<KubeClient, 'get'>,
+  ref: SecretRef,
+): Promise<string | undefined> {
+  const read = await client.get<RenderSeedSecret>('v1', 'Secret', ref.name, ref.namespace);
+  if (read === undefined) return undefined;
+  const held = renderSeedKeyOfSecret(read);
+  if ('problem' in held) throw new RenderSeedSecretError(malformedSecretMessage(ref, held.problem));
+  return held.key;
+}
+
 /** The key of the cache folder's old key file, when it holds one. */
 function legacyKey(file: string): string | undefined {
   try {
