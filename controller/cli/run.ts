@@ -14,6 +14,7 @@ import {
   LEGACY_RENDER_SEED_FILE,
   loadRenderSeedKey,
   refText,
+  type SecretRef,
 } from '../controllers/renderseed.ts';
 import { setupRolloutController } from '../controllers/rollout.ts';
 import {
@@ -26,7 +27,7 @@ import { GitFleetWriter } from '../gitops/writer.ts';
 import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
-import { errorFields, newLogger } from '../runtime/logging.ts';
+import { errorFields, type Logger, newLogger } from '../runtime/logging.ts';
 import { Manager } from '../runtime/manager.ts';
 import { serveWebhook, type WebhookServer } from '../sources/webhook.ts';
 import { type Command, UsageError } from './command.ts';
@@ -108,6 +109,30 @@ export function tuneHeap(execArgv: readonly string[] = process.execArgv): string
   const flags = heapFlags(execArgv);
   for (const f of flags) setFlagsFromString(f);
   return flags;
+}
+
+/**
+ * The installation's render seed key, shared by the live renders and the impact's (so a preview
+ * renders what rolls out) and kept in the cluster (so a restart or another replica renders the
+ * same generated values). Read before anything runs: a refused Secret ends the process here, with
+ * no informer or timer left to keep it alive.
+ */
+async function renderSeedKeyAtStart(
+  client: KubeClient,
+  ref: SecretRef,
+  cacheDir: string,
+  log: Logger,
+): Promise<string> {
+  try {
+    const loaded = await loadRenderSeedKey(client, ref, {
+      legacyKeyFile: join(cacheDir, LEGACY_RENDER_SEED_FILE),
+    });
+    log.info({ secret: refText(ref), origin: loaded.origin }, 'render seed key loaded');
+    return loaded.key;
+  } catch (err) {
+    client.close();
+    throw err;
+  }
 }
 
 export const runCommand: Command = {
@@ -323,6 +348,10 @@ export const runCommand: Command = {
     const shard = str(flags.shard);
     if (shard !== '' && !/^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(shard))
       throw new UsageError(`--shard "${shard}" is not a valid label value`);
+    const renderSeedKey =
+      str(flags['fleet-url']) !== ''
+        ? await renderSeedKeyAtStart(client, renderSeedSecret, cacheDir, log)
+        : undefined;
     const manager = new Manager({
       client,
       logger: log,
@@ -429,13 +458,6 @@ export const runCommand: Command = {
           `--fleet-url/--fleet-branch-prefix: ${err instanceof Error ? err.message : String(err)}`,
         );
       }
-      // One seed key for the live renders and the impact's, so a preview renders what rolls out;
-      // kept in the cluster, so a restart or another replica renders the same generated values.
-      const renderSeed = await loadRenderSeedKey(client, renderSeedSecret, {
-        legacyKeyFile: join(cacheDir, LEGACY_RENDER_SEED_FILE),
-      });
-      log.info({ secret: refText(renderSeedSecret), origin: renderSeed.origin }, 'render seed key loaded');
-      const renderSeedKey = renderSeed.key;
       await setupClusterAddonController(manager, {
         ...(namespace ? { namespace } : {}),
         fleet: {
