@@ -21,7 +21,7 @@ import {
   renderSeedSecretFlag,
 } from './controllersettings.ts';
 import { fleetFlags } from './render.ts';
-import { renderSnapshotBounded } from './renderlimits.ts';
+import { renderLimitFlags, renderPoolOptions, renderSnapshotBounded } from './renderlimits.ts';
 import { defaultCacheDir } from './run.ts';
 import { sourceFlags, sourceOptions } from './sourceflags.ts';
 import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
@@ -116,6 +116,7 @@ export const diffCommand: Command = {
     controllers: { type: 'string', description: 'controllers to run ("*", "a,b", "*,-b")', default: '*' },
     ...liveSnapshotFlags,
     'export-snapshot': { type: 'string', description: 'also write the live snapshot to this directory' },
+    ...renderLimitFlags,
     ...tenancyFlags,
   },
   run: async (flags, _positionals, io) => {
@@ -131,6 +132,7 @@ export const diffCommand: Command = {
     }
     const tenancy = tenancyPolicy(flags);
     const { githubApiUrl } = sourceOptions(flags);
+    const limits = renderPoolOptions(flags);
     const kubeconfig = str(flags.kubeconfig);
     const context = str(flags.context);
     const client = new KubeClient(
@@ -157,7 +159,7 @@ export const diffCommand: Command = {
           templates: loadFluxTemplates(),
           ...(renderSeedKey !== undefined ? { renderSeedKey } : {}),
         },
-        {},
+        limits,
       );
       const keys = [...new Set(output.mutations.map(mutationPath))].sort(compareStrings);
       let changed = 0;
