@@ -182,7 +182,8 @@ export const INPUT_RESOURCES: readonly ResourceDeclaration[] = [
     version: 'v1',
     resource: 'secrets',
     verbs: ['get'],
-    purpose: 'credentials of release sources and the fleet repository (read directly, not cached)',
+    purpose:
+      "credentials of release sources and the fleet repository; the installation's render seed key (read directly, not cached)",
   },
 ];
 
@@ -314,6 +315,21 @@ export const LEADER_ELECTION_RESOURCES: readonly ResourceDeclaration[] = [
     resource: 'leases',
     verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'],
     purpose: 'leader election Lease (controller namespace only)',
+  },
+];
+
+/**
+ * The installation's render seed key: a Secret in the controller's own namespace (a Role), created
+ * on the first start. Kubernetes cannot limit create to one name (the name is not known when create
+ * is authorized); reading it is the Secret get above.
+ */
+export const RENDER_SEED_RESOURCES: readonly ResourceDeclaration[] = [
+  {
+    group: '',
+    version: 'v1',
+    resource: 'secrets',
+    verbs: ['create'],
+    purpose: "the installation's render seed key Secret, created when absent (controller namespace only)",
   },
 ];
 

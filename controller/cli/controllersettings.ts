@@ -2,9 +2,19 @@
 // `flux` reads its install: `stackflux preview` and `diff` compare with the fleet branches the
 // controller writes, so they take its --fleet-url, --fleet-branch-prefix and --fleet-secret from
 // its Deployment (labelled by `stackflux install` and the Helm chart, in --controller-namespace,
-// flux-system by default as for install) unless given, and say where they found them.
+// flux-system by default as for install) unless given, and say where they found them. They also
+// read the installation's render seed key from the Secret the controller uses, so the random values
+// a preview's templates generate (genCA, randAlpha, …) are the ones the controller commits.
+import {
+  controllerRenderSeedSecret,
+  DEFAULT_RENDER_SEED_SECRET,
+  parseSecretRef,
+  readRenderSeedKey,
+  refText,
+  type SecretRef,
+} from '../controllers/renderseed.ts';
 import { ApiError, type KubeClient, type KubeObject } from '../runtime/client.ts';
-import type { CommandIO, FlagValues } from './command.ts';
+import { type CommandIO, type FlagValues, UsageError } from './command.ts';
 
 /** Where `stackflux install` puts the controller unless told otherwise. */
 export const DEFAULT_CONTROLLER_NAMESPACE = 'flux-system';
@@ -13,7 +23,15 @@ export const DEFAULT_CONTROLLER_NAMESPACE = 'flux-system';
 export const controllerNamespaceFlag = {
   'controller-namespace': {
     type: 'string' as const,
-    description: `namespace of the installed controller whose --fleet-url, --fleet-branch-prefix and --fleet-secret are used when --fleet-url is not given (default: ${DEFAULT_CONTROLLER_NAMESPACE})`,
+    description: `namespace of the installed controller whose --fleet-url, --fleet-branch-prefix and --fleet-secret are used when --fleet-url is not given, and whose render seed Secret is read (default: ${DEFAULT_CONTROLLER_NAMESPACE})`,
+  },
+};
+
+/** The flag of preview and diff naming the installation's render seed Secret. */
+export const renderSeedSecretFlag = {
+  'render-seed-secret': {
+    type: 'string' as const,
+    description: `NAMESPACE/NAME of the installation's render seed Secret, read so the values templates generate (genCA, randAlpha, …) are the controller's (default: the installed controller's --render-seed-secret, else ${DEFAULT_RENDER_SEED_SECRET} in --controller-namespace); unreadable or absent: this process's own key, whose values differ`,
   },
 };
 
@@ -80,26 +98,109 @@ export function settingsOf(deployments: readonly Deployment[]): ControllerSettin
   return { found: true, where: found.map((f) => f.where).join(', '), flags: first.flags };
 }
 
-/** The installed controller's settings, read from its Deployment(s) in `namespace`. */
-export async function readControllerSettings(
+/** The controller Deployments of `namespace`, or why they cannot be listed (no permission). */
+async function controllerDeployments(
   client: KubeClient,
   namespace: string,
-): Promise<ControllerSettings> {
+): Promise<{ items: Deployment[] } | { why: string }> {
   try {
     const list = await client.list<Deployment>('apps/v1', 'Deployment', {
       namespace,
       labelSelector: CONTROLLER_SELECTOR,
     });
-    const s = settingsOf(list.items);
-    return s.found ? s : { found: false, why: `${s.why} in namespace ${namespace}` };
+    return { items: list.items };
   } catch (err) {
     if (err instanceof ApiError && (err.status === 403 || err.status === 401))
       return {
-        found: false,
         why: `Deployments of namespace ${namespace} cannot be listed with these credentials (${err.status})`,
       };
     throw err;
   }
+}
+
+/** The installed controller's settings, read from its Deployment(s) in `namespace`. */
+export async function readControllerSettings(
+  client: KubeClient,
+  namespace: string,
+): Promise<ControllerSettings> {
+  const listed = await controllerDeployments(client, namespace);
+  if ('why' in listed) return { found: false, why: listed.why };
+  const s = settingsOf(listed.items);
+  return s.found ? s : { found: false, why: `${s.why} in namespace ${namespace}` };
+}
+
+/**
+ * The render seed Secrets the `stackflux run` containers among `deployments` use, each once
+ * (resolved as `stackflux run` resolves its flags).
+ */
+export function renderSeedSecretsOf(deployments: readonly Deployment[]): SecretRef[] {
+  const refs = new Map<string, SecretRef>();
+  for (const d of deployments)
+    for (const c of d.spec?.template?.spec?.containers ?? []) {
+      const args = c.args ?? [];
+      if (args[0] !== 'run') continue;
+      const flags = argFlags(args.slice(1));
+      const ref = controllerRenderSeedSecret(
+        flags.get('render-seed-secret') ?? '',
+        flags.get('leader-election-namespace') ?? '',
+      );
+      if (ref !== undefined) refs.set(refText(ref), ref);
+    }
+  return [...refs.values()];
+}
+
+/**
+ * Where the installation's render seed key is: --render-seed-secret, else the installed
+ * controller's, else the default Secret in --controller-namespace.
+ */
+async function renderSeedSecretFor(client: KubeClient, flags: FlagValues): Promise<SecretRef> {
+  const given = typeof flags['render-seed-secret'] === 'string' ? flags['render-seed-secret'] : '';
+  if (given !== '') {
+    const ref = parseSecretRef(given);
+    if (ref === undefined)
+      throw new UsageError(`--render-seed-secret must be NAMESPACE/NAME, got "${given}"`);
+    return ref;
+  }
+  const namespace =
+    typeof flags['controller-namespace'] === 'string' && flags['controller-namespace'] !== ''
+      ? flags['controller-namespace']
+      : DEFAULT_CONTROLLER_NAMESPACE;
+  const listed = await controllerDeployments(client, namespace);
+  const refs = 'items' in listed ? renderSeedSecretsOf(listed.items) : [];
+  // Controllers that disagree are not one installation: its default Secret is tried.
+  return refs.length === 1 && refs[0] !== undefined
+    ? refs[0]
+    : { namespace, name: DEFAULT_RENDER_SEED_SECRET };
+}
+
+/**
+ * The installation's render seed key for a preview or diff, and a note on stderr saying where it
+ * came from or why the renders use this process's own key (absent, or not readable with these
+ * credentials). A Secret that holds no key is an error, as it is for the controller.
+ */
+export async function installationRenderSeedKey(
+  client: KubeClient,
+  flags: FlagValues,
+  io: Pick<CommandIO, 'stderr'>,
+): Promise<string | undefined> {
+  const ref = await renderSeedSecretFor(client, flags);
+  const own = "this process's own key: generated values (genCA, randAlpha, …) differ from the controller's";
+  let key: string | undefined;
+  try {
+    key = await readRenderSeedKey(client, ref);
+  } catch (err) {
+    if (!(err instanceof ApiError && (err.status === 403 || err.status === 401))) throw err;
+    io.stderr(
+      `render seed Secret ${refText(ref)} cannot be read with these credentials (${err.status}); ${own}\n`,
+    );
+    return undefined;
+  }
+  io.stderr(
+    key !== undefined
+      ? `using the installation's render seed key (Secret ${refText(ref)})\n`
+      : `no render seed Secret ${refText(ref)}; ${own}\n`,
+  );
+  return key;
 }
 
 /**

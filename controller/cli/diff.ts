@@ -14,9 +14,14 @@ import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { type Command, type CommandIO, type FlagValues, UsageError } from './command.ts';
-import { controllerNamespaceFlag, inheritFleetFlags } from './controllersettings.ts';
+import {
+  controllerNamespaceFlag,
+  inheritFleetFlags,
+  installationRenderSeedKey,
+  renderSeedSecretFlag,
+} from './controllersettings.ts';
 import { fleetFlags } from './render.ts';
-import { renderSnapshotBounded } from './renderlimits.ts';
+import { renderLimitFlags, renderPoolOptions, renderSnapshotBounded } from './renderlimits.ts';
 import { defaultCacheDir } from './run.ts';
 import { sourceFlags, sourceOptions } from './sourceflags.ts';
 import { tenancyFlags, tenancyPolicy } from './tenancyflags.ts';
@@ -56,6 +61,7 @@ export const liveSnapshotFlags: Command['flags'] = {
   },
   ...fleetFlags,
   ...controllerNamespaceFlag,
+  ...renderSeedSecretFlag,
   ...sourceFlags,
 };
 
@@ -110,6 +116,7 @@ export const diffCommand: Command = {
     controllers: { type: 'string', description: 'controllers to run ("*", "a,b", "*,-b")', default: '*' },
     ...liveSnapshotFlags,
     'export-snapshot': { type: 'string', description: 'also write the live snapshot to this directory' },
+    ...renderLimitFlags,
     ...tenancyFlags,
   },
   run: async (flags, _positionals, io) => {
@@ -125,6 +132,7 @@ export const diffCommand: Command = {
     }
     const tenancy = tenancyPolicy(flags);
     const { githubApiUrl } = sourceOptions(flags);
+    const limits = renderPoolOptions(flags);
     const kubeconfig = str(flags.kubeconfig);
     const context = str(flags.context);
     const client = new KubeClient(
@@ -133,6 +141,7 @@ export const diffCommand: Command = {
     );
     try {
       const namespace = str(flags.namespace);
+      const renderSeedKey = await installationRenderSeedKey(client, flags, io);
       const snapshot = await liveSnapshotOf(client, flags, io, {
         ...(namespace ? { namespace } : {}),
         tenancy,
@@ -142,8 +151,15 @@ export const diffCommand: Command = {
       if (exportDir !== '') writeFiles(exportDir, snapshotFiles(snapshot, canonicalYaml));
       const output = await renderSnapshotBounded(
         snapshot,
-        { now, controllers, tenancy, githubApiUrl, templates: loadFluxTemplates() },
-        {},
+        {
+          now,
+          controllers,
+          tenancy,
+          githubApiUrl,
+          templates: loadFluxTemplates(),
+          ...(renderSeedKey !== undefined ? { renderSeedKey } : {}),
+        },
+        limits,
       );
       const keys = [...new Set(output.mutations.map(mutationPath))].sort(compareStrings);
       let changed = 0;

@@ -7,9 +7,11 @@ import {
   INPUT_RESOURCES,
   LEADER_ELECTION_RESOURCES,
   OUTPUT_RESOURCES,
+  RENDER_SEED_RESOURCES,
   type ResourceDeclaration,
 } from '../api/resources.ts';
 import { EXTENSION_CONFIG_API_VERSION, INJECT_CA_FROM_SECRET_ANNOTATION } from '../api/runtimehooks.ts';
+import { renderSeedSecretName } from '../controllers/renderseed.ts';
 import { canonicalYaml, compareStrings } from '../offline/yaml.ts';
 import type { TenancyPolicy } from '../releases/tenancy.ts';
 import { version } from '../version.ts';
@@ -206,6 +208,32 @@ export function controllerClusterRoles(name = NAME): Record<string, unknown>[] {
   ];
 }
 
+/** A Role `<controller>-<purpose>` of the controller's namespace with these rules, bound to its ServiceAccount. */
+function namespacedRole(
+  meta: (name: string) => Record<string, unknown>,
+  ns: string,
+  controller: string,
+  purpose: string,
+  declarations: readonly ResourceDeclaration[],
+): Record<string, unknown>[] {
+  const name = `${controller}-${purpose}`;
+  return [
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: meta(name),
+      rules: policyRules(declarations),
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: meta(name),
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+      subjects: [{ kind: 'ServiceAccount', name: controller, namespace: ns }],
+    },
+  ];
+}
+
 export function installObjects(o: InstallOptions): Record<string, unknown>[] {
   const ns = o.namespace;
   const controller = o.name ?? NAME;
@@ -228,19 +256,8 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: controller },
     subjects: [{ kind: 'ServiceAccount', name: controller, namespace: ns }],
   });
-  objects.push({
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'Role',
-    metadata: meta(`${controller}-leader-election`),
-    rules: policyRules(LEADER_ELECTION_RESOURCES),
-  });
-  objects.push({
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'RoleBinding',
-    metadata: meta(`${controller}-leader-election`),
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `${controller}-leader-election` },
-    subjects: [{ kind: 'ServiceAccount', name: controller, namespace: ns }],
-  });
+  objects.push(...namespacedRole(meta, ns, controller, 'leader-election', LEADER_ELECTION_RESOURCES));
+  objects.push(...namespacedRole(meta, ns, controller, 'render-seed', RENDER_SEED_RESOURCES));
   const webhook = o.webhookSecretName !== '';
   const extension = o.runtimeExtension;
   objects.push({
@@ -296,6 +313,7 @@ export function installObjects(o: InstallOptions): Record<string, unknown>[] {
                 `--metrics-addr=:${metricsPort}`,
                 '--health-addr=:8081',
                 `--cache-dir=${CACHE_DIR}`,
+                `--render-seed-secret=${ns}/${renderSeedSecretName(controller)}`,
                 `--log-level=${o.logLevel ?? 'info'}`,
                 ...fleetArgs(o.fleet),
                 ...(webhook ? ['--webhook-addr=:9292'] : []),

@@ -10,7 +10,7 @@ import { parseLabelSelector } from '../preview/selector.ts';
 import { previewInputOf } from '../preview/snapshot.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
 import { type Command, UsageError } from './command.ts';
-import { inheritFleetFlags } from './controllersettings.ts';
+import { inheritFleetFlags, installationRenderSeedKey } from './controllersettings.ts';
 import { liveSnapshotFlags, liveSnapshotOf } from './diff.ts';
 import { clientFromFlags, kubeFlags, namespaceFlag } from './kube.ts';
 import { renderLimitFlags, renderPoolOptions, withBoundedRendering } from './renderlimits.ts';
@@ -91,6 +91,7 @@ export const previewCommand: Command = {
           `--fleet-url is required: the preview compares with the Clusters' fleet branches (not taken from the installed controller: ${inherited.why ?? 'it has no --fleet-url'})`,
         );
       flags = inherited.flags;
+      const renderSeedKey = await installationRenderSeedKey(client, flags, io);
       const snapshot = await liveSnapshotOf(client, flags, io, {
         namespace,
         tenancy,
@@ -106,7 +107,13 @@ export const previewCommand: Command = {
           ...(selector !== undefined ? { selector } : {}),
           ...(wave !== '' ? { wave } : {}),
         },
-        { now, templates: loadFluxTemplates(), tenancy, githubApiUrl },
+        {
+          now,
+          templates: loadFluxTemplates(),
+          tenancy,
+          githubApiUrl,
+          ...(renderSeedKey !== undefined ? { renderSeedKey } : {}),
+        },
       );
       // Renders run bounded in child processes, as in the controller.
       const result = await withBoundedRendering(limits, (render, goEngine) =>

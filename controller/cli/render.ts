@@ -1,10 +1,12 @@
 // `stackflux render`: the controllers' decisions over a snapshot directory, with no cluster and
 // no network (controller/offline/README.md describes the snapshot and output layouts).
+import { readFileSync } from 'node:fs';
 import { outputFiles, writeFiles } from '../offline/output.ts';
 import { DEFAULT_NOW, parseControllers, RenderError } from '../offline/render.ts';
 import { readSnapshot, type Snapshot } from '../offline/snapshot.ts';
 import { previewFiles } from '../preview/snapshot.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
+import { parseRenderSeedKey } from '../rendering/determinism.ts';
 import { type Command, type FlagValues, UsageError } from './command.ts';
 import {
   renderLimitFlags,
@@ -44,6 +46,27 @@ export const fleetFlags: Command['flags'] = {
   },
 };
 
+/**
+ * The key of --render-seed-key-file (64 hex digits, as the controller's render seed Secret holds
+ * it); undefined without the flag: the renders seed with this process's own key.
+ */
+export function renderSeedKeyFile(flags: FlagValues): string | undefined {
+  const file = str(flags['render-seed-key-file']);
+  if (file === '') return undefined;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(
+      `--render-seed-key-file: cannot read ${file}: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+  const key = parseRenderSeedKey(text);
+  if (key === undefined)
+    throw new UsageError(`--render-seed-key-file: ${file} does not hold 64 hex digits (32 bytes)`);
+  return key;
+}
+
 export const renderCommand: Command = {
   name: 'render',
   summary: 'Write every mutation the controllers would make over a snapshot directory (offline)',
@@ -69,6 +92,11 @@ export const renderCommand: Command = {
       type: 'string',
       description: 'folder of the Flux object templates (default: bundled)',
     },
+    'render-seed-key-file': {
+      type: 'string',
+      description:
+        "file holding a render seed key (64 hex digits, e.g. the controller's render seed Secret's data.key) that seeds the random values Go templates generate (genCA, randAlpha, …); without it each run seeds with a key of its own, so two runs generate different values",
+    },
     ...fleetFlags,
     ...renderLimitFlags,
     ...tenancyFlags,
@@ -83,6 +111,7 @@ export const renderCommand: Command = {
     const limits = renderPoolOptions(flags);
     const tenancy = tenancyPolicy(flags);
     const githubApiUrl = githubApiUrlOf(flags);
+    const renderSeedKey = renderSeedKeyFile(flags);
     let controllers: ReturnType<typeof parseControllers>;
     try {
       controllers = parseControllers(str(flags.controllers));
@@ -98,6 +127,7 @@ export const renderCommand: Command = {
       tenancy,
       githubApiUrl,
       templates: dir ? loadFluxTemplates(dir) : loadFluxTemplates(),
+      ...(renderSeedKey !== undefined ? { renderSeedKey } : {}),
     };
     // Addon renders run bounded in child processes, as in the controller.
     const output = await renderSnapshotBounded(
@@ -117,6 +147,7 @@ export const renderCommand: Command = {
           githubApiUrl,
           render,
           goEngine,
+          ...(renderSeedKey !== undefined ? { renderSeedKey } : {}),
         }),
       );
       for (const [path, text] of preview) files.set(path, text);

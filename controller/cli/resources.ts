@@ -4,6 +4,7 @@ import {
   INPUT_RESOURCES,
   LEADER_ELECTION_RESOURCES,
   OUTPUT_RESOURCES,
+  RENDER_SEED_RESOURCES,
   type ResourceDeclaration,
 } from '../api/resources.ts';
 import { canonicalYaml } from '../offline/yaml.ts';
@@ -30,7 +31,7 @@ export const outputResourcesCommand: Command = {
   summary: 'List the resources the controller writes (YAML: group, version, resource, verbs)',
   flags: {},
   run: async (_flags, _positionals, io) => {
-    io.stdout(list([...OUTPUT_RESOURCES, ...LEADER_ELECTION_RESOURCES]));
+    io.stdout(list([...OUTPUT_RESOURCES, ...LEADER_ELECTION_RESOURCES, ...RENDER_SEED_RESOURCES]));
     return 0;
   },
 };

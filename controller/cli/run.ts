@@ -8,6 +8,14 @@ import { crashAfterCommitHook, setupClusterAddonController } from '../controller
 import { parseDuration } from '../controllers/duration.ts';
 import { setupImpactController } from '../controllers/impact.ts';
 import { setupReleasePipeline } from '../controllers/releasepipeline.ts';
+import {
+  controllerRenderSeedSecret,
+  DEFAULT_RENDER_SEED_SECRET,
+  LEGACY_RENDER_SEED_FILE,
+  loadRenderSeedKey,
+  refText,
+  type SecretRef,
+} from '../controllers/renderseed.ts';
 import { setupRolloutController } from '../controllers/rollout.ts';
 import {
   DEFAULT_HOOK_RATE,
@@ -18,9 +26,8 @@ import {
 import { GitFleetWriter } from '../gitops/writer.ts';
 import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
-import { renderSeedKeyOf } from '../rendering/determinism.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
-import { errorFields, newLogger } from '../runtime/logging.ts';
+import { errorFields, type Logger, newLogger } from '../runtime/logging.ts';
 import { Manager } from '../runtime/manager.ts';
 import { serveWebhook, type WebhookServer } from '../sources/webhook.ts';
 import { type Command, UsageError } from './command.ts';
@@ -104,6 +111,30 @@ export function tuneHeap(execArgv: readonly string[] = process.execArgv): string
   return flags;
 }
 
+/**
+ * The installation's render seed key, shared by the live renders and the impact's (so a preview
+ * renders what rolls out) and kept in the cluster (so a restart or another replica renders the
+ * same generated values). Read before anything runs: a refused Secret ends the process here, with
+ * no informer or timer left to keep it alive.
+ */
+async function renderSeedKeyAtStart(
+  client: KubeClient,
+  ref: SecretRef,
+  cacheDir: string,
+  log: Logger,
+): Promise<string> {
+  try {
+    const loaded = await loadRenderSeedKey(client, ref, {
+      legacyKeyFile: join(cacheDir, LEGACY_RENDER_SEED_FILE),
+    });
+    log.info({ secret: refText(ref), origin: loaded.origin }, 'render seed key loaded');
+    return loaded.key;
+  } catch (err) {
+    client.close();
+    throw err;
+  }
+}
+
 export const runCommand: Command = {
   name: 'run',
   summary: 'Run the controller (ClusterStack → ClusterStackRelease → Flux)',
@@ -171,6 +202,10 @@ export const runCommand: Command = {
     'cache-dir': {
       type: 'string',
       description: 'cache of release trees (default $XDG_CACHE_HOME/stackflux, else ~/.cache/stackflux)',
+    },
+    'render-seed-secret': {
+      type: 'string',
+      description: `NAMESPACE/NAME of the Secret (key "key") holding the installation's render seed key, which seeds the random values templates generate (genCA, randAlpha, …); created when absent (default: ${DEFAULT_RENDER_SEED_SECRET} in --leader-election-namespace)`,
     },
     'poll-interval': {
       type: 'string',
@@ -292,6 +327,14 @@ export const runCommand: Command = {
       str(flags['webhook-max-in-flight']) || '64',
     );
     const cacheDir = str(flags['cache-dir']) || defaultCacheDir(io.env);
+    const renderSeedSecret = controllerRenderSeedSecret(
+      str(flags['render-seed-secret']),
+      str(flags['leader-election-namespace']),
+    );
+    if (renderSeedSecret === undefined)
+      throw new UsageError(
+        `--render-seed-secret must be NAMESPACE/NAME, got "${str(flags['render-seed-secret'])}"`,
+      );
     const templatesDir = str(flags['flux-templates']);
     const templates = templatesDir ? loadFluxTemplates(templatesDir) : loadFluxTemplates();
 
@@ -305,6 +348,10 @@ export const runCommand: Command = {
     const shard = str(flags.shard);
     if (shard !== '' && !/^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(shard))
       throw new UsageError(`--shard "${shard}" is not a valid label value`);
+    const renderSeedKey =
+      str(flags['fleet-url']) !== ''
+        ? await renderSeedKeyAtStart(client, renderSeedSecret, cacheDir, log)
+        : undefined;
     const manager = new Manager({
       client,
       logger: log,
@@ -411,8 +458,6 @@ export const runCommand: Command = {
           `--fleet-url/--fleet-branch-prefix: ${err instanceof Error ? err.message : String(err)}`,
         );
       }
-      // One seed key for the live renders and the impact's, so a preview renders what rolls out.
-      const renderSeedKey = renderSeedKeyOf(cacheDir);
       await setupClusterAddonController(manager, {
         ...(namespace ? { namespace } : {}),
         fleet: {

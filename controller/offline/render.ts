@@ -150,6 +150,11 @@ export interface RenderOptions {
   goEngine?: SyncGoEngine;
   /** --github-api-url of the controller: the GitHub a spec.source.github names (default api.github.com). */
   githubApiUrl?: string;
+  /**
+   * The installation's render seed key, which seeds the random values Go templates generate
+   * (rendering/determinism.ts); default: this process's own, so another process's differ.
+   */
+  renderSeedKey?: string;
 }
 
 export class RenderError extends Error {
@@ -767,6 +772,7 @@ class Renderer {
         ...(this.options.tenancy !== undefined ? { tenancy: this.options.tenancy } : {}),
         templates: this.options.templates,
         now: this.options.now,
+        ...(this.options.renderSeedKey !== undefined ? { renderSeedKey: this.options.renderSeedKey } : {}),
       });
       if (result === undefined) continue;
       this.current = this.outcome('clusteraddon', namespace, name);

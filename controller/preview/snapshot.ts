@@ -51,6 +51,8 @@ export interface PreviewOptions {
   goEngine?: SyncGoEngine;
   /** --github-api-url: the GitHub a spec.source.github names (its clone URL keys the snapshot's source). */
   githubApiUrl?: string;
+  /** The installation's render seed key (default: this process's own). */
+  renderSeedKey?: string;
 }
 
 /**
@@ -177,6 +179,7 @@ export function previewInputOf(
     now: options.now,
     ...(options.render !== undefined ? { render: options.render } : {}),
     ...(options.goEngine !== undefined ? { goEngine: options.goEngine } : {}),
+    ...(options.renderSeedKey !== undefined ? { renderSeedKey: options.renderSeedKey } : {}),
   };
 }
 

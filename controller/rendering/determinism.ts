@@ -6,16 +6,19 @@
 // - time: the release's creation time — the same for the preview and the live render; a
 //   certificate made with genCA is valid from that time, not from the render's;
 // - randomness: a stream seeded with HMAC-SHA256(key, release, commit, Cluster uid, addon). The key
-//   is the installation's (a file of 32 random bytes in the controller's cache folder, created on
-//   first use) so generated keys are not predictable from public inputs; the ClusterAddon and
-//   impact controllers of one process share it. A `stackflux preview` CLI has no key and seeds with
-//   its own (its random values differ from the controller's; the impact is what the gate binds).
+//   is the installation's, so generated keys are not predictable from public inputs. It lives in
+//   the management cluster (issue 32): the Secret `<name>-render-seed` in the controller's
+//   namespace, created on the first start (controllers/renderseed.ts), so a restart, a new replica
+//   or a leader change renders the same certificates and commits nothing. Deleting the Secret
+//   rotates every generated value at the next render; a new release (or commit) seeds anew, so its
+//   certificates are new, as the cluster-stack-operator re-renders per release. The ClusterAddon and
+//   impact controllers of one process share the key; `stackflux preview` and `diff` read it from the
+//   Secret when they may; `stackflux render` takes it from --render-seed-key-file. A render without
+//   a key seeds with its process's own (its random values differ from any other process's).
 // Not fixed: sprig's math/rand functions (randInt, shuffle) draw from the Go runtime's generator,
 // seeded once per engine instance; a render using them differs from its preview and is held by the
 // digest check (reconcilers/approvedrender.ts).
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 
 /** What a render's Go engine calls read as the time and as random bytes. */
 export interface FixedRender {
@@ -28,23 +31,21 @@ export interface FixedRender {
 /** The time a release's templates see when the release has no creation time (a CLI preview). */
 export const EPOCH = '1970-01-01T00:00:00Z';
 
-/** The key of an installation's render seeds: `<cacheDir>/render-seed.key`, created on first use. */
-export function renderSeedKeyOf(cacheDir: string): string {
-  const file = join(cacheDir, 'render-seed.key');
-  try {
-    const text = readFileSync(file, 'utf8').trim();
-    if (/^[0-9a-f]{64}$/.test(text)) return text;
-  } catch {}
-  mkdirSync(cacheDir, { recursive: true });
-  const key = randomBytes(32).toString('hex');
-  writeFileSync(file, `${key}\n`, { mode: 0o600 });
-  return key;
+/** A render seed key as stored (64 hex digits, surrounding white space ignored), lower-case; else undefined. */
+export function parseRenderSeedKey(text: string): string | undefined {
+  const key = text.trim();
+  return /^[0-9a-fA-F]{64}$/.test(key) ? key.toLowerCase() : undefined;
+}
+
+/** A new random render seed key (32 bytes, hex). */
+export function newRenderSeedKey(): string {
+  return randomBytes(32).toString('hex');
 }
 
 /** A process's own key, for a render without an installation key (the CLI). */
 let processKey: string | undefined;
 function ownKey(): string {
-  processKey ??= randomBytes(32).toString('hex');
+  processKey ??= newRenderSeedKey();
   return processKey;
 }
 

@@ -44,13 +44,29 @@ describe('preview and diff read the installed controller’s fleet settings', { 
               {
                 name: 'manager',
                 image: 'stackflux:test',
-                args: ['run', '--leader-elect', `--fleet-url=${fleetUrl}`, '--fleet-branch-prefix=sf/'],
+                args: [
+                  'run',
+                  '--leader-elect',
+                  `--fleet-url=${fleetUrl}`,
+                  '--fleet-branch-prefix=sf/',
+                  `--render-seed-secret=${controllerNs}/seed`,
+                ],
               },
             ],
           },
         },
       },
     });
+    for (const [name, key] of [
+      ['seed', 'd4'.repeat(32)],
+      ['malformed', 'hunter2'],
+    ])
+      await client.create({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name, namespace: controllerNs },
+        stringData: { key },
+      });
   });
   after(async () => {
     for (const name of [controllerNs, emptyNs, tenant])
@@ -101,5 +117,31 @@ describe('preview and diff read the installed controller’s fleet settings', { 
       c.io,
     );
     assert.match(c.err(), /using the controller's --fleet-url=/);
+  });
+
+  it('preview reads the render seed key from the Secret the controller names; absent or malformed says so', async () => {
+    const named = await preview(`--controller-namespace=${controllerNs}`);
+    assert.match(
+      named.err,
+      new RegExp(`using the installation's render seed key \\(Secret ${controllerNs}/seed\\)`),
+    );
+    const absent = await preview(`--controller-namespace=${emptyNs}`, `--fleet-url=${fleetUrl}`);
+    assert.match(
+      absent.err,
+      new RegExp(
+        `no render seed Secret ${emptyNs}/stackflux-controller-render-seed; this process's own key: generated values .* differ from the controller's`,
+      ),
+      'no controller: the default Secret of --controller-namespace',
+    );
+    const malformed = await preview(
+      `--render-seed-secret=${controllerNs}/malformed`,
+      `--fleet-url=${fleetUrl}`,
+    );
+    assert.equal(malformed.code, 1, malformed.err);
+    assert.match(
+      malformed.err,
+      new RegExp(`render seed Secret ${controllerNs}/malformed holds no usable key`),
+    );
+    assert.doesNotMatch(malformed.err, /hunter2/);
   });
 });

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import type { CommandIO } from '../../../controller/cli/command.ts';
 import { main } from '../../../controller/cli/main.ts';
+import { renderSeedKeyFile } from '../../../controller/cli/render.ts';
 
 const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
   version: string;
@@ -45,12 +48,41 @@ describe('stackflux CLI', () => {
     assert.match(d.out(), /STACKFLUX_OUTPUT/);
   });
 
+  it('render --render-seed-key-file: 64 hex digits are the key; an unreadable or other file is a usage error', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'seed-flag-'));
+    try {
+      const key = join(dir, 'seed.key');
+      writeFileSync(key, `${'C3'.repeat(32)}\n`);
+      assert.equal(renderSeedKeyFile({ 'render-seed-key-file': key }), 'c3'.repeat(32));
+      assert.equal(renderSeedKeyFile({}), undefined, 'without the flag: the process seeds with its own key');
+      const bad = join(dir, 'bad.key');
+      writeFileSync(bad, 'password\n');
+      for (const [file, message] of [
+        [bad, /--render-seed-key-file: .*bad\.key does not hold 64 hex digits/],
+        [join(dir, 'missing.key'), /--render-seed-key-file: cannot read .*missing\.key/],
+      ] as const) {
+        const c = capture();
+        const args = [
+          'render',
+          `--input-dir=${dir}`,
+          `--output-dir=${join(dir, 'out')}`,
+          `--render-seed-key-file=${file}`,
+        ];
+        assert.equal(await main(args, c.io), 2);
+        assert.match(c.err(), message);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('run: the removed single-branch fleet flags and bad fleet settings are usage errors naming the fix', async () => {
     for (const [args, message] of [
       [['--fleet-branch=main'], /--fleet-branch was removed: .*--fleet-branch-prefix/],
       [['--fleet-path=clusters'], /--fleet-path was removed/],
       [['--flux-shards=two'], /--flux-shards must be a positive integer/],
       [['--addon-interval=soon'], /--addon-interval "soon" is not a duration/],
+      [['--render-seed-secret=seed'], /--render-seed-secret must be NAMESPACE\/NAME, got "seed"/],
     ] as const) {
       const c = capture();
       assert.equal(await main(['run', '--fleet-url=https://git.example.com/fleet.git', ...args], c.io), 2);

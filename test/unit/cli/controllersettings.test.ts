@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { argFlags, settingsOf, withControllerSettings } from '../../../controller/cli/controllersettings.ts';
+import {
+  argFlags,
+  renderSeedSecretsOf,
+  settingsOf,
+  withControllerSettings,
+} from '../../../controller/cli/controllersettings.ts';
 
 const deployment = (ns: string, name: string, ...containers: { name: string; args?: string[] }[]) => ({
   apiVersion: 'apps/v1',
@@ -72,5 +77,31 @@ describe('the installed controller’s settings for preview and diff', () => {
     const given = withControllerSettings({ 'fleet-url': 'mine' }, settings);
     assert.deepEqual(given, { flags: { 'fleet-url': 'mine' } });
     assert.deepEqual(withControllerSettings({}, { found: false, why: 'none' }), { flags: {} });
+  });
+
+  it('the render seed Secret of the controllers: --render-seed-secret, else the default in their leader-election namespace', () => {
+    const run = (...args: string[]) => ({ name: 'manager', args: ['run', ...args] });
+    assert.deepEqual(renderSeedSecretsOf([deployment('ops', 'a', run('--render-seed-secret=ops/seed'))]), [
+      { namespace: 'ops', name: 'seed' },
+    ]);
+    assert.deepEqual(
+      renderSeedSecretsOf([
+        deployment('ops', 'a', run('--leader-elect', '--leader-election-namespace', 'ops')),
+        deployment('ops', 'b', run('--leader-election-namespace=ops', '--shard=b')),
+      ]),
+      [{ namespace: 'ops', name: 'stackflux-controller-render-seed' }],
+      'shards of one install: one Secret',
+    );
+    assert.deepEqual(renderSeedSecretsOf([deployment('ops', 'a', run())]), [
+      { namespace: 'flux-system', name: 'stackflux-controller-render-seed' },
+    ]);
+    assert.equal(
+      renderSeedSecretsOf([
+        deployment('ops', 'a', run('--render-seed-secret=x')),
+        deployment('ops', 'n', { name: 'nginx' }),
+      ]).length,
+      0,
+      'a malformed flag (the controller would not start) and other containers name none',
+    );
   });
 });

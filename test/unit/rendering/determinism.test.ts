@@ -1,14 +1,12 @@
 // Issue 31, F4: the Go engine's clock and randomness fixed per render (rendering/determinism.ts),
 // the pure parts: the seed, the stream, and the WASI imports that answer from them during a call.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
   fixedRender,
   fixedWasiImports,
-  renderSeedKeyOf,
+  newRenderSeedKey,
+  parseRenderSeedKey,
   SeedStream,
   timeNanos,
 } from '../../../controller/rendering/determinism.ts';
@@ -53,17 +51,20 @@ describe('fixed render seeds', () => {
     assert.equal(timeNanos('2026-11-01T00:00:00Z'), 1_793_491_200_000_000_000n);
   });
 
-  it('the installation key is made once, private to the controller, and read again', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'seed-key-'));
-    try {
-      const key = renderSeedKeyOf(join(dir, 'cache'));
-      assert.match(key, /^[0-9a-f]{64}$/);
-      assert.equal(renderSeedKeyOf(join(dir, 'cache')), key);
-      assert.equal(statSync(join(dir, 'cache', 'render-seed.key')).mode & 0o077, 0);
-      assert.equal(readFileSync(join(dir, 'cache', 'render-seed.key'), 'utf8').trim(), key);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+  it('a stored key is 64 hex digits (white space around it ignored, either case); anything else is none', () => {
+    assert.equal(parseRenderSeedKey(`${KEY}\n`), KEY);
+    assert.equal(parseRenderSeedKey(`  ${KEY.toUpperCase()}`), KEY);
+    for (const bad of [
+      '',
+      KEY.slice(2),
+      `${KEY}00`,
+      `${KEY.slice(2)}zz`,
+      `${KEY.slice(0, 32)} ${KEY.slice(32)}`,
+    ])
+      assert.equal(parseRenderSeedKey(bad), undefined, JSON.stringify(bad));
+    const made = newRenderSeedKey();
+    assert.equal(parseRenderSeedKey(made), made);
+    assert.notEqual(newRenderSeedKey(), made);
   });
 });
 
