@@ -1,6 +1,7 @@
 // The render process (child_process.fork with a heap cap): renders one addon per message with the
 // pure renderAddon and tells the parent which template it is in, so a render stopped for its time
-// or memory budget is reported with the file that overran. Started and killed by ./bounded.ts only.
+// or memory budget is reported with the file that overran. Started and killed by ./bounded/slots.ts
+// only.
 //
 // Every reply is bounded before it is sent (issue 22): a result's files and values count against
 // the output cap inside renderAddon, and the texts a reply carries besides (a failure's message, a
