@@ -4,10 +4,18 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
-import { crashAfterCommitHook, setupClusterAddonController } from '../controllers/clusteraddon.ts';
+import {
+  type ClusterAddonControllerOptions,
+  crashAfterCommitHook,
+  setupClusterAddonController,
+} from '../controllers/clusteraddon.ts';
 import { parseDuration } from '../controllers/duration.ts';
-import { setupImpactController } from '../controllers/impact.ts';
-import { setupReleasePipeline } from '../controllers/releasepipeline.ts';
+import { type ImpactControllerOptions, setupImpactController } from '../controllers/impact.ts';
+import {
+  type ReleasePipeline,
+  type ReleasePipelineOptions,
+  setupReleasePipeline,
+} from '../controllers/releasepipeline.ts';
 import {
   controllerRenderSeedSecret,
   DEFAULT_RENDER_SEED_SECRET,
@@ -17,6 +25,7 @@ import {
   type SecretRef,
 } from '../controllers/renderseed.ts';
 import { setupRolloutController } from '../controllers/rollout.ts';
+import type { SourceReadLimits } from '../controllers/sourcereads.ts';
 import {
   DEFAULT_HOOK_RATE,
   liveStageLookup,
@@ -25,12 +34,15 @@ import {
 } from '../controllers/upgradehook.ts';
 import { GitFleetWriter } from '../gitops/writer.ts';
 import { DEFAULT_BRANCH_PREFIX } from '../reconcilers/clusteraddon.ts';
+import type { FluxTemplates } from '../releases/flux.ts';
 import { loadFluxTemplates } from '../releases/flux-templates.ts';
+import type { TenancyPolicy } from '../releases/tenancy.ts';
+import type { RenderPoolOptions } from '../rendering/index.ts';
 import { KubeClient, loadKubeConfig } from '../runtime/client.ts';
 import { errorFields, type Logger, newLogger } from '../runtime/logging.ts';
 import { Manager } from '../runtime/manager.ts';
 import { serveWebhook, type WebhookServer } from '../sources/webhook.ts';
-import { type Command, UsageError } from './command.ts';
+import { type Command, type CommandIO, type FlagValues, UsageError } from './command.ts';
 import { renderLimitFlags, renderPoolOptions } from './renderlimits.ts';
 import { sourceFlags, sourceOptions } from './sourceflags.ts';
 import { sourceReadFlags, sourceReadLimits } from './sourcereadflags.ts';
@@ -287,254 +299,434 @@ export const runCommand: Command = {
     ...renderLimitFlags,
     ...tenancyFlags,
   },
-  run: async (flags, _positionals, io) => {
-    const v8Flags = tuneHeap();
-    const log = newLogger({ level: str(flags['log-level']) || 'info' });
-    // Which heap flags apply is otherwise invisible: node's own ones take precedence (heapFlags).
-    log.debug({ v8Flags }, 'V8 heap flags set');
-    const pollMs = parseDuration(str(flags['poll-interval']));
-    if (pollMs === undefined)
-      throw new UsageError(`--poll-interval "${str(flags['poll-interval'])}" is not a duration like 5m`);
-    const concurrency = positiveInt('concurrency', str(flags.concurrency) || '4');
-    const { githubApiUrl } = sourceOptions(flags);
-    const sourceReads = sourceReadLimits(flags);
-    // Fleet flags are checked before anything connects.
-    for (const [flag, why] of Object.entries(REMOVED_FLEET_FLAGS))
-      if (str(flags[flag]) !== '') throw new UsageError(`--${flag} was removed: ${why}`);
-    const branchPrefix = str(flags['fleet-branch-prefix']) || DEFAULT_BRANCH_PREFIX;
-    const fluxShardsText = str(flags['flux-shards']) || '0';
-    const fluxShards = fluxShardsText === '0' ? 0 : positiveInt('flux-shards', fluxShardsText);
-    const fleetInterval = durationFlag('fleet-interval', str(flags['fleet-interval']));
-    const addonInterval = durationFlag('addon-interval', str(flags['addon-interval']));
-    const render = renderPoolOptions(flags);
-    const tenancy = tenancyPolicy(flags);
-    const qps = positiveNumber('kube-api-qps', str(flags['kube-api-qps']) || String(DEFAULT_KUBE_API_QPS));
-    const burst = positiveInt(
-      'kube-api-burst',
-      str(flags['kube-api-burst']) || String(DEFAULT_KUBE_API_BURST),
-    );
-    let secret = str(flags['webhook-secret']);
-    const secretFile = str(flags['webhook-secret-file']);
-    if (secret === '' && secretFile !== '') secret = readFileSync(secretFile, 'utf8').trim();
-    const webhookAddr = str(flags['webhook-addr']);
-    if (webhookAddr !== '' && secret === '')
-      throw new UsageError('--webhook-addr needs --webhook-secret or --webhook-secret-file');
-    const webhookBodyTimeoutMs = parseDuration(
-      durationFlag('webhook-body-timeout', str(flags['webhook-body-timeout']) || '10s') ?? '10s',
-    );
-    const webhookMaxInFlight = positiveInt(
-      'webhook-max-in-flight',
-      str(flags['webhook-max-in-flight']) || '64',
-    );
-    const cacheDir = str(flags['cache-dir']) || defaultCacheDir(io.env);
-    const renderSeedSecret = controllerRenderSeedSecret(
-      str(flags['render-seed-secret']),
-      str(flags['leader-election-namespace']),
-    );
-    if (renderSeedSecret === undefined)
-      throw new UsageError(
-        `--render-seed-secret must be NAMESPACE/NAME, got "${str(flags['render-seed-secret'])}"`,
-      );
-    const templatesDir = str(flags['flux-templates']);
-    const templates = templatesDir ? loadFluxTemplates(templatesDir) : loadFluxTemplates();
-
-    const kubeconfig = str(flags.kubeconfig);
-    const context = str(flags.context);
-    const kc = loadKubeConfig({ ...(kubeconfig ? { kubeconfig } : {}), ...(context ? { context } : {}) });
-    const client = new KubeClient(kc, { userAgent: 'stackflux', qps, burst });
-    const metricsAddr = str(flags['metrics-addr']);
-    const healthAddr = str(flags['health-addr']);
-    const namespace = str(flags.namespace);
-    const shard = str(flags.shard);
-    if (shard !== '' && !/^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(shard))
-      throw new UsageError(`--shard "${shard}" is not a valid label value`);
-    const renderSeedKey =
-      str(flags['fleet-url']) !== ''
-        ? await renderSeedKeyAtStart(client, renderSeedSecret, cacheDir, log)
-        : undefined;
-    const manager = new Manager({
-      client,
-      logger: log,
-      ...(shard ? { shard } : {}),
-      ...(metricsAddr ? { metricsAddr } : {}),
-      ...(healthAddr ? { healthAddr } : {}),
-      ...(flags['leader-elect'] === true
-        ? {
-            leaderElection: {
-              name: str(flags['leader-election-id']) || 'stackflux-controller',
-              namespace: str(flags['leader-election-namespace']) || 'flux-system',
-            },
-          }
-        : {}),
-    });
-    manager.installProcessHandlers();
-    const fleetUrl = str(flags['fleet-url']);
-    const secretFlag = str(flags['fleet-secret']);
-    const [secretNs, secretName, ...rest] = secretFlag.split('/');
-    if (secretFlag !== '' && (!secretNs || !secretName || rest.length > 0))
-      throw new UsageError(`--fleet-secret must be NAMESPACE/NAME, got "${secretFlag}"`);
-    const author = { name: 'stackflux', email: 'stackflux@users.noreply.stackflux.io' };
-    const pipeline = await setupReleasePipeline(manager, {
-      render,
-      ...(fleetUrl !== ''
-        ? {
-            fleet: {
-              url: fleetUrl,
-              branchPrefix,
-              ...(secretNs && secretName ? { secret: { namespace: secretNs, name: secretName } } : {}),
-              // Its own local repository: the addon controller's writer keeps the Cluster branches'.
-              writer: (prefix, credentials) =>
-                new GitFleetWriter({
-                  url: fleetUrl,
-                  branchPrefix: prefix,
-                  cacheDir: join(cacheDir, 'release-classes'),
-                  author,
-                  ...(credentials !== undefined ? { credentials } : {}),
-                }),
-            },
-          }
-        : {}),
-      ...(namespace ? { namespace } : {}),
-      cacheDir,
-      templates,
-      defaultPollIntervalMs: pollMs,
-      concurrency,
-      githubApiUrl,
-      tenancy,
-      sourceReads,
-    });
-    let webhook: WebhookServer | undefined;
-    if (webhookAddr !== '') {
-      webhook = await serveWebhook(webhookAddr, {
-        secret,
-        trigger: (urls) => pipeline.pollers.trigger(urls),
-        triggerOciRepositories: (repositories) => pipeline.pollers.triggerOciRepositories(repositories),
-        logger: log,
-        limits: {
-          maxInFlight: webhookMaxInFlight,
-          ...(webhookBodyTimeoutMs !== undefined && webhookBodyTimeoutMs > 0
-            ? { bodyTimeoutMs: webhookBodyTimeoutMs }
-            : {}),
-        },
-      });
-    }
-    const extensionAddr = str(flags['runtime-extension-addr']);
-    const hookQps = positiveInt('runtime-extension-qps', str(flags['runtime-extension-qps']));
-    const hookQpsPerCaller = positiveInt(
-      'runtime-extension-qps-per-caller',
-      str(flags['runtime-extension-qps-per-caller']),
-    );
-    const hookRate = {
-      overall: { ratePerSecond: hookQps, burst: 2 * hookQps },
-      perKey: { ratePerSecond: hookQpsPerCaller, burst: 2 * hookQpsPerCaller },
-    };
-    let extension: RuntimeExtensionServer | undefined;
-    if (extensionAddr !== '') {
-      try {
-        extension = await serveRuntimeExtension(extensionAddr, {
-          lookup: liveStageLookup(client),
-          certFile: str(flags['runtime-extension-tls-cert']),
-          keyFile: str(flags['runtime-extension-tls-key']),
-          logger: log,
-          rate: hookRate,
-        });
-      } catch (err) {
-        throw new UsageError(
-          `--runtime-extension-*: cannot serve on ${extensionAddr}: ${err instanceof Error ? err.message : String(err)}`,
-        );
-      }
-    }
-    if (fleetUrl !== '') {
-      const windowText = str(flags['fleet-batch-window']) || '2s';
-      const batchWindowMs = parseDuration(windowText);
-      if (batchWindowMs === undefined)
-        throw new UsageError(`--fleet-batch-window "${windowText}" is not a duration like 2s`);
-      const crashMarker = io.env.STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT;
-      // Checks the URL and prefix now (a usage error), before anything runs.
-      try {
-        new GitFleetWriter({ url: fleetUrl, branchPrefix, cacheDir, author });
-      } catch (err) {
-        throw new UsageError(
-          `--fleet-url/--fleet-branch-prefix: ${err instanceof Error ? err.message : String(err)}`,
-        );
-      }
-      await setupClusterAddonController(manager, {
-        ...(namespace ? { namespace } : {}),
-        fleet: {
-          url: fleetUrl,
-          branchPrefix,
-          ...(secretNs && secretName ? { secret: { namespace: secretNs, name: secretName } } : {}),
-          ...(fleetInterval !== undefined ? { interval: fleetInterval } : {}),
-          ...(addonInterval !== undefined ? { addonInterval } : {}),
-          ...(fluxShards >= 1 ? { fluxShards } : {}),
-        },
-        writer: (credentials) =>
-          new GitFleetWriter({
-            url: fleetUrl,
-            branchPrefix,
-            cacheDir,
-            author,
-            ...(credentials !== undefined ? { credentials } : {}),
-            ...(crashMarker ? { hooks: { afterCommit: crashAfterCommitHook(crashMarker) } } : {}),
-          }),
-        cacheDir,
-        fetchTree: pipeline.fetchTree,
-        githubApiUrl,
-        templates,
-        tenancy,
-        concurrency,
-        batchWindowMs,
-        render,
-        renderSeedKey,
-      });
-      // Progressive rollouts gate on ClusterAddons, so they run where the addon controller runs.
-      await setupRolloutController(manager, { ...(namespace ? { namespace } : {}), concurrency });
-      // The impact a rollout may wait on is computed where the fleet it compares with is written.
-      await setupImpactController(manager, {
-        ...(namespace ? { namespace } : {}),
-        cacheDir,
-        // The pollers' listings and the release controller's tree reads, not reads of its own.
-        sources: {
-          pollers: pipeline.pollers,
-          trees: pipeline.reads.trees,
-          fetchTree: pipeline.fetchTree,
-          cacheDir,
-          githubApiUrl,
-        },
-        fleet: {
-          url: fleetUrl,
-          branchPrefix,
-          ...(secretNs && secretName ? { secretRef: secretName } : {}),
-          ...(fleetInterval !== undefined ? { interval: fleetInterval } : {}),
-          ...(addonInterval !== undefined ? { addonInterval } : {}),
-          ...(fluxShards >= 1 ? { fluxShards } : {}),
-        },
-        ...(secretNs && secretName ? { fleetSecret: { namespace: secretNs, name: secretName } } : {}),
-        renderSeedKey,
-        templates,
-        ...(tenancy !== undefined ? { tenancy } : {}),
-        render,
-      });
-    }
-    await manager.start();
-    log.info(
-      {
-        servers: manager.serverUrls(),
-        webhook: webhook?.url,
-        runtimeExtension: extension?.url,
-        cacheDir,
-        namespace: namespace || '(all)',
-        shard: shard || '(none: objects without a shard key)',
-        clusterApi: pipeline.clusterApiVersion ?? 'not served',
-      },
-      'stackflux controller started',
-    );
-    const reason = await manager.done;
-    await webhook?.close().catch((err: unknown) => log.error(errorFields(err), 'closing the webhook'));
-    await extension
-      ?.close()
-      .catch((err: unknown) => log.error(errorFields(err), 'closing the runtime extension'));
-    client.close();
-    return reason === 'leadership-lost' ? 1 : 0;
-  },
+  run: (flags, _positionals, io) => runController(flags, io),
 };
+
+/** The controller's settings read from its flags (all checked before anything connects). */
+interface RunSettings {
+  pollMs: number;
+  concurrency: number;
+  githubApiUrl: string;
+  sourceReads: SourceReadLimits;
+  fleetLayout: FleetLayout;
+  render: RenderPoolOptions;
+  tenancy: TenancyPolicy;
+  qps: number;
+  burst: number;
+  webhook: WebhookSettings;
+  cacheDir: string;
+  renderSeedSecret: SecretRef;
+  templates: FluxTemplates;
+}
+
+/** How the fleet is laid out: the flags that need no repository to check. */
+interface FleetLayout {
+  branchPrefix: string;
+  fluxShards: number;
+  fleetInterval: string | undefined;
+  addonInterval: string | undefined;
+}
+
+interface WebhookSettings {
+  secret: string;
+  addr: string;
+  bodyTimeoutMs: number | undefined;
+  maxInFlight: number;
+}
+
+/** The fleet repository of the addon controller (`url` empty: no addon controller). */
+interface FleetRepository {
+  url: string;
+  /** The Secret of its credentials, when --fleet-secret names one. */
+  secret: { namespace: string; name: string } | undefined;
+}
+
+const FLEET_AUTHOR = { name: 'stackflux', email: 'stackflux@users.noreply.stackflux.io' };
+
+/**
+ * `stackflux run`: checks the flags, starts the release pipeline, the webhook, the runtime
+ * extension and (with a fleet) the controllers that write it, then runs until the manager stops.
+ */
+async function runController(flags: FlagValues, io: CommandIO): Promise<number> {
+  const v8Flags = tuneHeap();
+  const log = newLogger({ level: str(flags['log-level']) || 'info' });
+  // Which heap flags apply is otherwise invisible: node's own ones take precedence (heapFlags).
+  log.debug({ v8Flags }, 'V8 heap flags set');
+  const settings = runSettings(flags, io.env);
+  const client = kubeClient(flags, settings);
+  const namespace = str(flags.namespace);
+  const shard = shardFlag(flags);
+  const renderSeedKey =
+    str(flags['fleet-url']) !== ''
+      ? await renderSeedKeyAtStart(client, settings.renderSeedSecret, settings.cacheDir, log)
+      : undefined;
+  const manager = newManager(flags, client, log, shard);
+  manager.installProcessHandlers();
+  const fleet = fleetRepository(flags);
+  const pipeline = await setupReleasePipeline(manager, releasePipelineOptions(settings, fleet, namespace));
+  const webhook = await startWebhook(settings.webhook, pipeline, log);
+  const extension = await startRuntimeExtension(flags, client, log);
+  if (fleet.url !== '')
+    await setupFleetControllers(manager, flags, io.env, {
+      settings,
+      fleet,
+      pipeline,
+      namespace,
+      renderSeedKey,
+    });
+  await manager.start();
+  log.info(
+    {
+      servers: manager.serverUrls(),
+      webhook: webhook?.url,
+      runtimeExtension: extension?.url,
+      cacheDir: settings.cacheDir,
+      namespace: namespace || '(all)',
+      shard: shard || '(none: objects without a shard key)',
+      clusterApi: pipeline.clusterApiVersion ?? 'not served',
+    },
+    'stackflux controller started',
+  );
+  const reason = await manager.done;
+  await closeServers(log, webhook, extension);
+  client.close();
+  return reason === 'leadership-lost' ? 1 : 0;
+}
+
+async function closeServers(
+  log: Logger,
+  webhook: WebhookServer | undefined,
+  extension: RuntimeExtensionServer | undefined,
+): Promise<void> {
+  await webhook?.close().catch((err: unknown) => log.error(errorFields(err), 'closing the webhook'));
+  await extension
+    ?.close()
+    .catch((err: unknown) => log.error(errorFields(err), 'closing the runtime extension'));
+}
+
+/** Reads and checks the flags that need nothing running, in the order they are reported. */
+function runSettings(flags: FlagValues, env: CommandIO['env']): RunSettings {
+  const pollMs = parseDuration(str(flags['poll-interval']));
+  if (pollMs === undefined)
+    throw new UsageError(`--poll-interval "${str(flags['poll-interval'])}" is not a duration like 5m`);
+  const concurrency = positiveInt('concurrency', str(flags.concurrency) || '4');
+  const { githubApiUrl } = sourceOptions(flags);
+  const sourceReads = sourceReadLimits(flags);
+  const fleetLayout = fleetLayoutOf(flags);
+  const render = renderPoolOptions(flags);
+  const tenancy = tenancyPolicy(flags);
+  const qps = positiveNumber('kube-api-qps', str(flags['kube-api-qps']) || String(DEFAULT_KUBE_API_QPS));
+  const burst = positiveInt('kube-api-burst', str(flags['kube-api-burst']) || String(DEFAULT_KUBE_API_BURST));
+  const webhook = webhookSettings(flags);
+  const cacheDir = str(flags['cache-dir']) || defaultCacheDir(env);
+  const renderSeedSecret = controllerRenderSeedSecret(
+    str(flags['render-seed-secret']),
+    str(flags['leader-election-namespace']),
+  );
+  if (renderSeedSecret === undefined)
+    throw new UsageError(
+      `--render-seed-secret must be NAMESPACE/NAME, got "${str(flags['render-seed-secret'])}"`,
+    );
+  const templatesDir = str(flags['flux-templates']);
+  const templates = templatesDir ? loadFluxTemplates(templatesDir) : loadFluxTemplates();
+  return {
+    pollMs,
+    concurrency,
+    githubApiUrl,
+    sourceReads,
+    fleetLayout,
+    render,
+    tenancy,
+    qps,
+    burst,
+    webhook,
+    cacheDir,
+    renderSeedSecret,
+    templates,
+  };
+}
+
+function fleetLayoutOf(flags: FlagValues): FleetLayout {
+  // Fleet flags are checked before anything connects.
+  for (const [flag, why] of Object.entries(REMOVED_FLEET_FLAGS))
+    if (str(flags[flag]) !== '') throw new UsageError(`--${flag} was removed: ${why}`);
+  const branchPrefix = str(flags['fleet-branch-prefix']) || DEFAULT_BRANCH_PREFIX;
+  const fluxShardsText = str(flags['flux-shards']) || '0';
+  const fluxShards = fluxShardsText === '0' ? 0 : positiveInt('flux-shards', fluxShardsText);
+  const fleetInterval = durationFlag('fleet-interval', str(flags['fleet-interval']));
+  const addonInterval = durationFlag('addon-interval', str(flags['addon-interval']));
+  return { branchPrefix, fluxShards, fleetInterval, addonInterval };
+}
+
+function webhookSettings(flags: FlagValues): WebhookSettings {
+  let secret = str(flags['webhook-secret']);
+  const secretFile = str(flags['webhook-secret-file']);
+  if (secret === '' && secretFile !== '') secret = readFileSync(secretFile, 'utf8').trim();
+  const addr = str(flags['webhook-addr']);
+  if (addr !== '' && secret === '')
+    throw new UsageError('--webhook-addr needs --webhook-secret or --webhook-secret-file');
+  const bodyTimeoutMs = parseDuration(
+    durationFlag('webhook-body-timeout', str(flags['webhook-body-timeout']) || '10s') ?? '10s',
+  );
+  const maxInFlight = positiveInt('webhook-max-in-flight', str(flags['webhook-max-in-flight']) || '64');
+  return { secret, addr, bodyTimeoutMs, maxInFlight };
+}
+
+function kubeClient(flags: FlagValues, settings: RunSettings): KubeClient {
+  const kubeconfig = str(flags.kubeconfig);
+  const context = str(flags.context);
+  const kc = loadKubeConfig({ ...(kubeconfig ? { kubeconfig } : {}), ...(context ? { context } : {}) });
+  return new KubeClient(kc, { userAgent: 'stackflux', qps: settings.qps, burst: settings.burst });
+}
+
+/** --shard, a label value or empty. */
+function shardFlag(flags: FlagValues): string {
+  const shard = str(flags.shard);
+  if (shard !== '' && !/^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(shard))
+    throw new UsageError(`--shard "${shard}" is not a valid label value`);
+  return shard;
+}
+
+function newManager(flags: FlagValues, client: KubeClient, log: Logger, shard: string): Manager {
+  const metricsAddr = str(flags['metrics-addr']);
+  const healthAddr = str(flags['health-addr']);
+  return new Manager({
+    client,
+    logger: log,
+    ...(shard ? { shard } : {}),
+    ...(metricsAddr ? { metricsAddr } : {}),
+    ...(healthAddr ? { healthAddr } : {}),
+    ...(flags['leader-elect'] === true
+      ? {
+          leaderElection: {
+            name: str(flags['leader-election-id']) || 'stackflux-controller',
+            namespace: str(flags['leader-election-namespace']) || 'flux-system',
+          },
+        }
+      : {}),
+  });
+}
+
+function fleetRepository(flags: FlagValues): FleetRepository {
+  const url = str(flags['fleet-url']);
+  const secretFlag = str(flags['fleet-secret']);
+  const [secretNs, secretName, ...rest] = secretFlag.split('/');
+  if (secretFlag !== '' && (!secretNs || !secretName || rest.length > 0))
+    throw new UsageError(`--fleet-secret must be NAMESPACE/NAME, got "${secretFlag}"`);
+  return { url, secret: secretNs && secretName ? { namespace: secretNs, name: secretName } : undefined };
+}
+
+function releasePipelineOptions(
+  settings: RunSettings,
+  fleet: FleetRepository,
+  namespace: string,
+): ReleasePipelineOptions {
+  const { cacheDir } = settings;
+  return {
+    render: settings.render,
+    ...(fleet.url !== ''
+      ? {
+          fleet: {
+            url: fleet.url,
+            branchPrefix: settings.fleetLayout.branchPrefix,
+            ...(fleet.secret !== undefined ? { secret: fleet.secret } : {}),
+            // Its own local repository: the addon controller's writer keeps the Cluster branches'.
+            writer: (prefix, credentials) =>
+              new GitFleetWriter({
+                url: fleet.url,
+                branchPrefix: prefix,
+                cacheDir: join(cacheDir, 'release-classes'),
+                author: FLEET_AUTHOR,
+                ...(credentials !== undefined ? { credentials } : {}),
+              }),
+          },
+        }
+      : {}),
+    ...(namespace ? { namespace } : {}),
+    cacheDir,
+    templates: settings.templates,
+    defaultPollIntervalMs: settings.pollMs,
+    concurrency: settings.concurrency,
+    githubApiUrl: settings.githubApiUrl,
+    tenancy: settings.tenancy,
+    sourceReads: settings.sourceReads,
+  };
+}
+
+/** The push webhook, when --webhook-addr is set. */
+async function startWebhook(
+  webhook: WebhookSettings,
+  pipeline: ReleasePipeline,
+  log: Logger,
+): Promise<WebhookServer | undefined> {
+  if (webhook.addr === '') return undefined;
+  return serveWebhook(webhook.addr, {
+    secret: webhook.secret,
+    trigger: (urls) => pipeline.pollers.trigger(urls),
+    triggerOciRepositories: (repositories) => pipeline.pollers.triggerOciRepositories(repositories),
+    logger: log,
+    limits: {
+      maxInFlight: webhook.maxInFlight,
+      ...(webhook.bodyTimeoutMs !== undefined && webhook.bodyTimeoutMs > 0
+        ? { bodyTimeoutMs: webhook.bodyTimeoutMs }
+        : {}),
+    },
+  });
+}
+
+/** Cluster API's runtime extension, when --runtime-extension-addr is set. */
+async function startRuntimeExtension(
+  flags: FlagValues,
+  client: KubeClient,
+  log: Logger,
+): Promise<RuntimeExtensionServer | undefined> {
+  const extensionAddr = str(flags['runtime-extension-addr']);
+  const hookQps = positiveInt('runtime-extension-qps', str(flags['runtime-extension-qps']));
+  const hookQpsPerCaller = positiveInt(
+    'runtime-extension-qps-per-caller',
+    str(flags['runtime-extension-qps-per-caller']),
+  );
+  const hookRate = {
+    overall: { ratePerSecond: hookQps, burst: 2 * hookQps },
+    perKey: { ratePerSecond: hookQpsPerCaller, burst: 2 * hookQpsPerCaller },
+  };
+  if (extensionAddr === '') return undefined;
+  try {
+    return await serveRuntimeExtension(extensionAddr, {
+      lookup: liveStageLookup(client),
+      certFile: str(flags['runtime-extension-tls-cert']),
+      keyFile: str(flags['runtime-extension-tls-key']),
+      logger: log,
+      rate: hookRate,
+    });
+  } catch (err) {
+    throw new UsageError(
+      `--runtime-extension-*: cannot serve on ${extensionAddr}: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+}
+
+/** What the controllers that write the fleet are set up from. */
+interface FleetControllerInputs {
+  settings: RunSettings;
+  fleet: FleetRepository;
+  pipeline: ReleasePipeline;
+  namespace: string;
+  renderSeedKey: string | undefined;
+}
+
+/** The controllers that write the fleet: ClusterAddons, the rollouts that gate on them, impacts. */
+async function setupFleetControllers(
+  manager: Manager,
+  flags: FlagValues,
+  env: CommandIO['env'],
+  inputs: FleetControllerInputs,
+): Promise<void> {
+  const { settings, fleet, namespace } = inputs;
+  const batchWindowMs = fleetBatchWindowMs(flags);
+  const crashMarker = env.STACKFLUX_TEST_CRASH_AFTER_FLEET_COMMIT;
+  checkFleetWriter(fleet.url, settings.fleetLayout.branchPrefix, settings.cacheDir);
+  await setupClusterAddonController(manager, {
+    ...clusterAddonOptions(inputs, crashMarker),
+    batchWindowMs,
+  });
+  // Progressive rollouts gate on ClusterAddons, so they run where the addon controller runs.
+  await setupRolloutController(manager, {
+    ...(namespace ? { namespace } : {}),
+    concurrency: settings.concurrency,
+  });
+  // The impact a rollout may wait on is computed where the fleet it compares with is written.
+  await setupImpactController(manager, impactOptions(inputs));
+}
+
+function fleetBatchWindowMs(flags: FlagValues): number {
+  const windowText = str(flags['fleet-batch-window']) || '2s';
+  const batchWindowMs = parseDuration(windowText);
+  if (batchWindowMs === undefined)
+    throw new UsageError(`--fleet-batch-window "${windowText}" is not a duration like 2s`);
+  return batchWindowMs;
+}
+
+/** Checks the URL and prefix now (a usage error), before anything runs. */
+function checkFleetWriter(url: string, branchPrefix: string, cacheDir: string): void {
+  try {
+    new GitFleetWriter({ url, branchPrefix, cacheDir, author: FLEET_AUTHOR });
+  } catch (err) {
+    throw new UsageError(
+      `--fleet-url/--fleet-branch-prefix: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+}
+
+/** The ClusterAddon controller's options but its batch window (a flag checked first). */
+function clusterAddonOptions(
+  { settings, fleet, pipeline, namespace, renderSeedKey }: FleetControllerInputs,
+  crashMarker: string | undefined,
+): Omit<ClusterAddonControllerOptions, 'batchWindowMs'> {
+  const { branchPrefix, fleetInterval, addonInterval, fluxShards } = settings.fleetLayout;
+  const { cacheDir } = settings;
+  return {
+    ...(namespace ? { namespace } : {}),
+    fleet: {
+      url: fleet.url,
+      branchPrefix,
+      ...(fleet.secret !== undefined ? { secret: fleet.secret } : {}),
+      ...(fleetInterval !== undefined ? { interval: fleetInterval } : {}),
+      ...(addonInterval !== undefined ? { addonInterval } : {}),
+      ...(fluxShards >= 1 ? { fluxShards } : {}),
+    },
+    writer: (credentials) =>
+      new GitFleetWriter({
+        url: fleet.url,
+        branchPrefix,
+        cacheDir,
+        author: FLEET_AUTHOR,
+        ...(credentials !== undefined ? { credentials } : {}),
+        ...(crashMarker ? { hooks: { afterCommit: crashAfterCommitHook(crashMarker) } } : {}),
+      }),
+    cacheDir,
+    fetchTree: pipeline.fetchTree,
+    githubApiUrl: settings.githubApiUrl,
+    templates: settings.templates,
+    tenancy: settings.tenancy,
+    concurrency: settings.concurrency,
+    render: settings.render,
+    renderSeedKey,
+  };
+}
+
+function impactOptions({
+  settings,
+  fleet,
+  pipeline,
+  namespace,
+  renderSeedKey,
+}: FleetControllerInputs): ImpactControllerOptions {
+  const { branchPrefix, fleetInterval, addonInterval, fluxShards } = settings.fleetLayout;
+  const { cacheDir, tenancy } = settings;
+  return {
+    ...(namespace ? { namespace } : {}),
+    cacheDir,
+    // The pollers' listings and the release controller's tree reads, not reads of its own.
+    sources: {
+      pollers: pipeline.pollers,
+      trees: pipeline.reads.trees,
+      fetchTree: pipeline.fetchTree,
+      cacheDir,
+      githubApiUrl: settings.githubApiUrl,
+    },
+    fleet: {
+      url: fleet.url,
+      branchPrefix,
+      ...(fleet.secret !== undefined ? { secretRef: fleet.secret.name } : {}),
+      ...(fleetInterval !== undefined ? { interval: fleetInterval } : {}),
+      ...(addonInterval !== undefined ? { addonInterval } : {}),
+      ...(fluxShards >= 1 ? { fluxShards } : {}),
+    },
+    ...(fleet.secret !== undefined ? { fleetSecret: fleet.secret } : {}),
+    renderSeedKey,
+    templates: settings.templates,
+    ...(tenancy !== undefined ? { tenancy } : {}),
+    render: settings.render,
+  };
+}
