@@ -208,9 +208,67 @@ export function controllerClusterRoles(name = NAME): Record<string, unknown>[] {
   ];
 }
 
+export function installObjects(o: InstallOptions): Record<string, unknown>[] {
+  const ns = o.namespace;
+  const controller = o.name ?? NAME;
+  const servers: ControllerServers = {
+    metricsPort: o.metricsPort ?? 8080,
+    webhook: o.webhookSecretName !== '',
+    extension: o.runtimeExtension,
+  };
+  const objects: Record<string, unknown>[] = [];
+  if (o.withNamespace)
+    objects.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: LABELS } });
+  objects.push(...allCrds().map((crd) => ({ ...crd })));
+  objects.push(...rbacObjects(ns, controller));
+  objects.push(serviceObject(ns, controller, servers));
+  objects.push(deploymentObject(o, controller, servers));
+  if (o.networkPolicy !== undefined)
+    objects.push(
+      networkPolicyObject(objectMeta(ns, controller), o.networkPolicy, {
+        webhook: servers.webhook,
+        extension: !!servers.extension,
+      }),
+    );
+  if (servers.extension) objects.push(...runtimeExtensionObjects(ns, servers.extension, controller));
+  return objects;
+}
+
+/** What the controller serves besides /healthz: /metrics, and the webhook and runtime extension when on. */
+interface ControllerServers {
+  metricsPort: number;
+  webhook: boolean;
+  extension: RuntimeExtensionInstall | undefined;
+}
+
+/** The metadata of one of the controller's objects (cluster-scoped ones: `namespaced` false). */
+function objectMeta(ns: string, name: string, namespaced = true) {
+  return {
+    name,
+    ...(namespaced ? { namespace: ns } : {}),
+    labels: LABELS,
+  };
+}
+
+/** The controller's ServiceAccount and what it may do: its ClusterRoles, the Roles of its namespace. */
+function rbacObjects(ns: string, controller: string): Record<string, unknown>[] {
+  return [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: objectMeta(ns, controller) },
+    ...controllerClusterRoles(controller),
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: objectMeta(ns, controller, false),
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: controller },
+      subjects: [{ kind: 'ServiceAccount', name: controller, namespace: ns }],
+    },
+    ...namespacedRole(ns, controller, 'leader-election', LEADER_ELECTION_RESOURCES),
+    ...namespacedRole(ns, controller, 'render-seed', RENDER_SEED_RESOURCES),
+  ];
+}
+
 /** A Role `<controller>-<purpose>` of the controller's namespace with these rules, bound to its ServiceAccount. */
 function namespacedRole(
-  meta: (name: string) => Record<string, unknown>,
   ns: string,
   controller: string,
   purpose: string,
@@ -221,169 +279,168 @@ function namespacedRole(
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'Role',
-      metadata: meta(name),
+      metadata: objectMeta(ns, name),
       rules: policyRules(declarations),
     },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'RoleBinding',
-      metadata: meta(name),
+      metadata: objectMeta(ns, name),
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
       subjects: [{ kind: 'ServiceAccount', name: controller, namespace: ns }],
     },
   ];
 }
 
-export function installObjects(o: InstallOptions): Record<string, unknown>[] {
-  const ns = o.namespace;
-  const controller = o.name ?? NAME;
-  const metricsPort = o.metricsPort ?? 8080;
-  const meta = (name: string, namespaced = true) => ({
-    name,
-    ...(namespaced ? { namespace: ns } : {}),
-    labels: LABELS,
-  });
-  const objects: Record<string, unknown>[] = [];
-  if (o.withNamespace)
-    objects.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: LABELS } });
-  objects.push(...allCrds().map((crd) => ({ ...crd })));
-  objects.push({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(controller) });
-  objects.push(...controllerClusterRoles(controller));
-  objects.push({
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRoleBinding',
-    metadata: meta(controller, false),
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: controller },
-    subjects: [{ kind: 'ServiceAccount', name: controller, namespace: ns }],
-  });
-  objects.push(...namespacedRole(meta, ns, controller, 'leader-election', LEADER_ELECTION_RESOURCES));
-  objects.push(...namespacedRole(meta, ns, controller, 'render-seed', RENDER_SEED_RESOURCES));
-  const webhook = o.webhookSecretName !== '';
-  const extension = o.runtimeExtension;
-  objects.push({
+function serviceObject(ns: string, controller: string, servers: ControllerServers): Record<string, unknown> {
+  return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: meta(controller),
+    metadata: objectMeta(ns, controller),
     spec: {
       type: 'ClusterIP',
       selector: LABELS,
       ports: [
-        ...(webhook ? [{ name: 'http-webhook', port: 80, targetPort: 'http-webhook', protocol: 'TCP' }] : []),
-        ...(extension
+        ...(servers.webhook
+          ? [{ name: 'http-webhook', port: 80, targetPort: 'http-webhook', protocol: 'TCP' }]
+          : []),
+        ...(servers.extension
           ? [{ name: 'https-hooks', port: 443, targetPort: 'https-hooks', protocol: 'TCP' }]
           : []),
-        { name: 'http-metrics', port: metricsPort, targetPort: 'http-metrics', protocol: 'TCP' },
+        {
+          name: 'http-metrics',
+          port: servers.metricsPort,
+          targetPort: 'http-metrics',
+          protocol: 'TCP',
+        },
       ],
     },
-  });
-  objects.push({
+  };
+}
+
+function deploymentObject(
+  o: InstallOptions,
+  controller: string,
+  servers: ControllerServers,
+): Record<string, unknown> {
+  return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
-    metadata: meta(controller),
+    metadata: objectMeta(o.namespace, controller),
     spec: {
       replicas: o.replicas ?? 1,
       selector: { matchLabels: LABELS },
       template: {
         metadata: { labels: LABELS },
-        spec: {
-          serviceAccountName: controller,
-          ...(o.pod?.imagePullSecrets !== undefined ? { imagePullSecrets: o.pod.imagePullSecrets } : {}),
-          ...(o.pod?.priorityClassName !== undefined ? { priorityClassName: o.pod.priorityClassName } : {}),
-          ...(o.pod?.nodeSelector !== undefined ? { nodeSelector: o.pod.nodeSelector } : {}),
-          ...(o.pod?.tolerations !== undefined ? { tolerations: o.pod.tolerations } : {}),
-          ...(o.pod?.affinity !== undefined ? { affinity: o.pod.affinity } : {}),
-          terminationGracePeriodSeconds: 30,
-          securityContext: {
-            runAsNonRoot: true,
-            runAsUser: 65532,
-            runAsGroup: 65532,
-            fsGroup: 65532,
-            seccompProfile: { type: 'RuntimeDefault' },
-          },
-          containers: [
-            {
-              name: 'manager',
-              image: o.image,
-              imagePullPolicy: o.imagePullPolicy ?? 'IfNotPresent',
-              args: [
-                'run',
-                ...(o.leaderElection !== false
-                  ? ['--leader-elect', `--leader-election-namespace=${ns}`]
-                  : []),
-                `--metrics-addr=:${metricsPort}`,
-                '--health-addr=:8081',
-                `--cache-dir=${CACHE_DIR}`,
-                `--render-seed-secret=${ns}/${renderSeedSecretName(controller)}`,
-                `--log-level=${o.logLevel ?? 'info'}`,
-                ...fleetArgs(o.fleet),
-                ...(webhook ? ['--webhook-addr=:9292'] : []),
-                ...(extension
-                  ? [
-                      `--runtime-extension-addr=:${RUNTIME_EXTENSION_PORT}`,
-                      `--runtime-extension-tls-cert=${RUNTIME_EXTENSION_CERT_DIR}/tls.crt`,
-                      `--runtime-extension-tls-key=${RUNTIME_EXTENSION_CERT_DIR}/tls.key`,
-                    ]
-                  : []),
-                ...tenancyArgs(o.tenancy),
-                ...(o.extraArgs ?? []),
-              ],
-              env: [
-                { name: 'HOME', value: '/tmp' },
-                ...(webhook
-                  ? [
-                      {
-                        name: 'STACKFLUX_WEBHOOK_SECRET',
-                        valueFrom: { secretKeyRef: { name: o.webhookSecretName, key: 'secret' } },
-                      },
-                    ]
-                  : []),
-              ],
-              ports: [
-                { name: 'http-metrics', containerPort: metricsPort, protocol: 'TCP' },
-                { name: 'healthz', containerPort: 8081, protocol: 'TCP' },
-                ...(webhook ? [{ name: 'http-webhook', containerPort: 9292, protocol: 'TCP' }] : []),
-                ...(extension
-                  ? [{ name: 'https-hooks', containerPort: RUNTIME_EXTENSION_PORT, protocol: 'TCP' }]
-                  : []),
-              ],
-              livenessProbe: { httpGet: { path: '/healthz', port: 'healthz' }, periodSeconds: 10 },
-              readinessProbe: { httpGet: { path: '/readyz', port: 'healthz' }, periodSeconds: 5 },
-              resources: o.resources ?? DEFAULT_RESOURCES,
-              securityContext: {
-                allowPrivilegeEscalation: false,
-                readOnlyRootFilesystem: true,
-                capabilities: { drop: ['ALL'] },
-              },
-              volumeMounts: [
-                { name: 'cache', mountPath: CACHE_DIR },
-                { name: 'tmp', mountPath: '/tmp' },
-                ...(extension
-                  ? [
-                      {
-                        name: 'runtime-extension-cert',
-                        mountPath: RUNTIME_EXTENSION_CERT_DIR,
-                        readOnly: true,
-                      },
-                    ]
-                  : []),
-              ],
-            },
-          ],
-          volumes: [
-            { name: 'cache', emptyDir: {} },
-            { name: 'tmp', emptyDir: {} },
-            ...(extension
-              ? [{ name: 'runtime-extension-cert', secret: { secretName: extension.certSecretName } }]
-              : []),
-          ],
-        },
+        spec: podSpec(o, controller, servers),
       },
     },
-  });
-  if (o.networkPolicy !== undefined)
-    objects.push(networkPolicyObject(meta(controller), o.networkPolicy, { webhook, extension: !!extension }));
-  if (extension) objects.push(...runtimeExtensionObjects(ns, extension, controller));
-  return objects;
+  };
+}
+
+function podSpec(o: InstallOptions, controller: string, servers: ControllerServers): Record<string, unknown> {
+  const { extension } = servers;
+  return {
+    serviceAccountName: controller,
+    ...(o.pod?.imagePullSecrets !== undefined ? { imagePullSecrets: o.pod.imagePullSecrets } : {}),
+    ...(o.pod?.priorityClassName !== undefined ? { priorityClassName: o.pod.priorityClassName } : {}),
+    ...(o.pod?.nodeSelector !== undefined ? { nodeSelector: o.pod.nodeSelector } : {}),
+    ...(o.pod?.tolerations !== undefined ? { tolerations: o.pod.tolerations } : {}),
+    ...(o.pod?.affinity !== undefined ? { affinity: o.pod.affinity } : {}),
+    terminationGracePeriodSeconds: 30,
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      runAsGroup: 65532,
+      fsGroup: 65532,
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    containers: [managerContainer(o, controller, servers)],
+    volumes: [
+      { name: 'cache', emptyDir: {} },
+      { name: 'tmp', emptyDir: {} },
+      ...(extension
+        ? [{ name: 'runtime-extension-cert', secret: { secretName: extension.certSecretName } }]
+        : []),
+    ],
+  };
+}
+
+/** The container running `stackflux run`. */
+function managerContainer(
+  o: InstallOptions,
+  controller: string,
+  servers: ControllerServers,
+): Record<string, unknown> {
+  const { webhook, extension, metricsPort } = servers;
+  return {
+    name: 'manager',
+    image: o.image,
+    imagePullPolicy: o.imagePullPolicy ?? 'IfNotPresent',
+    args: managerArgs(o, controller, servers),
+    env: [
+      { name: 'HOME', value: '/tmp' },
+      ...(webhook
+        ? [
+            {
+              name: 'STACKFLUX_WEBHOOK_SECRET',
+              valueFrom: { secretKeyRef: { name: o.webhookSecretName, key: 'secret' } },
+            },
+          ]
+        : []),
+    ],
+    ports: [
+      { name: 'http-metrics', containerPort: metricsPort, protocol: 'TCP' },
+      { name: 'healthz', containerPort: 8081, protocol: 'TCP' },
+      ...(webhook ? [{ name: 'http-webhook', containerPort: 9292, protocol: 'TCP' }] : []),
+      ...(extension ? [{ name: 'https-hooks', containerPort: RUNTIME_EXTENSION_PORT, protocol: 'TCP' }] : []),
+    ],
+    livenessProbe: { httpGet: { path: '/healthz', port: 'healthz' }, periodSeconds: 10 },
+    readinessProbe: { httpGet: { path: '/readyz', port: 'healthz' }, periodSeconds: 5 },
+    resources: o.resources ?? DEFAULT_RESOURCES,
+    securityContext: {
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    },
+    volumeMounts: [
+      { name: 'cache', mountPath: CACHE_DIR },
+      { name: 'tmp', mountPath: '/tmp' },
+      ...(extension
+        ? [
+            {
+              name: 'runtime-extension-cert',
+              mountPath: RUNTIME_EXTENSION_CERT_DIR,
+              readOnly: true,
+            },
+          ]
+        : []),
+    ],
+  };
+}
+
+/** The arguments of `stackflux run` in the manager container. */
+function managerArgs(o: InstallOptions, controller: string, servers: ControllerServers): string[] {
+  return [
+    'run',
+    ...(o.leaderElection !== false ? ['--leader-elect', `--leader-election-namespace=${o.namespace}`] : []),
+    `--metrics-addr=:${servers.metricsPort}`,
+    '--health-addr=:8081',
+    `--cache-dir=${CACHE_DIR}`,
+    `--render-seed-secret=${o.namespace}/${renderSeedSecretName(controller)}`,
+    `--log-level=${o.logLevel ?? 'info'}`,
+    ...fleetArgs(o.fleet),
+    ...(servers.webhook ? ['--webhook-addr=:9292'] : []),
+    ...(servers.extension
+      ? [
+          `--runtime-extension-addr=:${RUNTIME_EXTENSION_PORT}`,
+          `--runtime-extension-tls-cert=${RUNTIME_EXTENSION_CERT_DIR}/tls.crt`,
+          `--runtime-extension-tls-key=${RUNTIME_EXTENSION_CERT_DIR}/tls.key`,
+        ]
+      : []),
+    ...tenancyArgs(o.tenancy),
+    ...(o.extraArgs ?? []),
+  ];
 }
 
 /** The controller pod's NetworkPolicy: ingress per named port from its peers, optional egress. */
