@@ -5,8 +5,13 @@
 // while the request fits the in-flight cap and the byte budget (503 otherwise), and must arrive
 // within bodyTimeoutMs (408, connection closed). A request counts as in flight until it is answered,
 // so a handler that waits (an API lookup) is bounded by the same cap. Over TLS when `tls` is given.
-import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
+import {
+  createServer as createHttpServer,
+  type Server as HttpServer,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import { listen, parseAddr } from './http.ts';
 import { type Logger, silentLogger } from './logging.ts';
@@ -134,124 +139,52 @@ export async function serveBodies(addr: string, opts: BodyServerOptions): Promis
   const log = (opts.logger ?? silentLogger()).child({ component: opts.name });
   const { host, port } = parseAddr(addr);
   const { limits } = opts;
-  const untrustedShare = opts.untrustedShare ?? 1;
-  const logAtInfo = opts.logAtInfo ?? ((status: number) => status < 400);
-  const tooLargeBody = { error: `body too large: at most ${limits.maxBody} bytes` };
-  const held = { inFlight: 0, bufferedBytes: 0, reservedBytes: 0 };
-
-  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
-    let answered = false;
-    const answer = (out: BodyResponse, close = false): void => {
-      if (answered) return;
-      answered = true;
-      log[logAtInfo(out.status) ? 'info' : 'debug'](
-        { status: out.status, ...opts.logFields?.(req, out) },
-        `${opts.name} request`,
-      );
-      const text = `${JSON.stringify(out.body)}\n`;
-      res
-        .writeHead(out.status, {
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(text),
-          ...(out.status === 503 ? { 'retry-after': '10' } : {}),
-          ...(close ? { connection: 'close' } : {}),
-        })
-        .end(text);
-    };
-    // A stalled body (slowloris) is answered and its connection closed at the deadline, whether
-    // the request is read or only drained after an early answer.
-    const deadline = setTimeout(() => {
-      answer({ status: 408, body: { error: `body not received within ${limits.bodyTimeoutMs} ms` } }, true);
-      req.destroy();
-    }, limits.bodyTimeoutMs);
-    deadline.unref();
-    req.on('close', () => clearTimeout(deadline));
-    req.on('error', () => undefined);
-
-    /** Answers before reading the body; the rest is read and dropped (so the client sees the answer). */
-    const refuseUnread = (out: BodyResponse): void => {
-      answer(out, true);
-      let drained = 0;
-      req.on('data', (c: Buffer) => {
-        drained += c.length;
-        if (drained > MAX_DRAIN) req.destroy();
-      });
-      req.on('end', () => clearTimeout(deadline));
-    };
-
-    const head = headOf(req);
-    const screened = opts.screen(head);
-    if (!screened.admit) {
-      refuseUnread(screened.response);
-      return;
-    }
-    const share = screened.trusted ? 1 : untrustedShare;
-    if (
-      held.inFlight + 1 > limits.maxInFlight * share ||
-      held.reservedBytes + screened.reserve > limits.bodyBudget * share
-    ) {
-      refuseUnread({ status: 503, body: { error: opts.busyMessage } });
-      return;
-    }
-
-    held.inFlight += 1;
-    held.reservedBytes += screened.reserve;
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let bytesReleased = false;
-    let slotReleased = false;
-    let handling = false;
-    const releaseBytes = (): void => {
-      if (bytesReleased) return;
-      bytesReleased = true;
-      held.reservedBytes -= screened.reserve;
-      held.bufferedBytes -= size;
-      chunks.length = 0;
-    };
-    const releaseSlot = (): void => {
-      releaseBytes();
-      if (slotReleased) return;
-      slotReleased = true;
-      held.inFlight -= 1;
-    };
-    req.on('close', () => {
-      releaseBytes();
-      // A request being handled keeps its slot until it is answered.
-      if (!handling) releaseSlot();
-    });
-    res.on('close', releaseSlot);
-    req.on('data', (c: Buffer) => {
-      if (bytesReleased) return;
-      if (size + c.length > screened.reserve) {
-        // More than declared, or a chunked body over maxBody: stop holding it.
-        releaseSlot();
-        answer({ status: 413, body: tooLargeBody }, true);
-        res.once('finish', () => req.destroy());
-        return;
-      }
-      size += c.length;
-      held.bufferedBytes += c.length;
-      chunks.push(c);
-    });
-    req.on('end', () => {
-      clearTimeout(deadline);
-      if (bytesReleased) return;
-      const body = Buffer.concat(chunks);
-      releaseBytes();
-      handling = true;
-      Promise.resolve()
-        .then(() => opts.handle({ ...head, body }))
-        .catch((err: unknown) => ({
-          status: 500,
-          body: { error: err instanceof Error ? err.message : String(err) },
-        }))
-        .then((out) => {
-          answer(out);
-          releaseSlot();
-        });
-    });
+  const state: ServerState = {
+    opts,
+    log,
+    limits,
+    untrustedShare: opts.untrustedShare ?? 1,
+    logAtInfo: opts.logAtInfo ?? ((status: number) => status < 400),
+    tooLargeBody: { error: `body too large: at most ${limits.maxBody} bytes` },
+    held: { inFlight: 0, bufferedBytes: 0, reservedBytes: 0 },
   };
+  const server = createServer(state, (req, res) => onRequest(state, req, res));
+  const { port: actual, shownHost } = await listen(server, host, port);
+  return {
+    port: actual,
+    url: `${opts.tls === undefined ? 'http' : 'https'}://${shownHost}:${actual}`,
+    stats: () => ({ ...state.held }),
+    setSecureContext: (tls) => {
+      if (!('setSecureContext' in server)) throw new Error(`${opts.name} serves plain HTTP`);
+      server.setSecureContext(tls);
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
 
+/** What the requests of one server share: its options and what they hold together. */
+interface ServerState {
+  opts: BodyServerOptions;
+  log: Logger;
+  limits: BodyServerLimits;
+  untrustedShare: number;
+  logAtInfo: (status: number) => boolean;
+  tooLargeBody: { error: string };
+  held: BodyServerStats;
+}
+
+type Answer = (out: BodyResponse, close?: boolean) => void;
+
+/** An HTTP or HTTPS server with the limits' timeouts and connection cap, serving `onRequest`. */
+function createServer(
+  state: ServerState,
+  onRequest: (req: IncomingMessage, res: ServerResponse) => void,
+): HttpServer | HttpsServer {
+  const { opts, limits, log } = state;
   const serverOptions = {
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.bodyTimeoutMs + limits.headersTimeoutMs,
@@ -272,19 +205,187 @@ export async function serveBodies(addr: string, opts: BodyServerOptions): Promis
   });
   // A failed handshake (no TLS, a client refusing the certificate) only closes that connection.
   server.on('tlsClientError', (err: Error) => log.debug({ error: err.message }, 'TLS handshake failed'));
-  const { port: actual, shownHost } = await listen(server, host, port);
-  return {
-    port: actual,
-    url: `${opts.tls === undefined ? 'http' : 'https'}://${shownHost}:${actual}`,
-    stats: () => ({ ...held }),
-    setSecureContext: (tls) => {
-      if (!('setSecureContext' in server)) throw new Error(`${opts.name} serves plain HTTP`);
-      server.setSecureContext(tls);
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+  return server;
+}
+
+function onRequest(state: ServerState, req: IncomingMessage, res: ServerResponse): void {
+  const answer = answerOnce(state, req, res);
+  const deadline = bodyDeadline(state.limits, req, answer);
+  req.on('error', () => undefined);
+
+  const head = headOf(req);
+  const screened = state.opts.screen(head);
+  if (!screened.admit) {
+    refuseUnread(req, deadline, answer, screened.response);
+    return;
+  }
+  if (overCaps(state, screened)) {
+    refuseUnread(req, deadline, answer, { status: 503, body: { error: state.opts.busyMessage } });
+    return;
+  }
+  readAndHandle(state, req, res, head, screened.reserve, deadline, answer);
+}
+
+/** Answers the request (the first answer only) and logs it. */
+function answerOnce(state: ServerState, req: IncomingMessage, res: ServerResponse): Answer {
+  const { opts, log, logAtInfo } = state;
+  let answered = false;
+  return (out, close = false) => {
+    if (answered) return;
+    answered = true;
+    log[logAtInfo(out.status) ? 'info' : 'debug'](
+      { status: out.status, ...opts.logFields?.(req, out) },
+      `${opts.name} request`,
+    );
+    const text = `${JSON.stringify(out.body)}\n`;
+    res
+      .writeHead(out.status, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(text),
+        ...(out.status === 503 ? { 'retry-after': '10' } : {}),
+        ...(close ? { connection: 'close' } : {}),
+      })
+      .end(text);
   };
+}
+
+/**
+ * A stalled body (slowloris) is answered and its connection closed at the deadline, whether
+ * the request is read or only drained after an early answer.
+ */
+function bodyDeadline(
+  limits: BodyServerLimits,
+  req: IncomingMessage,
+  answer: Answer,
+): ReturnType<typeof setTimeout> {
+  const deadline = setTimeout(() => {
+    answer({ status: 408, body: { error: `body not received within ${limits.bodyTimeoutMs} ms` } }, true);
+    req.destroy();
+  }, limits.bodyTimeoutMs);
+  deadline.unref();
+  req.on('close', () => clearTimeout(deadline));
+  return deadline;
+}
+
+/** Answers before reading the body; the rest is read and dropped (so the client sees the answer). */
+function refuseUnread(
+  req: IncomingMessage,
+  deadline: ReturnType<typeof setTimeout>,
+  answer: Answer,
+  out: BodyResponse,
+): void {
+  answer(out, true);
+  let drained = 0;
+  req.on('data', (c: Buffer) => {
+    drained += c.length;
+    if (drained > MAX_DRAIN) req.destroy();
+  });
+  req.on('end', () => clearTimeout(deadline));
+}
+
+/** Whether an admitted request would go over the in-flight cap or the byte budget (its share of them). */
+function overCaps(state: ServerState, screened: { trusted: boolean; reserve: number }): boolean {
+  const { held, limits } = state;
+  const share = screened.trusted ? 1 : state.untrustedShare;
+  return (
+    held.inFlight + 1 > limits.maxInFlight * share ||
+    held.reservedBytes + screened.reserve > limits.bodyBudget * share
+  );
+}
+
+/** Reads an admitted request's body within its reservation, then answers what `handle` returns. */
+function readAndHandle(
+  state: ServerState,
+  req: IncomingMessage,
+  res: ServerResponse,
+  head: BodyRequestHead,
+  reserve: number,
+  deadline: ReturnType<typeof setTimeout>,
+  answer: Answer,
+): void {
+  const body = new HeldBody(state.held, reserve);
+  let handling = false;
+  req.on('close', () => {
+    body.releaseBytes();
+    // A request being handled keeps its slot until it is answered.
+    if (!handling) body.releaseSlot();
+  });
+  res.on('close', () => body.releaseSlot());
+  req.on('data', (c: Buffer) => {
+    if (body.bytesReleased) return;
+    if (!body.add(c)) {
+      // More than declared, or a chunked body over maxBody: stop holding it.
+      body.releaseSlot();
+      answer({ status: 413, body: state.tooLargeBody }, true);
+      res.once('finish', () => req.destroy());
+    }
+  });
+  req.on('end', () => {
+    clearTimeout(deadline);
+    if (body.bytesReleased) return;
+    const bytes = body.take();
+    handling = true;
+    Promise.resolve()
+      .then(() => state.opts.handle({ ...head, body: bytes }))
+      .catch((err: unknown) => ({
+        status: 500,
+        body: { error: err instanceof Error ? err.message : String(err) },
+      }))
+      .then((out) => {
+        answer(out);
+        body.releaseSlot();
+      });
+  });
+}
+
+/**
+ * An admitted request's hold on the server: its in-flight slot, the bytes it reserved and the
+ * chunks of its body read so far. Each is given back once.
+ */
+class HeldBody {
+  /** The bytes were given back (the body was taken, refused or its request closed). */
+  bytesReleased = false;
+  private readonly held: BodyServerStats;
+  private readonly reserve: number;
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  private slotReleased = false;
+
+  constructor(held: BodyServerStats, reserve: number) {
+    this.held = held;
+    this.reserve = reserve;
+    held.inFlight += 1;
+    held.reservedBytes += reserve;
+  }
+
+  /** Keeps a chunk of the body; false (nothing kept) when it would exceed the reservation. */
+  add(c: Buffer): boolean {
+    if (this.size + c.length > this.reserve) return false;
+    this.size += c.length;
+    this.held.bufferedBytes += c.length;
+    this.chunks.push(c);
+    return true;
+  }
+
+  /** The whole body; its bytes are given back (the request keeps its slot). */
+  take(): Buffer {
+    const body = Buffer.concat(this.chunks);
+    this.releaseBytes();
+    return body;
+  }
+
+  releaseBytes(): void {
+    if (this.bytesReleased) return;
+    this.bytesReleased = true;
+    this.held.reservedBytes -= this.reserve;
+    this.held.bufferedBytes -= this.size;
+    this.chunks.length = 0;
+  }
+
+  releaseSlot(): void {
+    this.releaseBytes();
+    if (this.slotReleased) return;
+    this.slotReleased = true;
+    this.held.inFlight -= 1;
+  }
 }
