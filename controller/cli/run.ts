@@ -362,19 +362,17 @@ async function runController(flags: FlagValues, io: CommandIO): Promise<number> 
       : undefined;
   const manager = newManager(flags, client, log, shard);
   manager.installProcessHandlers();
-  const fleet = fleetRepository(flags);
-  const pipeline = await setupReleasePipeline(manager, releasePipelineOptions(settings, fleet, namespace));
-  const webhook = await startWebhook(settings.webhook, pipeline, log);
-  const extension = await startRuntimeExtension(flags, client, log);
-  if (fleet.url !== '')
-    await setupFleetControllers(manager, flags, io.env, {
-      settings,
-      fleet,
-      pipeline,
-      namespace,
-      renderSeedKey,
-    });
-  await manager.start();
+  let started: StartedComponents;
+  try {
+    started = await startComponents(manager, flags, io, { settings, client, log, namespace, renderSeedKey });
+  } catch (err) {
+    // What the start had begun (informers, pollers, servers) would keep the process alive after
+    // the error is printed: a controller that cannot start exits, as controller-runtime's manager
+    // does, so its Pod restarts with the error in its log.
+    setTimeout(() => process.exit(), 500).unref();
+    throw err;
+  }
+  const { webhook, extension, pipeline } = started;
   log.info(
     {
       servers: manager.serverUrls(),
@@ -391,6 +389,42 @@ async function runController(flags: FlagValues, io: CommandIO): Promise<number> 
   await closeServers(log, webhook, extension);
   client.close();
   return reason === 'leadership-lost' ? 1 : 0;
+}
+
+interface StartedComponents {
+  webhook: WebhookServer | undefined;
+  extension: RuntimeExtensionServer | undefined;
+  pipeline: Awaited<ReturnType<typeof setupReleasePipeline>>;
+}
+
+/** The release pipeline, the webhook, the runtime extension and the fleet controllers, then the manager. */
+async function startComponents(
+  manager: Manager,
+  flags: FlagValues,
+  io: CommandIO,
+  ctx: {
+    settings: RunSettings;
+    client: KubeClient;
+    log: Logger;
+    namespace: string;
+    renderSeedKey: string | undefined;
+  },
+): Promise<StartedComponents> {
+  const { settings, client, log, namespace, renderSeedKey } = ctx;
+  const fleet = fleetRepository(flags);
+  const pipeline = await setupReleasePipeline(manager, releasePipelineOptions(settings, fleet, namespace));
+  const webhook = await startWebhook(settings.webhook, pipeline, log);
+  const extension = await startRuntimeExtension(flags, client, log);
+  if (fleet.url !== '')
+    await setupFleetControllers(manager, flags, io.env, {
+      settings,
+      fleet,
+      pipeline,
+      namespace,
+      renderSeedKey,
+    });
+  await manager.start();
+  return { webhook, extension, pipeline };
 }
 
 async function closeServers(
