@@ -53,8 +53,6 @@
 
 import { stringify as stringifyYaml } from 'yaml';
 import type { ClusterAddon, ClusterAddonStatus } from '../api/clusteraddon.ts';
-import type { ClusterStack } from '../api/clusterstack.ts';
-import type { ClusterStackRelease } from '../api/clusterstackrelease.ts';
 import type { Kustomization } from '../api/flux.ts';
 import {
   API_VERSION,
@@ -67,7 +65,6 @@ import {
   type OwnerReference,
 } from '../api/meta.ts';
 import type { StackManifest } from '../api/release.ts';
-import { APPROVED_ANNOTATION, APPROVED_IMPACT_ANNOTATION } from '../api/rollout.ts';
 import { branchTreeIds } from '../gitops/objects.ts';
 import {
   addonFolder,
@@ -129,6 +126,7 @@ import {
   markOf,
   stalled,
 } from './clusteraddon/context.ts';
+import { releaseInvalidMessage } from './clusteraddon/reconcileinputs.ts';
 import {
   type BranchUpdate,
   type ClusterAddonInput,
@@ -160,6 +158,11 @@ import {
 // The public names, where their importers have always found them.
 export { branchRevision, fleetBranchName } from './clusteraddon/context.ts';
 export {
+  clusterAddonReconcileInputs,
+  clusterStackAddonInputs,
+  releaseAddonInputs,
+} from './clusteraddon/reconcileinputs.ts';
+export {
   type BranchUpdate,
   type ClusterAddonInput,
   type ClusterAddonResult,
@@ -175,60 +178,6 @@ export {
 export const ANNOTATION_DISABLED_ADDONS = 'stackflux.io/disabled-addons';
 /** Cluster topology variable holding per-cluster addon values, keyed by addon name. */
 export const VALUES_VARIABLE = 'stackfluxAddonValues';
-
-/**
- * The part of a ClusterStack the addon reconcile reads: its name, existence and spec (addons
- * switched off, central values). Its status is not read: an update that changes only the status
- * (release summaries, rollout progress) must not re-render every Cluster of the namespace.
- */
-export function clusterStackAddonInputs(cs: ClusterStack): unknown {
-  // status.latestRelease: the rollout target whose moves are bound to its impact (approvedrender.ts).
-  return [cs.metadata.name, cs.metadata.deletionTimestamp, cs.spec, cs.status?.latestRelease];
-}
-
-/**
- * The part of a ClusterStackRelease the addon reconcile reads: its spec, the commit its tree is
- * fetched at and whether its provider object is ready. Not the rest of its status (how many
- * Clusters use it, what Flux applied to the management cluster), which changes as Clusters move.
- */
-export function releaseAddonInputs(r: ClusterStackRelease): unknown {
-  const provider = findCondition(r.status?.conditions, ConditionType.ProviderReady);
-  return [
-    r.metadata.name,
-    r.metadata.deletionTimestamp,
-    r.spec,
-    r.status?.commit,
-    // The approval gate of a Cluster's move (reconcilers/approvedrender.ts): a new impact or approval.
-    r.status?.impact?.digest,
-    r.metadata.annotations?.[APPROVED_ANNOTATION],
-    r.metadata.annotations?.[APPROVED_IMPACT_ANNOTATION],
-    provider?.status,
-    provider?.message,
-    releaseInvalidMessage(r),
-  ];
-}
-
-/**
- * The release controller's InvalidRelease message of a release, if it found the release invalid.
- * Such a release has no validated commit, so its tree is never fetched for the Cluster: without this
- * its ClusterAddons would wait for the tree instead of saying what is wrong with the release.
- */
-function releaseInvalidMessage(r: ClusterStackRelease): string | undefined {
-  const ready = findCondition(r.status?.conditions, ConditionType.Ready);
-  return ready?.status === 'False' && ready.reason === Reason.InvalidRelease ? ready.message : undefined;
-}
-
-/**
- * The part of a ClusterAddon whose change needs a reconcile: all of it but its status and
- * resourceVersion. The status is this reconcile's own output, computed from inputs that did not
- * change, so the event of a status write would only render the Cluster's addons again (at 10,000
- * Clusters, a release move writes 10,000 statuses). Metadata (finalizers, deletion, the
- * reconcile-request annotation) and spec still requeue.
- */
-export function clusterAddonReconcileInputs(ca: ClusterAddon): unknown {
-  const { resourceVersion: _rv, ...metadata } = ca.metadata;
-  return [metadata, ca.spec];
-}
 
 /** Addons disabled on the Cluster by annotation, sorted, de-duplicated. */
 export function disabledByAnnotation(cluster: unknown): string[] {
