@@ -1,6 +1,7 @@
 // Phase "resolve" of the ClusterAddon reconcile: from the Cluster to what it runs (its release,
 // the release's files and addons, its ClusterStack) and the ClusterAddon that owns the rest.
 import type { ClusterAddon } from '../../api/clusteraddon.ts';
+import type { ClusterStackRelease } from '../../api/clusterstackrelease.ts';
 import {
   API_VERSION,
   LABEL_CLUSTER,
@@ -8,6 +9,7 @@ import {
   LABEL_RELEASE,
   type OwnerReference,
 } from '../../api/meta.ts';
+import type { ReleaseTree, StackManifest } from '../../api/release.ts';
 import { MANAGED_BY_LABELS } from '../../releases/flux.ts';
 import { nativeManifestOf, readReleaseDescription, type StackDescription } from '../../releases/format.ts';
 import { parseReleaseTag } from '../../releases/tags.ts';
@@ -21,6 +23,7 @@ import { notSharedMessage, servesNamespace } from '../sharing.ts';
 import { base, compareStrings, isRecord, keepStatus, markOf } from './context.ts';
 import { releaseInvalidMessage } from './reconcileinputs.ts';
 import {
+  type ClusterAddonInput,
   type ClusterAddonResult,
   type Context,
   FINALIZER_FLEET_CLEANUP,
@@ -166,8 +169,41 @@ export function resolveTarget(ctx: Context): Step<Target> {
       `waiting for ClusterStack ${release.spec.clusterStack} (its central values are enforced)`,
     );
   }
+  const content = releaseContent(input, release, tree, releaseName);
+  if (!content.ok) return failed(Reason.InvalidRelease, content.message);
+  // Objects the templates read must be in the cache before rendering (else a false "missing field").
+  const refs = missingRefs(cluster, input);
+  if (refs !== undefined) return waiting(refs.reason, refs.message);
+  return {
+    ok: true,
+    value: {
+      cluster: clusterForAddons(cluster, tag, content.description.kubernetesVersion),
+      clusterAddon,
+      owner: existing,
+      releaseName,
+      release,
+      tree,
+      clusterStack,
+      ...(content.stack !== undefined
+        ? { stack: content.stack, addons: addonOrder(content.stack) }
+        : { addons: csctlAddonPlan(content.description) }),
+      description: content.description,
+    },
+  };
+}
+
+/**
+ * The release's description and, for a native release, its stack.yaml under the chart policy; or
+ * why the release is invalid.
+ */
+function releaseContent(
+  input: ClusterAddonInput,
+  release: ClusterStackRelease,
+  tree: ReleaseTree,
+  releaseName: string,
+): { ok: true; description: StackDescription; stack?: StackManifest } | { ok: false; message: string } {
   const parsedTag = parseReleaseTag(release.spec.tag);
-  if (!parsedTag.ok) return failed(Reason.InvalidRelease, `release ${release.spec.tag}: ${parsedTag.reason}`);
+  if (!parsedTag.ok) return { ok: false, message: `release ${release.spec.tag}: ${parsedTag.reason}` };
   const described = readReleaseDescription(tree, parsedTag.value);
   const read =
     described.ok && described.value.format === 'csctl'
@@ -175,44 +211,38 @@ export function resolveTarget(ctx: Context): Step<Target> {
       : withChartPolicy(nativeManifestOf(described), input.tenancy);
   if (!read.ok || !described.ok) {
     const errors = read.ok ? (described.ok ? [] : described.errors) : read.errors;
-    return failed(
-      Reason.InvalidRelease,
-      `release ${releaseName}${input.treeCommit ? ` at ${input.treeCommit}` : ''} is invalid: ${errors.join('; ')}`,
-    );
-  }
-  // Objects the templates read must be in the cache before rendering (else a false "missing field").
-  const cpRef = hasRef(cluster, 'controlPlaneRef');
-  const infraRef = hasRef(cluster, 'infrastructureRef');
-  const missingRefs = [
-    ...(cpRef !== undefined && input.controlPlane === undefined ? [`ControlPlane (${cpRef})`] : []),
-    ...(infraRef !== undefined && input.infraCluster === undefined ? [`InfraCluster (${infraRef})`] : []),
-  ];
-  if (missingRefs.length > 0) {
-    const problems = input.refProblems ?? [];
-    if (problems.length > 0) {
-      return waiting(
-        Reason.RefsNotReadable,
-        `waiting for ${missingRefs.join(' and ')}: ${problems.join('; ')}`,
-      );
-    }
-    return waiting(Reason.WaitingForRefs, `waiting for ${missingRefs.join(' and ')}`);
+    return {
+      ok: false,
+      message: `release ${releaseName}${input.treeCommit ? ` at ${input.treeCommit}` : ''} is invalid: ${errors.join('; ')}`,
+    };
   }
   return {
     ok: true,
-    value: {
-      cluster: clusterForAddons(cluster, tag, described.value.kubernetesVersion),
-      clusterAddon,
-      owner: existing,
-      releaseName,
-      release,
-      tree,
-      clusterStack,
-      ...(read.value !== undefined
-        ? { stack: read.value, addons: addonOrder(read.value) }
-        : { addons: csctlAddonPlan(described.value) }),
-      description: described.value,
-    },
+    description: described.value,
+    ...(read.value !== undefined ? { stack: read.value } : {}),
   };
+}
+
+/** The objects the Cluster refers to that are not in the cache yet: why the reconcile waits, if it does. */
+function missingRefs(
+  cluster: Record<string, unknown>,
+  input: ClusterAddonInput,
+): { reason: string; message: string } | undefined {
+  const cpRef = hasRef(cluster, 'controlPlaneRef');
+  const infraRef = hasRef(cluster, 'infrastructureRef');
+  const missing = [
+    ...(cpRef !== undefined && input.controlPlane === undefined ? [`ControlPlane (${cpRef})`] : []),
+    ...(infraRef !== undefined && input.infraCluster === undefined ? [`InfraCluster (${infraRef})`] : []),
+  ];
+  if (missing.length === 0) return undefined;
+  const problems = input.refProblems ?? [];
+  if (problems.length > 0) {
+    return {
+      reason: Reason.RefsNotReadable,
+      message: `waiting for ${missing.join(' and ')}: ${problems.join('; ')}`,
+    };
+  }
+  return { reason: Reason.WaitingForRefs, message: `waiting for ${missing.join(' and ')}` };
 }
 
 /**
