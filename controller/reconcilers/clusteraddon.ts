@@ -56,7 +56,6 @@ import type { ClusterAddonStatus } from '../api/clusteraddon.ts';
 import type { Kustomization } from '../api/flux.ts';
 import { type Condition, ConditionType, LABEL_ADDON } from '../api/meta.ts';
 import type { StackManifest } from '../api/release.ts';
-import { branchTreeIds } from '../gitops/objects.ts';
 import {
   addonFolder,
   addonHelmObjects,
@@ -64,7 +63,6 @@ import {
   addonKustomization,
   addonKustomizationName,
   addonKustomizationTarget,
-  addonOfFolder,
   clusterGitRepositoryName,
   EMPTY_KUSTOMIZATION,
   FLUX_SHARD_LABEL,
@@ -96,6 +94,7 @@ import {
   setCondition,
 } from '../runtime/conditions.ts';
 import { RENDER_APPROVED_CONDITION, type RenderHold, renderDigest, renderHold } from './approvedrender.ts';
+import { branchUpdate } from './clusteraddon/branchchange.ts';
 import {
   base,
   branchRevision,
@@ -106,13 +105,13 @@ import {
   markOf,
   stalled,
 } from './clusteraddon/context.ts';
+import { isDeleting, reconcileDeletion } from './clusteraddon/deletion.ts';
 import { selectAddons } from './clusteraddon/selection.ts';
 import { resolveTarget } from './clusteraddon/target.ts';
 import {
   type BranchUpdate,
   type ClusterAddonInput,
   type ClusterAddonResult,
-  type ClusterChange,
   type ConditionSummary,
   type Context,
   type MergePatch,
@@ -133,6 +132,7 @@ import {
 } from './waitcondition.ts';
 
 // The public names, where their importers have always found them.
+export { branchCommitMessage } from './clusteraddon/branchchange.ts';
 export { branchRevision, fleetBranchName } from './clusteraddon/context.ts';
 export {
   clusterAddonReconcileInputs,
@@ -185,80 +185,7 @@ function renderFailureReason(failure: RenderFailure): string {
     : Reason.RenderFailed;
 }
 
-/** The commit message of one Cluster's branch change: what and why, then the addons that moved. */
-export function branchCommitMessage(c: ClusterChange): string {
-  const head = `stackflux: ${c.namespace}/${c.cluster}${c.release !== undefined ? `: release ${c.release}` : ''} (${c.reason})`;
-  const lines = [
-    ...(c.rendered.length > 0 ? [`rendered: ${[...c.rendered].sort(compareStrings).join(', ')}`] : []),
-    ...(c.removed.length > 0 ? [`removed: ${[...c.removed].sort(compareStrings).join(', ')}`] : []),
-  ];
-  return lines.length > 0 ? `${head}\n\n${lines.join('\n')}\n` : `${head}\n`;
-}
-
 // ---- The reconcile, as a sequence of named phases -------------------------------------------
-
-function isDeleting(ctx: Context): boolean {
-  const cluster = ctx.input.cluster;
-  if (!isRecord(cluster)) return true;
-  const meta = isRecord(cluster.metadata) ? cluster.metadata : {};
-  return typeof meta.deletionTimestamp === 'string' || ctx.existing?.metadata.deletionTimestamp !== undefined;
-}
-
-/**
- * Phase "delete": Orphan the Kustomizations, delete the branch, drop the finalizer once the branch
- * is known to be gone.
- */
-function reconcileDeletion(ctx: Context): ClusterAddonResult | undefined {
-  const { existing, namespace, name, branchName, previous } = ctx;
-  const branch = ctx.input.branch;
-  if (existing === undefined && branch === undefined) return undefined;
-  // Kustomizations into the workload cluster: Orphan. Those of Helm addons (no kubeConfig: they
-  // apply the HelmRelease to the management cluster) keep pruning it, once it is suspended.
-  const patches: MergePatch[] = ctx.ownKustomizations
-    .filter((k) => k.spec.deletionPolicy !== 'Orphan' && k.spec.kubeConfig !== undefined)
-    .map((k) => ({
-      apiVersion: k.apiVersion,
-      kind: 'Kustomization',
-      namespace: k.metadata.namespace ?? namespace,
-      name: k.metadata.name,
-      patch: { spec: { deletionPolicy: 'Orphan' } },
-    }));
-  for (const hr of ctx.ownHelmReleases) {
-    if (hr.spec.suspend === true) continue;
-    patches.push({
-      apiVersion: hr.apiVersion,
-      kind: 'HelmRelease',
-      namespace: hr.metadata.namespace ?? namespace,
-      name: hr.metadata.name,
-      patch: { spec: { suspend: true } },
-    });
-  }
-  const cleaned = branch === undefined;
-  const conditions = markReconciling(
-    previous?.conditions,
-    cleaned
-      ? markOf(ctx, Reason.Deleted, `fleet branch ${branchName} removed`)
-      : markOf(ctx, Reason.Deleting, `removing the fleet branch ${branchName}; waiting for the push`),
-    ctx.input.now,
-  );
-  const result = base(
-    { ...keepStatus(ctx, conditions), fleetBranch: branchName, addons: [] },
-    cleaned ? ctx.otherFinalizers : existing !== undefined ? ctx.withFinalizer : [],
-  );
-  result.patches = patches;
-  if (branch !== undefined) {
-    const change: ClusterChange = {
-      namespace,
-      cluster: name,
-      ...(previous?.release !== undefined ? { release: previous.release } : {}),
-      reason: 'cluster deleted',
-      rendered: [],
-      removed: [...branch.addons.keys()].sort(compareStrings),
-    };
-    result.branch = { branch: branchName, files: null, message: branchCommitMessage(change), change };
-  }
-  return result;
-}
 
 /** The distinct wait conditions of the entries that apply `addon` (it may be in both stages). */
 function conditionsOf(
@@ -463,69 +390,6 @@ function renderAddons(ctx: Context, target: Target, selection: Selection): Step<
   }
   out.status = { ...out.status, addons: addons.sort((a, b) => compareStrings(a.name, b.name)) };
   return { ok: false, result: out };
-}
-
-/** Why the branch changes, from which addon folders moved (see ClusterChange.reason). */
-function changeReason(
-  ctx: Context,
-  target: Target,
-  selection: Selection,
-  rendered: readonly string[],
-  removed: readonly string[],
-): string {
-  const branch = ctx.input.branch;
-  if (branch === undefined) return 'first render';
-  const before = ctx.previous?.release;
-  if (before !== undefined && before !== target.releaseName)
-    return `release ${before} → ${target.releaseName}`;
-  const list = (xs: string[]) => xs.sort(compareStrings).join(', ');
-  const disabled = removed.filter((a) => selection.disabled.has(addonOfFolder(a)));
-  const dropped = removed.filter((a) => !selection.disabled.has(addonOfFolder(a)));
-  const added = rendered.filter((a) => !branch.addons.has(a));
-  const changed = rendered.filter((a) => branch.addons.has(a));
-  return (
-    [
-      ...(disabled.length > 0 ? [`disabled ${list(disabled)}`] : []),
-      ...(added.length > 0 ? [`enabled ${list(added)}`] : []),
-      ...(dropped.length > 0 ? [`no longer rendered: ${list(dropped)}`] : []),
-      ...(changed.length > 0 ? [`Cluster or values changed: ${list(changed)}`] : []),
-    ].join('; ') || 'rendered files changed'
-  );
-}
-
-/**
- * Phase "diff": the branch change, or undefined when the desired tree is the branch's tree (an id
- * comparison: no fleet file is read).
- */
-function branchUpdate(
-  ctx: Context,
-  target: Target,
-  selection: Selection,
-  files: Map<string, string>,
-): BranchUpdate | undefined {
-  const desired = branchTreeIds(files);
-  const branch = ctx.input.branch;
-  // No addon enabled → no branch (git keeps no empty folder, Flux has nothing to apply).
-  if (files.size === 0 && branch === undefined) return undefined;
-  if (branch !== undefined && branch.tree === desired.tree) return undefined;
-  const rendered = [...desired.addons].filter(([a, id]) => branch?.addons.get(a) !== id).map(([a]) => a);
-  const removed = [...(branch?.addons.keys() ?? [])]
-    .filter((a) => !desired.addons.has(a))
-    .sort(compareStrings);
-  const change: ClusterChange = {
-    namespace: ctx.namespace,
-    cluster: ctx.name,
-    release: target.releaseName,
-    reason: changeReason(ctx, target, selection, rendered, removed),
-    rendered,
-    removed,
-  };
-  return {
-    branch: ctx.branchName,
-    files: files.size > 0 ? files : null,
-    message: branchCommitMessage(change),
-    change,
-  };
 }
 
 /**
