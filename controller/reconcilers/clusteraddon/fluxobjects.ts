@@ -1,8 +1,8 @@
 // Phase "emit" of the ClusterAddon reconcile: the Flux objects that apply the Cluster's fleet
 // branch (its GitRepository, a Kustomization per addon and per pre-condition gate), those to
 // delete, and the Flux settings all of them share.
-import type { Kustomization } from '../../api/flux.ts';
-import { LABEL_ADDON } from '../../api/meta.ts';
+import type { GitRepository, Kustomization } from '../../api/flux.ts';
+import { LABEL_ADDON, type OwnerReference } from '../../api/meta.ts';
 import {
   addonFolder,
   addonKustomization,
@@ -40,6 +40,14 @@ export function shardLabelsOf(shard: string | undefined): Record<string, string>
   return shard !== undefined ? { [FLUX_SHARD_LABEL]: shard } : {};
 }
 
+/** What the Flux objects of one Cluster share: their source, shard labels, owner and interval. */
+interface FluxCommon {
+  sourceName: string;
+  shardLabels: Record<string, string>;
+  owner: OwnerReference[];
+  interval: string | undefined;
+}
+
 /**
  * Phase "emit": the GitRepository of the branch (once the branch exists) and one Kustomization per
  * enabled addon (once its folder is on the branch), all owned by the ClusterAddon.
@@ -57,28 +65,16 @@ export function fluxObjects(
   'gitRepository' | 'deleteGitRepository' | 'kustomizations' | 'deleteKustomizations' | 'patches'
 > {
   const { input, namespace, name } = ctx;
-  const settings = input.fleetSettings;
-  const shard = clusterFluxShard(ctx);
-  const shardLabels = shardLabelsOf(shard);
-  const owner = [ownerReferenceTo(target.owner)];
-  const sourceName = clusterGitRepositoryName(name);
+  const common: FluxCommon = {
+    sourceName: clusterGitRepositoryName(name),
+    shardLabels: shardLabelsOf(clusterFluxShard(ctx)),
+    owner: [ownerReferenceTo(target.owner)],
+    interval: addonIntervalOf(ctx, target),
+  };
+  const { sourceName, shardLabels, owner, interval } = common;
   const branch = input.branch;
-  const gitRepository =
-    branch === undefined
-      ? undefined
-      : fleetGitRepository(input.templates, {
-          name: sourceName,
-          namespace,
-          cluster: name,
-          url: settings.url,
-          branch: ctx.branchName,
-          ...(settings.secretRef !== undefined ? { secretRef: settings.secretRef } : {}),
-          ...(settings.interval !== undefined ? { interval: settings.interval } : {}),
-          labels: shardLabels,
-          ownerReferences: owner,
-        });
+  const gitRepository = branch === undefined ? undefined : branchGitRepository(ctx, common);
   const existing = new Map(ctx.ownKustomizations.map((k) => [k.metadata.name, k]));
-  const interval = addonIntervalOf(ctx, target);
   const helmAddons = new Set(helm.keys());
   const kustomizations: Kustomization[] = [];
   for (const entry of selection.order) {
@@ -108,20 +104,7 @@ export function fluxObjects(
       const gname = preconditionKustomizationName(name, entry.name);
       // Created once its folder is on the branch, like the addon's; its target never changes.
       if (existing.has(gname) || branch?.addons.has(preconditionFolder(entry.name)) === true)
-        kustomizations.push(
-          preconditionKustomization(input.templates, {
-            cluster: name,
-            namespace,
-            addon: entry.name,
-            sourceName,
-            extraLabels: shardLabels,
-            healthChecks: gate.healthChecks,
-            healthCheckExprs: gate.exprs,
-            ...(interval !== undefined ? { interval } : {}),
-            ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),
-            ownerReferences: owner,
-          }),
-        );
+        kustomizations.push(gateKustomization(ctx, target, common, entry.name, gate));
     }
     const have = existing.get(kname);
     if (have !== undefined) {
@@ -162,6 +145,45 @@ export function fluxObjects(
       return k === undefined ? [] : legacyHelmOrphan(ctx, k, helmAddons);
     }),
   };
+}
+
+/** The GitRepository of the Cluster's fleet branch. */
+function branchGitRepository(ctx: Context, common: FluxCommon): GitRepository {
+  const settings = ctx.input.fleetSettings;
+  return fleetGitRepository(ctx.input.templates, {
+    name: common.sourceName,
+    namespace: ctx.namespace,
+    cluster: ctx.name,
+    url: settings.url,
+    branch: ctx.branchName,
+    ...(settings.secretRef !== undefined ? { secretRef: settings.secretRef } : {}),
+    ...(settings.interval !== undefined ? { interval: settings.interval } : {}),
+    labels: common.shardLabels,
+    ownerReferences: common.owner,
+  });
+}
+
+/** The gate Kustomization of an addon's csctl waitForPreCondition: Flux health checks the addon depends on. */
+function gateKustomization(
+  ctx: Context,
+  target: Target,
+  common: FluxCommon,
+  addon: string,
+  gate: PreConditionChecks,
+): Kustomization {
+  const { interval } = common;
+  return preconditionKustomization(ctx.input.templates, {
+    cluster: ctx.name,
+    namespace: ctx.namespace,
+    addon,
+    sourceName: common.sourceName,
+    extraLabels: common.shardLabels,
+    healthChecks: gate.healthChecks,
+    healthCheckExprs: gate.exprs,
+    ...(interval !== undefined ? { interval } : {}),
+    ...(target.release.spec.timeout !== undefined ? { timeout: target.release.spec.timeout } : {}),
+    ownerReferences: common.owner,
+  });
 }
 
 /**
