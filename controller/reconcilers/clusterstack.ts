@@ -19,8 +19,10 @@ import {
   classifyTags,
   formatReleaseTag,
   parseReleaseTag,
+  type ReleaseSelector,
   type ReleaseTag,
   releaseOrder,
+  type TagListResult,
   tagForClusterClassName,
 } from '../releases/tags.ts';
 import {
@@ -251,6 +253,14 @@ export function desiredRelease(
   };
 }
 
+/** What the provider phase yields (see providerPhase). */
+interface ProviderPhase {
+  ref?: ProviderRef;
+  /** Releases are neither created nor deleted (fail closed). */
+  hold?: { problem: boolean; reason: string; message: string };
+  condition?: { status: Condition['status']; reason: string; message: string };
+}
+
 /**
  * The provider phase: the template ref to copy into releases, or why releases must not change
  * (a configuration problem, or the template not known yet), and the ProviderTemplateReady condition.
@@ -258,12 +268,7 @@ export function desiredRelease(
 function providerPhase(
   cs: ClusterStack,
   lookup: ProviderLookup<ProviderTemplate> | undefined,
-): {
-  ref?: ProviderRef;
-  /** Releases are neither created nor deleted (fail closed). */
-  hold?: { problem: boolean; reason: string; message: string };
-  condition?: { status: Condition['status']; reason: string; message: string };
-} {
+): ProviderPhase {
   const config = providerConfig(cs);
   if (config.mode === 'none') return {};
   if (config.mode === 'invalid') {
@@ -287,9 +292,61 @@ function byName<T extends { metadata: { name: string } }>(a: T, b: T): number {
 }
 
 export function reconcileClusterStack(input: ClusterStackInput): ClusterStackResult {
-  const { clusterStack: cs, listing, now } = input;
+  const view = viewOf(input);
+  const usedBy = clustersByRelease(view);
+  const listed = listedReleases(view);
+  const pinned = pinnedVersions(view, listed);
+  const provider = providerPhase(view.cs, input.providerTemplate);
+  const desired = desiredReleases(view, listed, pinned.tags, usedBy);
+  const changes = releaseChanges(view, listed, provider, desired, usedBy);
+  const summary = releaseSummaries(view, listed, pinned.tags, usedBy, changes);
+  const source = sourceStatus(view, listed);
+
+  // The Rollout condition belongs to the rollout controller (its own field manager): not carried over.
+  let conditions: Condition[] = (view.cs.status?.conditions ?? []).filter(
+    (c) => c.type !== ROLLOUT_CONDITION,
+  );
+  conditions = sourceCondition(view, conditions, listed, source);
+  conditions = providerTemplateCondition(view, conditions, provider);
+  conditions = garbageCollectionCondition(view, conditions, changes.heldBack);
+  // Summary conditions (Ready / Reconciling / Stalled), the most important problem first.
+  conditions =
+    stoppedConditions(view, conditions, provider, source, summary) ??
+    releaseConditions(view, conditions, source, {
+      summary,
+      desired,
+      missingPinned: pinned.missing,
+      latest: listed.latest,
+    });
+
+  return {
+    apply: changes.apply.sort(byName),
+    delete: changes.delete.sort(),
+    status: stackStatus(view, summary, source, conditions),
+  };
+}
+
+/** What the phases of one ClusterStack reconcile share: the input and what follows from it alone. */
+interface StackView {
+  input: ClusterStackInput;
+  cs: ClusterStack;
+  namespace: string;
+  selector: ReleaseSelector;
+  /** A tag of this ClusterStack's stack, Kubernetes version and channel. */
+  isOurs: (t: ReleaseTag) => boolean;
+  /** The ClusterStackReleases this ClusterStack owns, sorted by name. */
+  existing: ClusterStackRelease[];
+  existingByName: Map<string, ClusterStackRelease>;
+  deleting: boolean;
+  suspended: boolean;
+  autoSubscribe: boolean;
+  /** A condition's reason and message, for the ClusterStack's generation. */
+  mark: (reason: string, message: string) => { reason: string; message: string; observedGeneration?: number };
+}
+
+function viewOf(input: ClusterStackInput): StackView {
+  const { clusterStack: cs } = input;
   const generation = cs.metadata.generation;
-  const namespace = cs.metadata.namespace ?? 'default';
   const channel: Channel = cs.spec.channel ?? 'stable';
   const selector = {
     provider: cs.spec.provider,
@@ -297,18 +354,37 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
     kubernetesVersion: cs.spec.kubernetesVersion,
     channel,
   };
-  const isOurs = (t: ReleaseTag): boolean =>
-    t.provider === selector.provider &&
-    t.name === selector.name &&
-    t.kubernetesVersion === selector.kubernetesVersion &&
-    t.channel === channel;
-
   const existing = input.releases.filter((r) => ownedBy(r, cs)).sort(byName);
-  const existingByName = new Map(existing.map((r) => [r.metadata.name, r]));
+  return {
+    input,
+    cs,
+    namespace: cs.metadata.namespace ?? 'default',
+    selector,
+    isOurs: (t: ReleaseTag): boolean =>
+      t.provider === selector.provider &&
+      t.name === selector.name &&
+      t.kubernetesVersion === selector.kubernetesVersion &&
+      t.channel === channel,
+    existing,
+    existingByName: new Map(existing.map((r) => [r.metadata.name, r])),
+    deleting: cs.metadata.deletionTimestamp !== undefined,
+    suspended: cs.spec.suspend === true,
+    autoSubscribe: cs.spec.autoSubscribe ?? true,
+    mark: (reason: string, message: string) => ({
+      reason,
+      message,
+      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    }),
+  };
+}
 
-  // How many Clusters use each release of this stack (by ClusterClass name → tag). A count, not
-  // a list: this runs on every poll over every Cluster of the namespace (10,000 and more), and
-  // copying a growing list per Cluster was quadratic (about 400 MB of garbage at 10,000).
+/**
+ * How many Clusters use each release of this stack (by ClusterClass name → tag). A count, not
+ * a list: this runs on every poll over every Cluster of the namespace (10,000 and more), and
+ * copying a growing list per Cluster was quadratic (about 400 MB of garbage at 10,000).
+ */
+function clustersByRelease(view: StackView): Map<string, number> {
+  const { input, cs, namespace, isOurs, existingByName } = view;
   const usedBy = new Map<string, number>();
   const tagOfClass = new Map<string, ReturnType<typeof tagForClusterClassName>>();
   for (const c of input.clusters) {
@@ -324,54 +400,93 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
     if (tag === undefined || !(isOurs(tag) || existingByName.has(tag.tag))) continue;
     usedBy.set(tag.tag, (usedBy.get(tag.tag) ?? 0) + 1);
   }
+  return usedBy;
+}
 
-  // Tags of the listing.
+/** The releases of this stack the source lists (none without a successful listing). */
+interface Listed {
+  compareReleaseTags: (a: ReleaseTag, b: ReleaseTag) => number;
+  classified: TagListResult | undefined;
+  available: Map<string, ReleaseTag>;
+  latest: ReleaseTag | undefined;
+}
+
+/** Tags of the listing. */
+function listedReleases(view: StackView): Listed {
+  const { listing } = view.input;
   const times = listing?.ok === true ? listing.times : undefined;
-  const compareReleaseTags = releaseOrder(times);
-  const classified = listing?.ok === true ? classifyTags(listing.tags, selector, times) : undefined;
-  const available = new Map((classified?.releases ?? []).map((t) => [t.tag, t]));
-  const latest = classified?.releases.at(-1);
+  const classified = listing?.ok === true ? classifyTags(listing.tags, view.selector, times) : undefined;
+  return {
+    compareReleaseTags: releaseOrder(times),
+    classified,
+    available: new Map((classified?.releases ?? []).map((t) => [t.tag, t])),
+    latest: classified?.releases.at(-1),
+  };
+}
 
-  // Pinned versions.
+/** Pinned versions: their tags, and the versions the listing does not have. */
+function pinnedVersions(view: StackView, listed: Listed): { tags: Set<string>; missing: string[] } {
+  const { cs, selector, isOurs } = view;
   const pinnedTags = new Set<string>();
   const missingPinned: string[] = [];
   for (const version of [...new Set(cs.spec.versions ?? [])].sort()) {
     const tag = formatReleaseTag(selector.provider, selector.name, selector.kubernetesVersion, version);
     const parsed = parseReleaseTag(tag);
     if (parsed.ok && isOurs(parsed.value)) pinnedTags.add(tag);
-    if (classified !== undefined && !available.has(tag)) missingPinned.push(version);
+    if (listed.classified !== undefined && !listed.available.has(tag)) missingPinned.push(version);
   }
+  return { tags: pinnedTags, missing: missingPinned };
+}
 
-  const deleting = cs.metadata.deletionTimestamp !== undefined;
-  const suspended = cs.spec.suspend === true;
-  const autoSubscribe = cs.spec.autoSubscribe ?? true;
-  const provider = providerPhase(cs, input.providerTemplate);
-  // A provider problem freezes the releases as they are (deletion of the ClusterStack goes on).
-  const frozen = suspended || (provider.hold !== undefined && !deleting);
-
-  // Desired set (tags). Without a listing, keep what exists (never delete on a source error).
+/** Desired set (tags); empty while the ClusterStack is being deleted. */
+function desiredReleases(
+  view: StackView,
+  listed: Listed,
+  pinnedTags: ReadonlySet<string>,
+  usedBy: ReadonlyMap<string, number>,
+): Set<string> {
+  const { autoSubscribe, existing, existingByName, isOurs } = view;
+  const { latest, compareReleaseTags } = listed;
   const desired = new Set<string>();
-  if (!deleting) {
-    for (const t of pinnedTags) desired.add(t);
-    if (autoSubscribe && latest !== undefined) desired.add(latest.tag);
-    for (const t of usedBy.keys()) desired.add(t);
-    if (autoSubscribe && latest !== undefined) {
-      const latestRelease = existingByName.get(latest.tag);
-      if (latestRelease === undefined || !releaseReady(latestRelease)) {
-        // No gap: keep the newest Ready release older than the latest.
-        const readyOlder = existing
-          .filter((r) => r.metadata.name !== latest.tag && releaseReady(r))
-          .map((r) => parseReleaseTag(r.metadata.name))
-          .flatMap((p) =>
-            p.ok && isOurs(p.value) && compareReleaseTags(p.value, latest) < 0 ? [p.value] : [],
-          )
-          .sort(compareReleaseTags)
-          .at(-1);
-        if (readyOlder !== undefined) desired.add(readyOlder.tag);
-      }
+  if (view.deleting) return desired;
+  for (const t of pinnedTags) desired.add(t);
+  if (autoSubscribe && latest !== undefined) desired.add(latest.tag);
+  for (const t of usedBy.keys()) desired.add(t);
+  if (autoSubscribe && latest !== undefined) {
+    const latestRelease = existingByName.get(latest.tag);
+    if (latestRelease === undefined || !releaseReady(latestRelease)) {
+      // No gap: keep the newest Ready release older than the latest.
+      const readyOlder = existing
+        .filter((r) => r.metadata.name !== latest.tag && releaseReady(r))
+        .map((r) => parseReleaseTag(r.metadata.name))
+        .flatMap((p) => (p.ok && isOurs(p.value) && compareReleaseTags(p.value, latest) < 0 ? [p.value] : []))
+        .sort(compareReleaseTags)
+        .at(-1);
+      if (readyOlder !== undefined) desired.add(readyOlder.tag);
     }
   }
+  return desired;
+}
 
+/** The releases to apply and to delete, and those kept only because not every Cluster can be seen. */
+interface ReleaseChanges {
+  apply: ClusterStackRelease[];
+  delete: string[];
+  heldBack: string[];
+}
+
+/** Without a listing, keep what exists (never delete on a source error). */
+function releaseChanges(
+  view: StackView,
+  listed: Listed,
+  provider: ProviderPhase,
+  desired: ReadonlySet<string>,
+  usedBy: ReadonlyMap<string, number>,
+): ReleaseChanges {
+  const { input, cs, deleting, existing } = view;
+  const { classified, available } = listed;
+  // A provider problem freezes the releases as they are (deletion of the ClusterStack goes on).
+  const frozen = view.suspended || (provider.hold !== undefined && !deleting);
   const apply: ClusterStackRelease[] = [];
   let del: string[] = [];
   if (!frozen) {
@@ -392,15 +507,28 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
   // Fail closed: without a complete view of the Clusters nothing is known to be unused.
   const heldBack = input.inUseUnknown !== undefined ? del : [];
   if (input.inUseUnknown !== undefined) del = [];
+  return { apply, delete: del, heldBack };
+}
 
-  // Status.
-  const keptNames = new Set([...existing.map((r) => r.metadata.name), ...apply.map((r) => r.metadata.name)]);
-  for (const d of del) keptNames.delete(d);
+/** status.summary: every release kept, in release order. */
+function releaseSummaries(
+  view: StackView,
+  listed: Listed,
+  pinnedTags: ReadonlySet<string>,
+  usedBy: ReadonlyMap<string, number>,
+  changes: ReleaseChanges,
+): ReleaseSummary[] {
+  const { existing, existingByName } = view;
+  const keptNames = new Set([
+    ...existing.map((r) => r.metadata.name),
+    ...changes.apply.map((r) => r.metadata.name),
+  ]);
+  for (const d of changes.delete) keptNames.delete(d);
   const summaryTags = [...keptNames]
     .map((n) => parseReleaseTag(n))
     .flatMap((p) => (p.ok ? [p.value] : []))
-    .sort(compareReleaseTags);
-  const summary: ReleaseSummary[] = summaryTags.map((t) => {
+    .sort(listed.compareReleaseTags);
+  return summaryTags.map((t) => {
     const r = existingByName.get(t.tag);
     const ready = r !== undefined && releaseReady(r);
     const cond = findCondition(r?.status?.conditions, ConditionType.Ready);
@@ -414,15 +542,19 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
         : cond !== undefined
           ? { reason: cond.reason, message: cond.message }
           : {}),
-      latest: latest?.tag === t.tag,
+      latest: listed.latest?.tag === t.tag,
       pinned: pinnedTags.has(t.tag),
       inUse: clusters > 0,
       clusters,
     };
   });
-  const readyReleases = summary.filter((s) => s.ready);
-  const latestReady = readyReleases.at(-1);
+}
 
+/** status.source: the URL and what the last listing returned. */
+function sourceStatus(view: StackView, listed: Listed): SourceStatus {
+  const { input, cs, suspended } = view;
+  const { listing } = input;
+  const { classified } = listed;
   const previous = cs.status;
   // Suspended: nothing is listed, so what the last listing returned stays as it was.
   const source: SourceStatus =
@@ -457,20 +589,21 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
     for (const k of ['tags', 'matching', 'ignored', 'malformed'] as const)
       if (source[k] === undefined) delete source[k];
   }
+  return source;
+}
 
-  // The Rollout condition belongs to the rollout controller (its own field manager): not carried over.
-  let conditions: Condition[] = (previous?.conditions ?? []).filter((c) => c.type !== ROLLOUT_CONDITION);
-  const mark = (reason: string, message: string) => ({
-    reason,
-    message,
-    ...(generation !== undefined ? { observedGeneration: generation } : {}),
-  });
-
-  // Source condition (left as it was while suspended: the source is not listed).
-  if (suspended) {
-    // unchanged
-  } else if (listing === undefined) {
-    conditions = setCondition(
+/** Source condition (left as it was while suspended: the source is not listed). */
+function sourceCondition(
+  view: StackView,
+  conditions: Condition[],
+  listed: Listed,
+  source: SourceStatus,
+): Condition[] {
+  const { mark } = view;
+  const { listing, now } = view.input;
+  if (view.suspended) return conditions;
+  if (listing === undefined) {
+    return setCondition(
       conditions,
       {
         type: ConditionType.SourceReady,
@@ -479,9 +612,10 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       },
       now,
     );
-  } else if (listing.ok) {
-    const c = classified ?? { releases: [], malformed: [] };
-    conditions = setCondition(
+  }
+  if (listing.ok) {
+    const c = listed.classified ?? { releases: [], malformed: [] };
+    return setCondition(
       conditions,
       {
         type: ConditionType.SourceReady,
@@ -493,54 +627,73 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       },
       now,
     );
-  } else {
-    conditions = setCondition(
-      conditions,
-      { type: ConditionType.SourceReady, status: 'False', ...mark(listing.reason, listing.message) },
-      now,
-    );
   }
-
-  // Provider template condition (absent with noProvider).
-  conditions =
-    provider.condition === undefined
-      ? removeCondition(conditions, ConditionType.ProviderTemplateReady)
-      : setCondition(
-          conditions,
-          {
-            type: ConditionType.ProviderTemplateReady,
-            status: provider.condition.status,
-            ...mark(provider.condition.reason, provider.condition.message),
-          },
-          now,
-        );
-  if (input.inUseUnknown !== undefined && heldBack.length > 0) {
-    conditions = setCondition(
-      conditions,
-      {
-        type: GARBAGE_COLLECTION_CONDITION,
-        status: 'False',
-        ...mark(
-          input.inUseUnknown.reason,
-          `no release is deleted while not every Cluster can be seen: ${input.inUseUnknown.message}; kept until then: ${heldBack.join(', ')}`,
-        ),
-      },
-      now,
-    );
-  } else {
-    conditions = removeCondition(conditions, GARBAGE_COLLECTION_CONDITION);
-  }
-
-  // Summary conditions (Ready / Reconciling / Stalled), the most important problem first.
-  const desiredSummaries = summary.filter((s) => desired.has(s.name));
-  const failed = desiredSummaries.filter(
-    (s) => !s.ready && existingByName.has(s.name) && isFailed(existingByName.get(s.name)),
+  return setCondition(
+    conditions,
+    { type: ConditionType.SourceReady, status: 'False', ...mark(listing.reason, listing.message) },
+    now,
   );
-  const pending = desiredSummaries.filter((s) => !s.ready && !failed.includes(s));
-  const latestName = latest?.tag;
-  if (deleting) {
+}
+
+/** Provider template condition (absent with noProvider). */
+function providerTemplateCondition(
+  view: StackView,
+  conditions: Condition[],
+  provider: ProviderPhase,
+): Condition[] {
+  if (provider.condition === undefined)
+    return removeCondition(conditions, ConditionType.ProviderTemplateReady);
+  return setCondition(
+    conditions,
+    {
+      type: ConditionType.ProviderTemplateReady,
+      status: provider.condition.status,
+      ...view.mark(provider.condition.reason, provider.condition.message),
+    },
+    view.input.now,
+  );
+}
+
+/** GarbageCollection=False while releases are kept only because not every Cluster can be seen. */
+function garbageCollectionCondition(
+  view: StackView,
+  conditions: Condition[],
+  heldBack: readonly string[],
+): Condition[] {
+  const { inUseUnknown, now } = view.input;
+  if (inUseUnknown === undefined || heldBack.length === 0) {
+    return removeCondition(conditions, GARBAGE_COLLECTION_CONDITION);
+  }
+  return setCondition(
+    conditions,
+    {
+      type: GARBAGE_COLLECTION_CONDITION,
+      status: 'False',
+      ...view.mark(
+        inUseUnknown.reason,
+        `no release is deleted while not every Cluster can be seen: ${inUseUnknown.message}; kept until then: ${heldBack.join(', ')}`,
+      ),
+    },
+    now,
+  );
+}
+
+/**
+ * The summary conditions while the ClusterStack is not at its releases: being deleted, suspended,
+ * held by its provider template, or without a listing of its source. Undefined otherwise.
+ */
+function stoppedConditions(
+  view: StackView,
+  conditions: Condition[],
+  provider: ProviderPhase,
+  source: SourceStatus,
+  summary: readonly ReleaseSummary[],
+): Condition[] | undefined {
+  const { cs, namespace, mark } = view;
+  const { listing, now } = view.input;
+  if (view.deleting) {
     const waiting = summary.filter((s) => s.inUse).map((s) => s.name);
-    conditions = markReconciling(
+    return markReconciling(
       conditions,
       mark(
         Reason.Deleting,
@@ -550,8 +703,9 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       ),
       now,
     );
-  } else if (suspended) {
-    conditions = setCondition(
+  }
+  if (view.suspended) {
+    const marked = setCondition(
       conditions,
       {
         type: ConditionType.Ready,
@@ -564,9 +718,10 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       },
       now,
     );
-    conditions = removeCondition(conditions, ConditionType.Reconciling);
-  } else if (provider.hold?.problem === true) {
-    conditions = markNotReady(
+    return removeCondition(marked, ConditionType.Reconciling);
+  }
+  if (provider.hold?.problem === true) {
+    const marked = markNotReady(
       conditions,
       mark(
         provider.hold.reason,
@@ -574,13 +729,16 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       ),
       now,
     );
-    conditions = removeCondition(conditions, ConditionType.Reconciling);
-  } else if (provider.hold !== undefined) {
-    conditions = markReconciling(conditions, mark(provider.hold.reason, provider.hold.message), now);
-  } else if (listing === undefined) {
-    conditions = markReconciling(conditions, mark(Reason.Progressing, `listing ${source.url}`), now);
-  } else if (!listing.ok) {
-    conditions = markNotReady(
+    return removeCondition(marked, ConditionType.Reconciling);
+  }
+  if (provider.hold !== undefined) {
+    return markReconciling(conditions, mark(provider.hold.reason, provider.hold.message), now);
+  }
+  if (listing === undefined) {
+    return markReconciling(conditions, mark(Reason.Progressing, `listing ${source.url}`), now);
+  }
+  if (!listing.ok) {
+    return markNotReady(
       conditions,
       mark(
         Reason.SourceUnavailable,
@@ -588,8 +746,34 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       ),
       now,
     );
-  } else if (missingPinned.length > 0) {
-    conditions = markNotReady(
+  }
+  return undefined;
+}
+
+/** The summary conditions from the desired releases: a pinned version missing, none found, failed, pending or Ready. */
+function releaseConditions(
+  view: StackView,
+  conditions: Condition[],
+  source: SourceStatus,
+  releases: {
+    summary: readonly ReleaseSummary[];
+    desired: ReadonlySet<string>;
+    missingPinned: readonly string[];
+    latest: ReleaseTag | undefined;
+  },
+): Condition[] {
+  const { selector, existingByName, autoSubscribe, mark } = view;
+  const { channel } = selector;
+  const { now } = view.input;
+  const { summary, desired, missingPinned } = releases;
+  const desiredSummaries = summary.filter((s) => desired.has(s.name));
+  const failed = desiredSummaries.filter(
+    (s) => !s.ready && existingByName.has(s.name) && isFailed(existingByName.get(s.name)),
+  );
+  const pending = desiredSummaries.filter((s) => !s.ready && !failed.includes(s));
+  const latestName = releases.latest?.tag;
+  if (missingPinned.length > 0) {
+    return markNotReady(
       conditions,
       mark(
         Reason.VersionNotFound,
@@ -598,8 +782,9 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       ),
       now,
     );
-  } else if (desired.size === 0) {
-    conditions = markNotReady(
+  }
+  if (desired.size === 0) {
+    return markNotReady(
       conditions,
       mark(
         Reason.NoReleaseFound,
@@ -609,8 +794,9 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       ),
       now,
     );
-  } else if (failed.length > 0) {
-    conditions = markNotReady(
+  }
+  if (failed.length > 0) {
+    return markNotReady(
       conditions,
       mark(
         Reason.ReleaseNotReady,
@@ -618,8 +804,9 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       ),
       now,
     );
-  } else if (pending.length > 0) {
-    conditions = markReconciling(
+  }
+  if (pending.length > 0) {
+    return markReconciling(
       conditions,
       mark(
         Reason.Progressing,
@@ -627,20 +814,31 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
       ),
       now,
     );
-  } else {
-    conditions = markReady(
-      conditions,
-      mark(
-        Reason.Succeeded,
-        latestName !== undefined && desired.has(latestName)
-          ? `latest release ${latestName} is Ready`
-          : `releases ${[...desired].sort().join(', ')} are Ready`,
-      ),
-      now,
-    );
   }
+  return markReady(
+    conditions,
+    mark(
+      Reason.Succeeded,
+      latestName !== undefined && desired.has(latestName)
+        ? `latest release ${latestName} is Ready`
+        : `releases ${[...desired].sort().join(', ')} are Ready`,
+    ),
+    now,
+  );
+}
 
-  const status: ClusterStackStatus = {
+/** The ClusterStack's status: its releases, its source and its conditions. */
+function stackStatus(
+  view: StackView,
+  summary: ReleaseSummary[],
+  source: SourceStatus,
+  conditions: Condition[],
+): ClusterStackStatus {
+  const { cs, suspended } = view;
+  const generation = cs.metadata.generation;
+  const readyReleases = summary.filter((s) => s.ready);
+  const latestReady = readyReleases.at(-1);
+  return {
     ...(generation !== undefined ? { observedGeneration: generation } : {}),
     ...(latestReady !== undefined ? { latestRelease: latestReady.name } : {}),
     ...(readyReleases.length > 0 ? { usableVersions: readyReleases.map((s) => s.version).join(', ') } : {}),
@@ -650,7 +848,6 @@ export function reconcileClusterStack(input: ClusterStackInput): ClusterStackRes
     ...lastHandledReconcileAt(cs, !suspended),
     conditions,
   };
-  return { apply: apply.sort(byName), delete: del.sort(), status };
 }
 
 /** A release that failed (Ready=False for its generation), as opposed to still progressing. */

@@ -198,52 +198,133 @@ function kustomizationReady(k: Kustomization | undefined): Condition | undefined
 }
 
 export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): ClusterStackReleaseResult {
-  const { release, now } = input;
-  const tag = release.spec.tag;
-  const generation = release.metadata.generation;
-  const deleting = release.metadata.deletionTimestamp !== undefined;
-  const clusters = [...new Set(input.clusters)].sort();
-  const stack = input.stack === undefined ? undefined : policyStack(input.stack, input.tenancy);
+  const view = viewOf(input);
+  const { release, stack, mark, now } = view;
+  const source = pinnedSource(view);
+  // The provider gate, once the release tree is valid (the provider object names its commit).
+  const gate: ProviderGate | undefined =
+    stack?.ok === true && release.spec.providerRef !== undefined
+      ? providerGate(release, input.provider, source.commit)
+      : undefined;
+  const applying = applyPhase(view, source, gate);
+  let conditions = providerCondition(applying.conditions, release, gate, mark, now);
+  conditions = deletingCondition(view, conditions);
+  return {
+    // A release to render gets its GitRepository only once its rendered objects are written; until
+    // then (or after a failed render) the one that exists is left as it is.
+    ...(source.desired.gitRepository !== undefined && (!source.rendering || source.rendered !== undefined)
+      ? { gitRepository: source.desired.gitRepository }
+      : {}),
+    ...(applying.kustomization !== undefined ? { kustomization: applying.kustomization } : {}),
+    ...(gate?.apply !== undefined && !view.deleting ? { providerObject: gate.apply } : {}),
+    finalizers: finalizersOf(view),
+    status: releaseStatus(view, source, gate, conditions),
+  };
+}
 
+/** What the phases of one release reconcile share: the input and what follows from it alone. */
+interface ReleaseView {
+  input: ClusterStackReleaseInput;
+  release: ClusterStackRelease;
+  tag: string;
+  generation: number | undefined;
+  deleting: boolean;
+  /** The Clusters using the release's ClusterClass, de-duplicated and sorted. */
+  clusters: string[];
+  /** The release tree's validation under the chart policy; undefined while it is not read. */
+  stack: ValidationResult<StackManifest | StackDescription> | undefined;
+  mark: MarkFn;
+  now: Date;
+}
+
+function viewOf(input: ClusterStackReleaseInput): ReleaseView {
+  const { release, now } = input;
+  const generation = release.metadata.generation;
+  return {
+    input,
+    release,
+    tag: release.spec.tag,
+    generation,
+    deleting: release.metadata.deletionTimestamp !== undefined,
+    clusters: [...new Set(input.clusters)].sort(),
+    stack: input.stack === undefined ? undefined : policyStack(input.stack, input.tenancy),
+    mark: (reason: string, message: string) => ({
+      reason,
+      message,
+      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    }),
+    now,
+  };
+}
+
+/** What Flux fetches for the release (pinned to a commit), and what its Kustomization applied. */
+interface PinnedSource {
+  commit: string | undefined;
+  /** stackflux renders the release's cluster-class (csctl: a Helm chart). */
+  rendering: boolean;
+  /** Where the rendered cluster-class is, once it is written. */
+  rendered: Extract<RenderedClass, { ok: true }> | undefined;
+  desired: ReturnType<typeof releaseFluxObjects>;
+  sourceRef: string;
+  sourceCommit: string | undefined;
+  tagMoved: boolean;
+  expectedRevision: string | undefined;
+  applied: string | undefined;
+  appliedCommit: string | undefined;
+}
+
+function pinnedSource(view: ReleaseView): PinnedSource {
+  const { input, release, tag, stack } = view;
   // The pinned commit: the one this reconcile validated, else the pin the release already has.
   const validated = input.commit ?? release.status?.commit;
   const commit = stack?.ok === true ? validated : release.status?.commit;
   const rendering = stack?.ok === true && rendersClusterClass(stack.value);
   const rendered = rendering && input.renderedClass?.ok === true ? input.renderedClass : undefined;
-  const desired = releaseFluxObjects(input.templates, release, commit, input.tenancy, rendered);
   // What Flux's artifact is labelled with: the tag at its commit, or the release branch at its commit.
   const sourceRef = rendered !== undefined ? rendered.branch : tag;
   const sourceCommit = rendered !== undefined ? rendered.commit : commit;
-  const tagMoved =
-    stack?.ok === true &&
-    commit !== undefined &&
-    input.listedCommit !== undefined &&
-    input.listedCommit !== commit;
-  const expectedRevision = sourceCommit !== undefined ? `${sourceRef}@sha1:${sourceCommit}` : undefined;
   const applied = input.kustomization?.status?.lastAppliedRevision;
-  const appliedCommit = commitOfRevision(applied, sourceRef);
+  return {
+    commit,
+    rendering,
+    rendered,
+    desired: releaseFluxObjects(input.templates, release, commit, input.tenancy, rendered),
+    sourceRef,
+    sourceCommit,
+    tagMoved:
+      stack?.ok === true &&
+      commit !== undefined &&
+      input.listedCommit !== undefined &&
+      input.listedCommit !== commit,
+    expectedRevision: sourceCommit !== undefined ? `${sourceRef}@sha1:${sourceCommit}` : undefined,
+    applied,
+    appliedCommit: commitOfRevision(applied, sourceRef),
+  };
+}
 
-  // Finalizer: held while in use; released when deleting and no Cluster uses the class.
+/** Finalizer: held while in use; released when deleting and no Cluster uses the class. */
+function finalizersOf(view: ReleaseView): string[] {
+  const { release, deleting, clusters } = view;
   const others = (release.metadata.finalizers ?? []).filter((f) => f !== FINALIZER_RELEASE_IN_USE);
-  const unknown = input.clustersUnknown;
-  const finalizers =
-    deleting && clusters.length === 0 && unknown === undefined
-      ? others
-      : [...others, FINALIZER_RELEASE_IN_USE].sort();
+  return deleting && clusters.length === 0 && view.input.clustersUnknown === undefined
+    ? others
+    : [...others, FINALIZER_RELEASE_IN_USE].sort();
+}
 
-  const mark = (reason: string, message: string) => ({
-    reason,
-    message,
-    ...(generation !== undefined ? { observedGeneration: generation } : {}),
-  });
-  let conditions: Condition[] = [...(release.status?.conditions ?? [])];
+/**
+ * Whether the release is applied (its Kustomization desired), with the Ready / Reconciling
+ * conditions saying why not or how far: the tree not read yet or invalid, the provider gate closed,
+ * the cluster-class not rendered yet or failed, else the Kustomization's own state.
+ */
+function applyPhase(
+  view: ReleaseView,
+  source: PinnedSource,
+  gate: ProviderGate | undefined,
+): { conditions: Condition[]; kustomization: Kustomization | undefined } {
+  const { input, tag, stack, mark, now } = view;
+  const { rendering } = source;
+  let conditions: Condition[] = [...(view.release.status?.conditions ?? [])];
   let kustomization: Kustomization | undefined;
-  // The provider gate, once the release tree is valid (the provider object names its commit).
-  const gate: ProviderGate | undefined =
-    stack?.ok === true && release.spec.providerRef !== undefined
-      ? providerGate(release, input.provider, commit)
-      : undefined;
-
   if (stack === undefined) {
     const failure = input.fetchFailure;
     conditions = markReconciling(
@@ -272,7 +353,14 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     );
     conditions = removeCondition(conditions, ConditionType.Reconciling);
   } else if (gate !== undefined && !gate.ready) {
-    conditions = providerNotReady(conditions, gate, input.kustomization !== undefined, applied, mark, now);
+    conditions = providerNotReady(
+      conditions,
+      gate,
+      input.kustomization !== undefined,
+      source.applied,
+      mark,
+      now,
+    );
   } else if (rendering && input.renderedClass === undefined) {
     conditions = markReconciling(
       conditions,
@@ -293,77 +381,90 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     );
     conditions = removeCondition(conditions, ConditionType.Reconciling);
   } else {
-    kustomization = desired.kustomization;
-    const ready = kustomizationReady(input.kustomization);
-    const appliedPinned = expectedRevision !== undefined && appliedCommit === sourceCommit;
-    const name = desired.kustomization.metadata.name;
-    if (release.spec.suspend === true) {
-      conditions = setCondition(
-        conditions,
-        {
-          type: ConditionType.Ready,
-          status: findCondition(conditions, ConditionType.Ready)?.status ?? 'Unknown',
-          ...mark(Reason.Suspended, `Kustomization ${name} is suspended`),
-        },
-        now,
-      );
-    } else if (
-      ready?.status === 'Unknown' &&
-      appliedPinned &&
-      findCondition(conditions, ConditionType.Ready)?.status === 'True'
-    ) {
-      // Flux re-verifies the same revision every interval (Ready=Unknown meanwhile): the release
-      // stays Ready, so it neither flaps nor looks like a gap to its ClusterStack.
-    } else if (ready === undefined || ready.status === 'Unknown') {
-      conditions = markReconciling(
-        conditions,
-        mark(
-          Reason.Progressing,
-          `waiting for Kustomization ${name} to apply ${expectedRevision ?? tag}${ready?.message ? `: ${ready.message}` : ''}`,
-        ),
-        now,
-      );
-    } else if (ready.status === 'False') {
-      conditions = markNotReady(
-        conditions,
-        mark(Reason.KustomizationNotReady, `Kustomization ${name} (${ready.reason}): ${ready.message}`),
-        now,
-      );
-    } else if (expectedRevision === undefined ? appliedCommit === undefined : !appliedPinned) {
-      conditions = markReconciling(
-        conditions,
-        mark(
-          Reason.RevisionMismatch,
-          `Kustomization ${name} applied ${applied ?? 'nothing yet'}, waiting for ${expectedRevision ?? `${tag}@sha1:<commit>`}`,
-        ),
-        now,
-      );
-    } else {
-      conditions = markReady(
-        conditions,
-        mark(Reason.Succeeded, `ClusterClass ${release.spec.clusterClass} applied at ${applied}`),
-        now,
-      );
-    }
-    if (tagMoved) {
-      // Releases are immutable: the moved tag's new commit was never validated, so nothing of it
-      // is applied; the release says so until the tag points back or a new release is cut.
-      conditions = markNotReady(
-        conditions,
-        mark(
-          Reason.TagMoved,
-          `tag ${tag} now points at ${input.listedCommit}, not at the validated commit ${commit}: ` +
-            `Flux keeps applying ${commit}; move the tag back or cut a new release (a release tag must not move)`,
-        ),
-        now,
-      );
-    }
+    kustomization = source.desired.kustomization;
+    conditions = appliedConditions(view, source, conditions);
   }
+  return { conditions, kustomization };
+}
 
-  conditions = providerCondition(conditions, release, gate, mark, now);
-
-  if (deleting && unknown !== undefined) {
+/** The conditions of a release that is applied: how far its Kustomization is, and a moved tag. */
+function appliedConditions(view: ReleaseView, source: PinnedSource, before: Condition[]): Condition[] {
+  const { input, release, tag, mark, now } = view;
+  const { commit, desired, expectedRevision, applied, appliedCommit, sourceCommit } = source;
+  let conditions = before;
+  const ready = kustomizationReady(input.kustomization);
+  const appliedPinned = expectedRevision !== undefined && appliedCommit === sourceCommit;
+  const name = desired.kustomization.metadata.name;
+  if (release.spec.suspend === true) {
     conditions = setCondition(
+      conditions,
+      {
+        type: ConditionType.Ready,
+        status: findCondition(conditions, ConditionType.Ready)?.status ?? 'Unknown',
+        ...mark(Reason.Suspended, `Kustomization ${name} is suspended`),
+      },
+      now,
+    );
+  } else if (
+    ready?.status === 'Unknown' &&
+    appliedPinned &&
+    findCondition(conditions, ConditionType.Ready)?.status === 'True'
+  ) {
+    // Flux re-verifies the same revision every interval (Ready=Unknown meanwhile): the release
+    // stays Ready, so it neither flaps nor looks like a gap to its ClusterStack.
+  } else if (ready === undefined || ready.status === 'Unknown') {
+    conditions = markReconciling(
+      conditions,
+      mark(
+        Reason.Progressing,
+        `waiting for Kustomization ${name} to apply ${expectedRevision ?? tag}${ready?.message ? `: ${ready.message}` : ''}`,
+      ),
+      now,
+    );
+  } else if (ready.status === 'False') {
+    conditions = markNotReady(
+      conditions,
+      mark(Reason.KustomizationNotReady, `Kustomization ${name} (${ready.reason}): ${ready.message}`),
+      now,
+    );
+  } else if (expectedRevision === undefined ? appliedCommit === undefined : !appliedPinned) {
+    conditions = markReconciling(
+      conditions,
+      mark(
+        Reason.RevisionMismatch,
+        `Kustomization ${name} applied ${applied ?? 'nothing yet'}, waiting for ${expectedRevision ?? `${tag}@sha1:<commit>`}`,
+      ),
+      now,
+    );
+  } else {
+    conditions = markReady(
+      conditions,
+      mark(Reason.Succeeded, `ClusterClass ${release.spec.clusterClass} applied at ${applied}`),
+      now,
+    );
+  }
+  if (source.tagMoved) {
+    // Releases are immutable: the moved tag's new commit was never validated, so nothing of it
+    // is applied; the release says so until the tag points back or a new release is cut.
+    conditions = markNotReady(
+      conditions,
+      mark(
+        Reason.TagMoved,
+        `tag ${tag} now points at ${input.listedCommit}, not at the validated commit ${commit}: ` +
+          `Flux keeps applying ${commit}; move the tag back or cut a new release (a release tag must not move)`,
+      ),
+      now,
+    );
+  }
+  return conditions;
+}
+
+/** Deleting=True while a deletion waits: until every Cluster can be seen, then until none uses the release. */
+function deletingCondition(view: ReleaseView, conditions: Condition[]): Condition[] {
+  const { input, release, deleting, clusters, mark, now } = view;
+  const unknown = input.clustersUnknown;
+  if (deleting && unknown !== undefined) {
+    return setCondition(
       conditions,
       {
         type: 'Deleting',
@@ -372,8 +473,9 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
       },
       now,
     );
-  } else if (deleting && clusters.length > 0) {
-    conditions = setCondition(
+  }
+  if (deleting && clusters.length > 0) {
+    return setCondition(
       conditions,
       {
         type: 'Deleting',
@@ -385,17 +487,25 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
       },
       now,
     );
-  } else {
-    conditions = removeCondition(conditions, 'Deleting');
   }
+  return removeCondition(conditions, 'Deleting');
+}
 
+function releaseStatus(
+  view: ReleaseView,
+  source: PinnedSource,
+  gate: ProviderGate | undefined,
+  conditions: Condition[],
+): ClusterStackReleaseStatus {
+  const { input, release, stack, generation, clusters } = view;
+  const { commit, expectedRevision, applied, desired } = source;
   const kubernetesVersion =
     stack?.ok === true ? stack.value.kubernetesVersion : release.status?.kubernetesVersion;
   const beforeClusterUpgradeAddons =
     stack?.ok === true
       ? beforeClusterUpgradeAddonsOf(stack.value)
       : release.status?.beforeClusterUpgradeAddons;
-  const status: ClusterStackReleaseStatus = {
+  return {
     ...(generation !== undefined ? { observedGeneration: generation } : {}),
     ...(commit !== undefined ? { commit } : {}),
     ...(kubernetesVersion !== undefined ? { kubernetesVersion } : {}),
@@ -403,23 +513,12 @@ export function reconcileClusterStackRelease(input: ClusterStackReleaseInput): C
     ...(applied !== undefined ? { lastAppliedRevision: applied } : {}),
     gitRepository: desired.kustomization.spec.sourceRef.name,
     kustomization: desired.kustomization.metadata.name,
-    clusters: unknown !== undefined ? (release.status?.clusters ?? 0) : clusters.length,
+    clusters: input.clustersUnknown !== undefined ? (release.status?.clusters ?? 0) : clusters.length,
     ...(beforeClusterUpgradeAddons !== undefined && beforeClusterUpgradeAddons.length > 0
       ? { beforeClusterUpgradeAddons }
       : {}),
     ...providerStatus(release, gate),
     conditions,
-  };
-  return {
-    // A release to render gets its GitRepository only once its rendered objects are written; until
-    // then (or after a failed render) the one that exists is left as it is.
-    ...(desired.gitRepository !== undefined && (!rendering || rendered !== undefined)
-      ? { gitRepository: desired.gitRepository }
-      : {}),
-    ...(kustomization !== undefined ? { kustomization } : {}),
-    ...(gate?.apply !== undefined && !deleting ? { providerObject: gate.apply } : {}),
-    finalizers,
-    status,
   };
 }
 

@@ -1,11 +1,11 @@
 // The template input of a Cluster's addons (issue 31, F4): the Cluster, ControlPlane and
 // InfraCluster objects as every template sees them, built by ONE function for the live fan-out and
-// for the preview / impact alike (both render through reconcilers/clusteraddon.ts renderAddons,
-// which calls templateInputOf). The live controller reads lean informer objects (no managedFields,
-// no kubectl last-applied annotation, a resourceVersion) and the preview reads listed objects (a
-// last-applied annotation, no resourceVersion): a template branching on such a field would show
-// "no change" in the preview and roll out something else. So what the API server or a tool keeps
-// about an object, not what the object says, is taken out here, the same for both:
+// for the preview / impact alike (both render through reconcilers/clusteraddon/render.ts
+// renderAddons, which calls templateInputOf). The live controller reads lean informer objects (no
+// managedFields, no kubectl last-applied annotation, a resourceVersion) and the preview reads listed
+// objects (a last-applied annotation, no resourceVersion): a template branching on such a field
+// would show "no change" in the preview and roll out something else. So what the API server or a
+// tool keeps about an object, not what the object says, is taken out here, the same for both:
 // - metadata.managedFields, resourceVersion, generation (bumped by the rollout's own move, which the
 //   preview makes in memory), selfLink;
 // - kubectl's last-applied-configuration annotation (present or not depending on who listed it);

@@ -86,7 +86,7 @@ const FLUX_RECORDS = ['inventory', 'history'] as const;
 /**
  * The Flux kinds stackflux creates and watches, and the only status fields any reader of their
  * caches looks at: the Ready condition and observedGeneration (readiness of the current
- * generation, reconcilers/clusteraddon.ts fluxReady, reconcilers/clusterstackrelease.ts
+ * generation, reconcilers/clusteraddon/readiness.ts fluxReady, reconcilers/clusterstackrelease.ts
  * kustomizationReady; no reader looks at another condition type of these kinds),
  * lastAppliedRevision (Kustomization: the revision an addon / release runs), history (HelmRelease:
  * its newest Helm release, cut down below) and lastHandledReconcileAt (one short string, kept for

@@ -44,7 +44,7 @@ function rssKiB(pid: number): number {
 
 /**
  * The addon render inputs of Cluster `cluster` for a stack folder, as the ClusterAddon reconciler
- * builds them (controller/reconcilers/clusteraddon.ts): a native addon per stack.yaml entry, a
+ * builds them (controller/reconcilers/clusteraddon/render.ts): a native addon per stack.yaml entry, a
  * csctl addon per entry of csctlAddonPlan with its chart folder and values template.
  */
 export function stackInputs(kind: StackKind): {
