@@ -1,6 +1,6 @@
-// Fails when a function under controller/controllers/ is longer than 150 lines (issue 34); part of
+// Fails when a function under controller/ is longer than 150 lines (issue 34); part of
 // npm run lint. A long function is split into named collaborators (see controllers/clusteraddon/).
-//   node hack/check-function-length.ts [--max N] [--top N] [folder or file …]   default: controller/controllers/
+//   node hack/check-function-length.ts [--max N] [--top N] [folder or file …]   default: controller/
 // Prints each long function as file:line, name and length; --top N lists the N longest (no failure).
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -18,7 +18,7 @@ for (let i = 0; i < args.length; i++) {
   else if (a === '--top') top = Number(args[++i]);
   else roots.push(a);
 }
-const folders = roots.length > 0 ? roots.map((r) => resolve(r)) : [join(repo, 'controller', 'controllers')];
+const folders = roots.length > 0 ? roots.map((r) => resolve(r)) : [join(repo, 'controller')];
 
 function tsFiles(folder: string): string[] {
   if (!statSync(folder).isDirectory()) return [folder];
